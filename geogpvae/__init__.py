@@ -1,0 +1,26 @@
+"""geogpvae: fill the holes in spatial fields with neighbour-driven GP variational autoencoders.
+
+Main entry points
+-----------------
+impute, GPVAEImputer
+    xarray in, imputed fields and their uncertainty out.
+to_netcdf, open_dataset
+    CF-tidy, compressed, atomic NetCDF output; lazy multi-file input.
+datasets
+    Jura and SPE10 loaders and synthetic Gaussian fields.
+plot
+    Layer slices, maps and uncertainty panels.
+GPVAEEngine, GPVAEConfig
+    The engines on plain arrays.
+"""
+
+from ._version import __version__
+from .config import GPVAEConfig
+from .engine import GPVAEEngine, InputError
+
+__all__ = [
+    "__version__",
+    "GPVAEConfig",
+    "GPVAEEngine",
+    "InputError",
+]

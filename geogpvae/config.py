@@ -1,0 +1,214 @@
+"""Options of the GPVAE engines, with defaults that work without tuning.
+
+One flat, JSON-serialisable dataclass: it is stored inside saved models and checkpoints, and
+the command line reads it from TOML files. ``None`` means "choose from the data" (see
+:meth:`GPVAEConfig.resolve`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .kernels import KERNELS
+from .neighbours import BACKENDS, ORDERINGS
+
+__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES"]
+
+ENGINES = ("spa", "hpa")
+PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
+BATCHINGS = ("random", "spatial")
+DTYPES = ("float32", "float64")
+
+
+@dataclass
+class GPVAEConfig:
+    """Every option of a GPVAE model and its training.
+
+    Parameters
+    ----------
+    engine : {"spa", "hpa"}
+        Sparse precision (Vecchia) or hierarchical prior approximation of the latent GP.
+    neighbours : int
+        H: the size of each conditioning set (SPA) or neighbourhood (HPA). 0 gives a plain VAE.
+    latent_dim : int or None
+        L, the number of latent GP channels. ``None``: ``max(2, K - 1)`` for K variables.
+    encoder_hidden, decoder_hidden : tuple of int
+        Widths of the hidden layers of the encoder and decoder MLPs (ReLU).
+    context : int
+        Number of nearest neighbours whose observed values the encoder sees, besides the
+        location's own values (their masked means and observed fractions per variable).
+        0 gives the paper's encoder, which sees the location alone.
+    kernel : str
+        Covariance family of the latent GPs, one of ``rbf, matern12, matern32, matern52, cauchy``.
+    lengthscale : float or None
+        Initial lengthscale, in coordinate units. ``None``: the median distance from a point to
+        its H-th nearest neighbour.
+    outputscale : float
+        Initial prior variance of every latent channel.
+    learn_kernel : bool
+        Train the kernel hyperparameters (else they stay at their initial values).
+    noise : float
+        Initial variance of the Gaussian likelihood of every variable, in standardised units.
+    learn_noise : bool
+        Train the likelihood variances (one per variable).
+    beta : float or None
+        Weight of the KL term. ``None``: 1 for SPA; for HPA, whose estimator (paper eq. 8)
+        weighs one neighbourhood KL against N likelihood terms, ``N / H``, which puts the
+        prior on the same per-location footing as SPA.
+    jitter : float
+        Nugget added to the prior covariance, relative to the outputscale.
+    ordering : {"random", "maxmin", "sorted", "none"}
+        Ordering of the points for SPA's Vecchia factorisation.
+    mask_rate : float
+        During training, the fraction of observed values hidden from the encoder (they still
+        count in the likelihood). It teaches the encoder to infer missing variables and keeps
+        the objective a valid ELBO.
+    epochs : int or None
+        Passes over the data. ``None``: about 4000 optimiser steps, between 20 and 2000 epochs.
+    batch_size : int
+        Locations per mini-batch (capped at N).
+    lr : float
+        Adam learning rate.
+    batching : {"random", "spatial"}
+        ``"spatial"`` draws mini-batches as groups of nearby locations, so that neighbours are
+        shared and encoded once: faster per epoch on large fields.
+    train_samples : int
+        Monte Carlo samples of z per location in the training likelihood.
+    samples : int
+        Monte Carlo samples of z per location at prediction.
+    predict_mode : {"auto", "encoder", "neighbours", "combined"}
+        Latent posterior at prediction for locations with observations: the encoder's, the GP
+        conditional on the H nearest observed locations (paper section 3.3), or their
+        combination. Locations without any observation always use the neighbours. ``"auto"``
+        is ``"combined"``.
+    calibrate : bool
+        After training, rescale each variable's predictive variance so that values hidden from
+        the model (a random tenth of the observed ones) are covered at their nominal rate.
+    seed : int
+        Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
+    device : str
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    dtype : {"float32", "float64"}
+        Floating-point type of the model.
+    neighbour_backend : {"auto", "kdtree", "faiss"}
+        Nearest-neighbour search backend.
+    """
+
+    engine: str = "spa"
+    neighbours: int = 20
+    latent_dim: int | None = None
+    encoder_hidden: tuple[int, ...] = (128, 128)
+    decoder_hidden: tuple[int, ...] = (128, 128)
+    context: int = 8
+    kernel: str = "matern32"
+    lengthscale: float | None = None
+    outputscale: float = 1.0
+    learn_kernel: bool = True
+    noise: float = 0.1
+    learn_noise: bool = True
+    beta: float | None = None
+    jitter: float = 1e-4
+    ordering: str = "random"
+    mask_rate: float = 0.25
+    epochs: int | None = None
+    batch_size: int = 256
+    lr: float = 3e-3
+    batching: str = "random"
+    train_samples: int = 1
+    samples: int = 64
+    predict_mode: str = "auto"
+    calibrate: bool = True
+    seed: int = 0
+    device: str = "auto"
+    dtype: str = "float32"
+    neighbour_backend: str = "auto"
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.encoder_hidden = tuple(int(v) for v in self.encoder_hidden)
+        self.decoder_hidden = tuple(int(v) for v in self.decoder_hidden)
+        self.validate()
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        """Raise ``ValueError`` naming the first option that is out of range."""
+
+        def choice(name: str, allowed: tuple[str, ...]) -> None:
+            value = getattr(self, name)
+            if value not in allowed:
+                raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
+
+        choice("engine", ENGINES)
+        choice("kernel", KERNELS)
+        choice("ordering", ORDERINGS)
+        choice("batching", BATCHINGS)
+        choice("predict_mode", PREDICT_MODES)
+        choice("dtype", DTYPES)
+        choice("neighbour_backend", BACKENDS)
+        ints = {"neighbours": 0, "context": 0, "batch_size": 1, "train_samples": 1, "samples": 1}
+        for name, low in ints.items():
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        if self.latent_dim is not None and (not isinstance(self.latent_dim, int) or self.latent_dim < 1):
+            raise ValueError(f"latent_dim must be a positive integer or None, got {self.latent_dim!r}")
+        if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs < 0):
+            raise ValueError(f"epochs must be a non-negative integer or None, got {self.epochs!r}")
+        positive = {"outputscale": self.outputscale, "noise": self.noise, "lr": self.lr}
+        if self.lengthscale is not None:
+            positive["lengthscale"] = self.lengthscale
+        if self.beta is not None:
+            positive["beta"] = self.beta
+        for name, value in positive.items():
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if not (0.0 <= self.jitter < 1.0):
+            raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+        if not (0.0 <= self.mask_rate < 1.0):
+            raise ValueError(f"mask_rate must be in [0, 1), got {self.mask_rate!r}")
+        if any(w < 1 for w in self.encoder_hidden + self.decoder_hidden):
+            raise ValueError("hidden layer widths must be positive integers")
+
+    # ------------------------------------------------------------------ derived values
+    def latent_size(self, n_vars: int) -> int:
+        """L for ``n_vars`` variables."""
+        return self.latent_dim if self.latent_dim is not None else max(2, n_vars - 1)
+
+    def kl_weight(self, n_points: int) -> float:
+        """The beta actually used for ``n_points`` locations."""
+        if self.beta is not None:
+            return float(self.beta)
+        if self.engine == "hpa":
+            return n_points / max(self.neighbours, 1)
+        return 1.0
+
+    def n_epochs(self, n_points: int) -> int:
+        """Epochs actually run for ``n_points`` locations."""
+        if self.epochs is not None:
+            return self.epochs
+        steps_per_epoch = math.ceil(n_points / min(self.batch_size, n_points))
+        return int(min(2000, max(20, math.ceil(4000 / steps_per_epoch))))
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python dictionary (JSON- and TOML-friendly)."""
+        out = dataclasses.asdict(self)
+        out["encoder_hidden"] = list(self.encoder_hidden)
+        out["decoder_hidden"] = list(self.decoder_hidden)
+        return out
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> GPVAEConfig:
+        """Build from a dictionary, rejecting unknown keys with a clear message."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(sorted(known))}")
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> GPVAEConfig:
+        """A copy with some options changed (validated)."""
+        return GPVAEConfig.from_dict({**self.to_dict(), **changes})

@@ -1,0 +1,609 @@
+"""The engine as users of plain arrays see it: NumPy in, NumPy out, no xarray.
+
+:class:`GPVAEEngine` checks the inputs, transforms and standardises the variables, chooses the
+data-dependent defaults, trains the model and predicts every variable at every location (or at
+new locations, or on a new field) with its standard deviation, in the original units.
+
+Its state (options, standardisation, weights, calibration and, optionally, the training field)
+is a dictionary of tensors and plain Python values: it saves with :func:`torch.save` and loads
+with ``torch.load(..., weights_only=True)``, which never unpickles arbitrary objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._version import __version__
+from .config import GPVAEConfig
+from .model import GPVAE
+from .neighbours import knn
+from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
+from .training import FieldData, TrainState, neighbourhood_context, prepare_field, resolve_device, train
+
+__all__ = ["GPVAEEngine", "Prediction", "InputError", "STATE_FORMAT"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+STATE_FORMAT = "geogpvae-engine"
+_STATE_VERSION = 1
+
+
+class InputError(ValueError):
+    """Input that the engine cannot work with; the message says what to do."""
+
+
+@dataclass
+class Prediction:
+    """Predictive moments at a set of locations.
+
+    Attributes
+    ----------
+    mean, std : ndarray, shape (M, K)
+        Predictive mean and standard deviation in the original units. For a variable modelled
+        in log space they are the mean and standard deviation of the back-transformed
+        (log-normal mixture) predictive distribution.
+    mean_model, std_model : ndarray, shape (M, K)
+        The predictive mean and standard deviation in the modelled space (the log of the
+        variable for log-transformed ones), where the predictive is close to Gaussian.
+    source : ndarray of int8, shape (M,)
+        Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    mean_model: np.ndarray
+    std_model: np.ndarray
+    source: np.ndarray
+
+
+@dataclass
+class _Field:
+    """Tensors of one field for prediction."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    observed: torch.Tensor
+    context: torch.Tensor | None
+
+
+def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise InputError(f"{what} must have shape (N, D), got {x.shape}")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise InputError(
+            f"coordinate {col} has {int(bad[:, col].sum())} NaN or infinite values (first at location {row}); "
+            "every location needs finite coordinates: drop those locations or mask them out"
+        )
+    return x
+
+
+class GPVAEEngine:
+    """Train a neighbour-driven GPVAE on one field and predict from it.
+
+    Parameters
+    ----------
+    config : GPVAEConfig, optional
+        All options; keyword arguments override single options.
+    progress : bool or {"bar", "log", "none"}
+        Training progress display (see :func:`geogpvae.training.train`).
+    **options
+        Any :class:`~geogpvae.config.GPVAEConfig` field, e.g. ``engine="hpa"``.
+
+    Examples
+    --------
+    >>> from geogpvae.synthetic import grid_points, make_field
+    >>> field = make_field(grid_points((24, 24), 1 / 23), n_vars=3, missing=0.5)
+    >>> engine = GPVAEEngine(epochs=5, progress=False).fit(field.points, field.values)
+    >>> engine.predict().mean.shape
+    (576, 3)
+    """
+
+    def __init__(self, config: GPVAEConfig | None = None, *, progress: bool | str = True, **options: Any) -> None:
+        base = config or GPVAEConfig()
+        self.config = base.replace(**options) if options else base
+        self.progress = progress
+        self.model: GPVAE | None = None
+        self.train_state: TrainState | None = None
+        self.names: list[str] = []
+        self.loc = self.scale = None
+        self.log = None
+        self.lengthscale_: float | None = None
+        self.calibration_: np.ndarray | None = None
+        self.n_points_: int | None = None
+        self._x = self._y = self._observed = None
+        self._data: FieldData | None = None
+        self._anchor: dict[str, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def device(self) -> torch.device:
+        """The torch device the model lives on."""
+        return resolve_device(self.config.device)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's floating-point type."""
+        return _DTYPES[self.config.dtype]
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """Loss history per epoch (see :class:`~geogpvae.training.TrainState`)."""
+        return {} if self.train_state is None else self.train_state.history
+
+    @property
+    def is_fitted(self) -> bool:
+        return self.model is not None
+
+    def _require_fit(self) -> None:
+        if self.model is None:
+            raise RuntimeError("the engine is not trained yet: call fit() first (or load a saved one)")
+
+    def _to_model_space(self, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """Log-transform where asked and standardise; 0 where not observed."""
+        safe = np.where(observed & self.log, values, 1.0)
+        mod = np.where(self.log, np.log(safe), values)
+        return np.where(observed, (mod - self.loc) / self.scale, 0.0)
+
+    def _check_values(self, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        values = np.asarray(values, dtype=np.float64)
+        k = len(self.names)
+        if values.ndim != 2 or values.shape != (n, k):
+            raise InputError(f"values must have shape ({n}, {k}), got {values.shape}")
+        if np.isinf(values).any():
+            j = int(np.argwhere(np.isinf(values))[0][1])
+            raise InputError(f"{self.names[j]} has infinite values; replace them with NaN (missing) or finite values")
+        observed = np.isfinite(values)
+        for j in np.flatnonzero(self.log):
+            bad = observed[:, j] & (values[:, j] <= 0)
+            if bad.any():
+                raise InputError(
+                    f"cannot log-transform {self.names[j]}: {int(bad.sum())} observed values are <= 0 "
+                    f"(minimum {values[observed[:, j], j].min():g}); use no transform or shift the variable"
+                )
+        return values, observed
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        x: np.ndarray,
+        values: np.ndarray,
+        *,
+        log: np.ndarray | list[bool] | None = None,
+        names: list[str] | None = None,
+        resume: dict[str, Any] | None = None,
+        callback: Callable[..., None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> GPVAEEngine:
+        """Train on a field.
+
+        Parameters
+        ----------
+        x : array, shape (N, D)
+            Coordinates of the N locations, in model units (scale the axes beforehand as
+            wanted: distances in these units define the neighbours and the kernels).
+        values : array, shape (N, K)
+            The K variables, NaN where missing.
+        log : array of bool, shape (K,), optional
+            Variables to model in log space (they must be positive where observed).
+        names : list of str, optional
+            Variable names, used in messages.
+        resume : dict, optional
+            A checkpoint from :meth:`checkpoint`: training continues from its last completed
+            epoch, with its weights and optimiser state, and ends as an uninterrupted run would.
+        callback : callable, optional
+            Called as ``callback(engine)`` after every epoch (e.g. to save :meth:`checkpoint`).
+        should_stop : callable, optional
+            Polled after every epoch; when it returns True training stops early and ``fit``
+            returns with :attr:`interrupted` set (so a checkpoint can be written and the job
+            resumed later).
+
+        Returns
+        -------
+        GPVAEEngine
+            ``self``.
+        """
+        cfg = self.config
+        x = _check_coordinates(x)
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[0] != x.shape[0]:
+            raise InputError(f"values must have shape (N, K) with N = {x.shape[0]}, got {values.shape}")
+        n, k = values.shape
+        self.names = list(names) if names is not None else [f"variable {i}" for i in range(k)]
+        if len(self.names) != k:
+            raise InputError(f"{len(self.names)} names for {k} variables")
+        self.log = np.zeros(k, dtype=bool) if log is None else np.asarray(log, dtype=bool)
+        if self.log.shape != (k,):
+            raise InputError(f"log must have one flag per variable ({k}), got shape {self.log.shape}")
+        values, observed = self._check_values(values, n)
+        for j in range(k):
+            if not observed[:, j].any():
+                raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
+        if n < cfg.neighbours + 1:
+            raise InputError(
+                f"{n} locations are fewer than neighbours + 1 = {cfg.neighbours + 1}; use neighbours <= {n - 1}"
+            )
+        # standardisation with statistics of the observed (transformed) values
+        safe = np.where(observed & self.log, values, 1.0)
+        mod = np.where(self.log, np.log(safe), values)
+        self.loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
+        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+        self.scale = np.where(sd > 0, sd, 1.0)
+        y = self._to_model_space(values, observed)
+        self._x, self._y, self._observed = x, y, observed
+        self.n_points_ = n
+
+        if resume is not None:
+            saved = resume["engine"]
+            self.lengthscale_ = float(saved["lengthscale"])
+        elif cfg.lengthscale is None:
+            kk = max(1, min(cfg.neighbours, n - 1))
+            dist, _ = knn(x, kk, exclude_self=True, backend=cfg.neighbour_backend)
+            ls = float(np.median(dist[:, -1]))
+            if not np.isfinite(ls) or ls <= 0:
+                ls = float(np.ptp(x, axis=0).max()) or 1.0
+            self.lengthscale_ = ls
+        else:
+            self.lengthscale_ = float(cfg.lengthscale)
+
+        torch.manual_seed(cfg.seed)
+        self._data = prepare_field(x, y, observed, cfg, device=self.device, dtype=self.dtype)
+        self.model = self._build_model(k, x.shape[1], n)
+        state = None
+        if resume is not None:
+            self.model.load_state_dict(resume["engine"]["weights"])
+            t = resume["train"]
+            state = TrainState(epoch=int(t["epoch"]), history={kk: list(v) for kk, v in t["history"].items()},
+                               optimizer=t["optimizer"])
+        self.interrupted = False
+        self.calibration_ = np.ones(k)
+
+        def _callback(train_state, _model, _opt):
+            self.train_state = train_state
+            if callback is not None:
+                callback(self)
+
+        self.train_state = train(
+            self.model, self._data, cfg, state=state, progress=self.progress,
+            callback=_callback, should_stop=should_stop,
+        )
+        self.interrupted = self.train_state.epoch < cfg.n_epochs(n)
+        self._anchor = self._anchors(self._training_field())
+        if cfg.calibrate and not self.interrupted:
+            self.calibration_ = self._calibrate()
+        return self
+
+    interrupted: bool = False
+
+    def _build_model(self, n_vars: int, n_dims: int, n_points: int) -> GPVAE:
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        model = GPVAE(
+            n_vars,
+            n_dims,
+            cfg.latent_size(n_vars),
+            engine=cfg.engine,
+            context_dim=2 * n_vars if cfg.context else 0,
+            encoder_hidden=cfg.encoder_hidden,
+            decoder_hidden=cfg.decoder_hidden,
+            kernel=cfg.kernel,
+            lengthscale=self.lengthscale_,
+            outputscale=cfg.outputscale,
+            learn_kernel=cfg.learn_kernel,
+            noise=cfg.noise,
+            learn_noise=cfg.learn_noise,
+            beta=cfg.kl_weight(n_points),
+            jitter=cfg.jitter,
+        )
+        return model.to(device=self.device, dtype=self.dtype)
+
+    # ------------------------------------------------------------------ fields and posteriors
+    def _training_field(self) -> _Field:
+        d = self._data
+        return _Field(d.x, d.y, d.observed, d.context)
+
+    def _make_field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> _Field:
+        cfg = self.config
+        ctx = None
+        if cfg.context:
+            ctx = neighbourhood_context(x, y, observed, cfg.context, backend=cfg.neighbour_backend)
+
+        def t(a, dt=self.dtype):
+            return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)
+
+        return _Field(t(x), t(y), t(observed, torch.bool), None if ctx is None else t(ctx))
+
+    @torch.no_grad()
+    def _anchors(self, field: _Field) -> dict[str, torch.Tensor]:
+        """Encoder posterior of every location of ``field`` that has an observed value."""
+        self.model.eval()
+        mean, var = encoder_posterior(self.model, field.y, field.observed, field.context)
+        has_obs = field.observed.any(1)
+        return {"x": field.x[has_obs], "mean": mean[has_obs], "var": var[has_obs],
+                "index": torch.nonzero(has_obs).squeeze(1)}
+
+    @torch.no_grad()
+    def _latent(
+        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
+    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        cfg, model = self.config, self.model
+        m = target.x.shape[0]
+        mean_g, var_g = neighbour_posterior(
+            model, anchor["x"], anchor["mean"], anchor["var"], target.x,
+            n_neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
+        )
+        source = np.ones(m, dtype=np.int8)
+        mode = "combined" if mode == "auto" else mode
+        if mode == "neighbours":
+            return mean_g, var_g, source
+        has_own = target.observed.any(1)
+        mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
+        use = has_own.unsqueeze(1)
+        use_np = has_own.cpu().numpy()
+        if mode == "encoder":
+            source[use_np] = 0
+            return torch.where(use, mean_e, mean_g), torch.where(use, var_e, var_g), source
+        prior = model.kernel.outputscale.detach() * (1.0 + model.jitter)
+        mean_c, var_c = combine_posteriors(mean_e, var_e, mean_g, var_g, prior)
+        source[use_np] = 2
+        return torch.where(use, mean_c, mean_g), torch.where(use, var_c, var_g), source
+
+    def _moments(self, mean, var, *, samples, seed, calibrated) -> tuple[np.ndarray, ...]:
+        factor = self.calibration_ if (calibrated and self.calibration_ is not None) else None
+        return predictive_moments(
+            self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
+            samples=samples, seed=seed, var_factor=factor,
+        )
+
+    # ------------------------------------------------------------------ predict
+    @torch.no_grad()
+    def predict(
+        self,
+        x: np.ndarray | None = None,
+        values: np.ndarray | None = None,
+        *,
+        mode: str | None = None,
+        samples: int | None = None,
+        seed: int | None = None,
+        calibrated: bool = True,
+    ) -> Prediction:
+        """Predict every variable, with its uncertainty.
+
+        Parameters
+        ----------
+        x : array, shape (M, D), optional
+            Locations. Without ``values`` these are new locations with nothing observed,
+            predicted from the training field. Default: the training locations.
+        values : array, shape (M, K), optional
+            A field (NaN where missing) at ``x`` to impute with the trained model: its own
+            observed values are encoded and its neighbours drawn from itself.
+        mode : {"auto", "encoder", "neighbours", "combined"}, optional
+            Source of the latent posterior at locations with observations (default: the
+            config's ``predict_mode``). Locations without any use the neighbours.
+        samples : int, optional
+            Monte Carlo samples of z (default: the config's ``samples``).
+        seed : int, optional
+            Seed of the Monte Carlo samples (default: the config's ``seed``).
+        calibrated : bool
+            Apply the variance calibration learnt after training.
+
+        Returns
+        -------
+        Prediction
+        """
+        self._require_fit()
+        cfg = self.config
+        mode = mode or cfg.predict_mode
+        if mode not in ("auto", "encoder", "neighbours", "combined"):
+            raise ValueError(f"unknown mode {mode!r}; choose auto, encoder, neighbours or combined")
+        samples = samples or cfg.samples
+        seed = cfg.seed if seed is None else seed
+        self.model.eval()
+        if values is not None:
+            if x is None:
+                raise InputError("values need their coordinates x")
+            xq = _check_coordinates(x)
+            if xq.shape[1] != self.model.n_dims:
+                raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
+            vals, observed = self._check_values(values, xq.shape[0])
+            field = self._make_field(xq, self._to_model_space(vals, observed), observed)
+            anchor = self._anchors(field)
+            self_index = np.full(xq.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            mean, var, source = self._latent(field, anchor, self_index, mode)
+        elif x is None:
+            if self._data is None:
+                raise RuntimeError(
+                    "this engine holds no training field (saved without data): pass x (and values)"
+                )
+            field = self._training_field()
+            anchor = self._anchor
+            self_index = np.full(field.x.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            mean, var, source = self._latent(field, anchor, self_index, mode)
+        else:
+            xq = _check_coordinates(x, "new locations")
+            if xq.shape[1] != self.model.n_dims:
+                raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
+            if self._anchor is None:
+                raise RuntimeError("this engine holds no training field to predict from")
+            target = self._new_locations(xq)
+            mean, var, source = self._latent(target, self._anchor, None, mode)
+        m, s, mm, sm = self._moments(mean, var, samples=samples, seed=seed, calibrated=calibrated)
+        return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
+
+    def _new_locations(self, xq: np.ndarray) -> _Field:
+        """A target field at new locations: nothing observed, context from the training field."""
+        m, k = xq.shape[0], self.model.n_vars
+        ctx = None
+        if self.config.context:
+            if self._x is None:
+                raise RuntimeError("this engine holds no training field to predict from")
+            ctx = _context_at(self._x, self._y, self._observed, xq, self.config.context, self.config.neighbour_backend)
+        dev, dt = self.device, self.dtype
+        return _Field(
+            torch.as_tensor(xq, dtype=dt, device=dev),
+            torch.zeros((m, k), dtype=dt, device=dev),
+            torch.zeros((m, k), dtype=torch.bool, device=dev),
+            None if ctx is None else torch.as_tensor(ctx, dtype=dt, device=dev),
+        )
+
+    # ------------------------------------------------------------------ calibration
+    @torch.no_grad()
+    def _calibrate(self, rounds: int = 5, fraction: float = 0.1, max_targets: int = 20000) -> np.ndarray:
+        """Per-variable variance factors from predicting observed values hidden from the model.
+
+        In each round a random ``fraction`` of the observed values is hidden (from the
+        locations' own inputs, their neighbours' context and the anchors alike), the field is
+        predicted, and the standardised errors of the hidden values are collected. The factor
+        of a variable is the mean squared standardised error, so that the calibrated
+        predictive has unit-variance standardised errors (it is the factor that minimises the
+        Gaussian negative log-likelihood of the hidden values). Variables with fewer than 20
+        hidden values keep factor 1.
+        """
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed + 7)
+        k = len(self.names)
+        z2: list[list[np.ndarray]] = [[] for _ in range(k)]
+        obs = self._observed
+        for _ in range(rounds):
+            hide = obs & (rng.random(obs.shape) < fraction)
+            for j in range(k):  # never hide every observed value of a variable
+                if hide[:, j].sum() >= obs[:, j].sum():
+                    hide[np.flatnonzero(hide[:, j])[0], j] = False
+            visible = obs & ~hide
+            rows = np.flatnonzero(hide.any(1))
+            if rows.size > max_targets:
+                rows = np.sort(rng.choice(rows, max_targets, replace=False))
+            if rows.size == 0:
+                continue
+            field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
+            anchor = self._anchors(field)
+            self_index = np.full(field.x.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            rows_t = torch.as_tensor(rows, device=self.device)
+            target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
+                            None if field.context is None else field.context[rows_t])
+            mean, var, _ = self._latent(target, anchor, self_index[rows], cfg.predict_mode)
+            _, _, mm, sm = self._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11, calibrated=False)
+            truth = self.loc + self.scale * self._y[rows]
+            z = (truth - mm) / sm
+            for j in range(k):
+                z2[j].append(z[hide[rows, j], j] ** 2)
+        factors = np.ones(k)
+        for j in range(k):
+            vals = np.concatenate(z2[j]) if z2[j] else np.empty(0)
+            if vals.size >= 20:
+                factors[j] = float(np.mean(vals))
+        return factors
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:
+        """Everything needed to predict again: options, scalers, weights, calibration.
+
+        Parameters
+        ----------
+        include_data : bool
+            Also store the training field (coordinates, standardised values, mask), which
+            :meth:`predict` needs for new locations. Without it only ``predict(x, values)``
+            works after loading.
+
+        Returns
+        -------
+        dict
+            Tensors, NumPy-free plain Python values and nested dicts only.
+        """
+        self._require_fit()
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": _STATE_VERSION,
+            "package_version": __version__,
+            "config": self.config.to_dict(),
+            "names": list(self.names),
+            "loc": torch.as_tensor(self.loc, dtype=torch.float64),
+            "scale": torch.as_tensor(self.scale, dtype=torch.float64),
+            "log": torch.as_tensor(self.log, dtype=torch.bool),
+            "lengthscale": float(self.lengthscale_),
+            "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
+            "n_points": int(self.n_points_),
+            "n_dims": int(self.model.n_dims),
+            "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "history": {k: list(map(float, v)) for k, v in self.history.items()},
+        }
+        if include_data:
+            state["field"] = {
+                "x": torch.as_tensor(self._x, dtype=torch.float64),
+                "y": torch.as_tensor(self._y, dtype=torch.float64),
+                "observed": torch.as_tensor(self._observed, dtype=torch.bool),
+            }
+        return state
+
+    def checkpoint(self) -> dict[str, Any]:
+        """A resumable snapshot: :meth:`state_dict` (without data) plus optimiser and epoch."""
+        ts = self.train_state
+        return {
+            "format": STATE_FORMAT + "-checkpoint",
+            "engine": self.state_dict(include_data=False),
+            "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer},
+        }
+
+    @classmethod
+    def from_state_dict(
+        cls, state: dict[str, Any], *, device: str | None = None, progress: bool | str = True
+    ) -> GPVAEEngine:
+        """Rebuild a trained engine from :meth:`state_dict` output.
+
+        Parameters
+        ----------
+        state : dict
+        device : str, optional
+            Override the saved device (e.g. load a GPU-trained model on a CPU).
+        progress : bool or str
+        """
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("not a geogpvae engine state (format tag missing or different)")
+        if int(state.get("version", 0)) > _STATE_VERSION:
+            raise ValueError(
+                f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
+            )
+        cfg = GPVAEConfig.from_dict(state["config"])
+        if device is not None:
+            cfg = cfg.replace(device=device)
+        eng = cls(cfg, progress=progress)
+        eng.names = list(state["names"])
+        eng.loc = state["loc"].numpy()
+        eng.scale = state["scale"].numpy()
+        eng.log = state["log"].numpy().astype(bool)
+        eng.lengthscale_ = float(state["lengthscale"])
+        eng.calibration_ = state["calibration"].numpy()
+        eng.n_points_ = int(state["n_points"])
+        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
+        eng.model.load_state_dict(state["weights"])
+        eng.model.eval()
+        eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
+        if "field" in state:
+            f = state["field"]
+            eng._x, eng._y, eng._observed = f["x"].numpy(), f["y"].numpy(), f["observed"].numpy()
+            field = eng._make_field(eng._x, eng._y, eng._observed)
+            eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
+            eng._anchor = eng._anchors(field)
+        return eng
+
+
+def _context_at(
+    x_train: np.ndarray, y_train: np.ndarray, observed: np.ndarray, x_query: np.ndarray, k: int, backend: str
+) -> np.ndarray:
+    """Neighbourhood summaries at new locations, from the training field."""
+    _, idx = knn(x_train, k, query=x_query, backend=backend)
+    valid = idx >= 0
+    safe = np.where(valid, idx, 0)
+    obs = observed[safe] & valid[..., None]
+    vals = np.where(obs, y_train[safe], 0.0)
+    count = obs.sum(1)
+    return np.concatenate([vals.sum(1) / np.maximum(count, 1), count / max(k, 1)], axis=1)

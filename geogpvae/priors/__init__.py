@@ -1,0 +1,1 @@
+"""Prior (KL) terms of the neighbour-driven GPVAE engines."""

@@ -14,6 +14,7 @@ GPVAEEngine, GPVAEConfig
     The engines on plain arrays.
 """
 
+from . import datasets  # noqa: F401
 from ._version import __version__
 from .config import GPVAEConfig
 from .engine import GPVAEEngine, InputError
@@ -23,4 +24,5 @@ __all__ = [
     "GPVAEConfig",
     "GPVAEEngine",
     "InputError",
+    "datasets",
 ]

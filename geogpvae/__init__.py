@@ -18,6 +18,7 @@ from . import datasets  # noqa: F401
 from ._version import __version__
 from .config import GPVAEConfig
 from .engine import GPVAEEngine, InputError
+from .io import open_dataset, to_netcdf
 
 __all__ = [
     "__version__",
@@ -25,4 +26,6 @@ __all__ = [
     "GPVAEEngine",
     "InputError",
     "datasets",
+    "open_dataset",
+    "to_netcdf",
 ]

@@ -1,0 +1,462 @@
+"""CF metadata for imputation results.
+
+This module turns the raw arrays an imputation engine produces (filled values, predictive
+standard deviations, an "imputed" mask) into the three CF-annotated variables a user gets
+back for every imputed variable ``v``, and records provenance on the Dataset. It is pure
+xarray/numpy: no torch, no I/O.
+
+For an imputed variable ``v`` the conventions are:
+
+``v``
+    Holes filled; observed values copied bit-for-bit from the input. Attributes of the input
+    are kept (minus ``_FillValue``/``missing_value``, which xarray keeps in ``encoding``);
+    ``ancillary_variables`` lists ``v_std`` and ``v_imputed``.
+``v_std``
+    Predictive standard deviation in the units of ``v``. Observed cells hold ``0.0`` (they
+    are known exactly); cells with no value hold NaN. ``standard_name`` is
+    ``"<sn> standard_error"`` when ``v`` has ``standard_name`` ``sn`` (a CF standard-name
+    modifier).
+``v_imputed``
+    ``int8`` flag: ``0`` observed, ``1`` imputed, ``-127`` (the ``_FillValue`` kept in
+    ``encoding``) where ``v`` has no value. ``flag_values``/``flag_meanings`` follow CF
+    section 3.5; ``standard_name`` is ``"status_flag"`` (the standard name CF 1.7+ gives
+    ancillary status variables; the older ``"<sn> status_flag"`` modifier is deprecated).
+
+Everywhere, ``isnan(v) == isnan(v_std) == (v_imputed == -127)``: a cell either has a value
+(observed or imputed) with its uncertainty and flag, or it has nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from numbers import Integral, Real
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from geogpvae._version import __version__
+
+__all__ = [
+    "FLAG_FILL_VALUE",
+    "FLAG_IMPUTED",
+    "FLAG_MEANINGS",
+    "FLAG_OBSERVED",
+    "STD_SUFFIX",
+    "IMPUTED_SUFFIX",
+    "add_provenance",
+    "attr_value",
+    "imputation_variables",
+    "restore_flag_variables",
+]
+
+#: Suffix of the predictive-standard-deviation variable (``v`` -> ``v_std``).
+STD_SUFFIX = "_std"
+#: Suffix of the imputation-flag variable (``v`` -> ``v_imputed``).
+IMPUTED_SUFFIX = "_imputed"
+#: Flag value of an observed cell.
+FLAG_OBSERVED = np.int8(0)
+#: Flag value of an imputed cell.
+FLAG_IMPUTED = np.int8(1)
+#: Fill value of the flag variable: the cell has no value at all (outside the domain).
+FLAG_FILL_VALUE = np.int8(-127)
+#: ``flag_meanings`` of the flag variable, matching ``flag_values`` ``[0, 1]``.
+FLAG_MEANINGS = "observed imputed"
+
+# CF standard-name modifiers (CF appendix C). A name already carrying one gets no other.
+_MODIFIERS = ("detection_minimum", "number_of_observations", "standard_error", "status_flag")
+
+# Attributes describing how values are stored or which values are valid; they belong to the
+# stored form of ``v`` and must not be copied onto the derived variables.
+_STORAGE_ATTRS = ("_FillValue", "missing_value")
+# Encoding keys describing a packed / integer on-disk form. Imputed values are continuous
+# predictions, so writing them back through an int16 + scale_factor packing (or a plain
+# integer dtype) would round or truncate them: these keys are dropped for ``v``.
+_PACKING_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value",
+                     "_Unsigned")
+# Attributes that describe *where* a value sits, shared by ``v`` and its ancillaries.
+_LOCATION_ATTRS = ("grid_mapping", "coordinates")
+
+_ATTR_NAME = re.compile(r"[^0-9A-Za-z_]")
+
+
+def _label(name: str, attrs: Mapping[str, Any]) -> str:
+    long_name = attrs.get("long_name")
+    return str(long_name) if long_name not in (None, "") else str(name)
+
+
+def _modified_standard_name(standard_name: Any, modifier: str) -> str | None:
+    """``"<sn> <modifier>"``, or None when there is no name or it already has a modifier."""
+    if not isinstance(standard_name, str) or not standard_name.strip():
+        return None
+    words = standard_name.split()
+    if len(words) > 1 and words[-1] in _MODIFIERS:
+        return None
+    return f"{words[0]} {modifier}"
+
+
+def _as_array(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
+    """Bring ``x`` to a numpy array with the shape (and dim order) of ``like``."""
+    if isinstance(x, xr.DataArray):
+        if set(x.dims) != set(like.dims):
+            raise ValueError(
+                f"{what} has dims {x.dims}, expected the dims of {like.name!r}: {like.dims}"
+            )
+        x = x.transpose(*like.dims).values
+    arr = np.asarray(x)
+    if arr.shape != like.shape:
+        raise ValueError(f"{what} has shape {arr.shape}, expected {like.shape}")
+    return arr
+
+
+def _as_mask(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
+    arr = _as_array(x, like, what)
+    if arr.dtype != bool:
+        if not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"{what} must be boolean, got dtype {arr.dtype}")
+        if np.issubdtype(arr.dtype, np.floating) and np.isnan(arr).any():
+            raise ValueError(f"{what} must be boolean, got NaN in a float array")
+        arr = arr != 0
+    return arr
+
+
+def _output_dtype(dtype: np.dtype) -> np.dtype:
+    if np.issubdtype(dtype, np.floating):
+        return dtype
+    if np.issubdtype(dtype, np.integer) or dtype == bool:
+        return np.dtype(np.float64)
+    raise TypeError(f"cannot impute a variable of dtype {dtype}: it must be numeric")
+
+
+def imputation_variables(
+    name: str,
+    values: xr.DataArray,
+    filled_values: Any,
+    std: Any,
+    imputed: Any = None,
+    domain: Any = None,
+    *,
+    attrs: Mapping[str, Any] | None = None,
+    transform: str | None = None,
+) -> dict[str, xr.DataArray]:
+    """Build ``name``, ``name_std`` and ``name_imputed`` for one imputed variable.
+
+    Parameters
+    ----------
+    name : str
+        Name of the imputed variable ``v`` in the Dataset.
+    values : xarray.DataArray
+        The original variable, any shape ``S`` with dims ``D``; NaN marks a hole. Its dims,
+        coordinates, attributes and encoding are carried over.
+    filled_values : array_like, shape ``S``
+        Model predictions (in the units of ``v``). Only read at imputed cells; anything
+        (NaN included) may stand elsewhere. A DataArray with the dims ``D`` in any order is
+        accepted.
+    std : array_like, shape ``S``
+        Predictive standard deviation (units of ``v``, >= 0). Only read at imputed cells.
+    imputed : array_like of bool, shape ``S``, optional
+        True where a hole was filled. Default: every hole inside ``domain``. Must be False
+        at observed cells and outside ``domain``. A hole left False stays missing.
+    domain : array_like of bool, shape ``S``, optional
+        True inside the modelling domain (default: everywhere). Holes outside stay NaN.
+        Observed cells outside the domain are still observed and kept unchanged.
+    attrs : mapping, optional
+        Attributes to use for ``v`` instead of ``values.attrs`` (e.g. when ``values`` is a
+        transformed working copy).
+    transform : str, optional
+        Transform used for modelling, e.g. ``"log"``; stored as attribute
+        ``geogpvae_transform`` on ``v`` and ``v_std`` (plots then use a log colour scale).
+        ``filled_values`` and ``std`` must already be back in the units of ``v``.
+
+    Returns
+    -------
+    dict of str to xarray.DataArray
+        ``{name: v, name + "_std": v_std, name + "_imputed": v_imputed}``, all with dims
+        ``D`` and the coordinates of ``values``.
+
+        * ``v``: observed cells are copied bit-for-bit from ``values``; imputed cells hold
+          ``filled_values`` cast to the dtype of ``v``; other cells NaN. A float ``values``
+          keeps its dtype (float32 stays float32). An integer or boolean ``values`` gives
+          float64, because imputed values are continuous predictions and unfilled cells must
+          be NaN; float64 holds every integer up to 2**53 exactly (checked).
+        * ``v_std``: same dtype as ``v``; ``std`` at imputed cells, ``0.0`` at observed
+          cells (known exactly), NaN where ``v`` is NaN. Attributes: ``long_name``,
+          ``standard_name`` (``"<sn> standard_error"``), ``units`` (of ``v``),
+          ``grid_mapping``, ``geogpvae_transform``, and ``units_metadata =
+          "temperature: difference"`` when ``v`` has a CF-1.11 temperature
+          ``units_metadata`` (a spread of temperatures is a difference).
+        * ``v_imputed``: int8, 0 observed / 1 imputed / -127 where ``v`` is NaN, with
+          ``encoding["_FillValue"] = -127`` so files mark those cells missing.
+
+    Raises
+    ------
+    ValueError
+        Shape mismatch; ``imputed`` True at an observed cell or outside ``domain``;
+        non-finite ``filled_values`` or non-finite / negative ``std`` at an imputed cell.
+    TypeError
+        Non-numeric ``values``.
+    """
+    if not isinstance(values, xr.DataArray):
+        raise TypeError(f"values must be an xarray.DataArray, got {type(values).__name__}")
+    name = str(name)
+    src_attrs = dict(values.attrs if attrs is None else attrs)
+    out_dtype = _output_dtype(values.dtype)
+
+    original = np.asarray(values.values)
+    observed = ~np.isnan(original) if np.issubdtype(original.dtype, np.floating) else (
+        np.ones(original.shape, dtype=bool)
+    )
+    hole = ~observed
+    inside = (np.ones(original.shape, dtype=bool) if domain is None
+              else _as_mask(domain, values, "domain"))
+    if imputed is None:
+        imp = hole & inside
+    else:
+        imp = _as_mask(imputed, values, "imputed")
+        if (imp & observed).any():
+            raise ValueError(
+                f"{name}: 'imputed' is True at {int((imp & observed).sum())} observed cells; "
+                "observed values are never replaced"
+            )
+        if (imp & ~inside).any():
+            raise ValueError(
+                f"{name}: 'imputed' is True at {int((imp & ~inside).sum())} cells outside "
+                "the domain"
+            )
+
+    filled = _as_array(filled_values, values, "filled_values")
+    sd = _as_array(std, values, "std")
+    if imp.any():
+        with np.errstate(invalid="ignore"):
+            bad_fill = ~np.isfinite(filled[imp])
+            bad_std = ~np.isfinite(sd[imp]) | (sd[imp] < 0)
+        if bad_fill.any():
+            raise ValueError(f"{name}: {int(bad_fill.sum())} imputed cells have a non-finite value")
+        if bad_std.any():
+            raise ValueError(
+                f"{name}: {int(bad_std.sum())} imputed cells have a non-finite or negative std"
+            )
+
+    # v: observed cells straight from the original array (no float32 round trip), imputed
+    # ones from the model, the rest NaN.
+    data = np.full(original.shape, np.nan, dtype=out_dtype)
+    data[observed] = original[observed]
+    if original.dtype != out_dtype and observed.any():
+        back = data[observed].astype(original.dtype)
+        if not np.array_equal(back, original[observed]):
+            raise ValueError(
+                f"{name}: integer values beyond 2**53 cannot be held exactly as float64"
+            )
+    data[imp] = filled[imp].astype(out_dtype)
+    has_value = observed | imp
+
+    std_data = np.full(original.shape, np.nan, dtype=out_dtype)
+    std_data[observed] = 0.0
+    std_data[imp] = sd[imp].astype(out_dtype)
+
+    flag = np.full(original.shape, FLAG_FILL_VALUE, dtype=np.int8)
+    flag[observed] = FLAG_OBSERVED
+    flag[imp] = FLAG_IMPUTED
+    assert np.array_equal(has_value, ~np.isnan(data))
+
+    label = _label(name, src_attrs)
+    std_name = name + STD_SUFFIX
+    flag_name = name + IMPUTED_SUFFIX
+
+    # ---- v
+    v_attrs = {k: val for k, val in src_attrs.items() if k not in _STORAGE_ATTRS}
+    ancillary = str(v_attrs.get("ancillary_variables", "")).split()
+    for extra in (std_name, flag_name):
+        if extra not in ancillary:
+            ancillary.append(extra)
+    v_attrs["ancillary_variables"] = " ".join(ancillary)
+    if transform is not None:
+        v_attrs["geogpvae_transform"] = str(transform)
+    v_encoding = {k: val for k, val in values.encoding.items() if k not in _PACKING_ENCODING}
+    v_out = xr.DataArray(data, dims=values.dims, coords=values.coords, name=name,
+                         attrs=v_attrs)
+    v_out.encoding = v_encoding
+
+    location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
+    location_enc = {k: values.encoding[k] for k in _LOCATION_ATTRS if k in values.encoding}
+
+    # ---- v_std
+    s_attrs: dict[str, Any] = {"long_name": f"standard deviation of {label}"}
+    sn = _modified_standard_name(src_attrs.get("standard_name"), "standard_error")
+    if sn:
+        s_attrs["standard_name"] = sn
+    if "units" in src_attrs:
+        s_attrs["units"] = src_attrs["units"]
+    metadata = src_attrs.get("units_metadata")
+    if isinstance(metadata, str) and metadata.strip().startswith("temperature:"):
+        # CF 1.11: a spread of temperatures is a temperature difference.
+        s_attrs["units_metadata"] = "temperature: difference"
+    s_attrs.update(location)
+    if transform is not None:
+        s_attrs["geogpvae_transform"] = str(transform)
+    s_out = xr.DataArray(std_data, dims=values.dims, coords=values.coords, name=std_name,
+                         attrs=s_attrs)
+    s_out.encoding = dict(location_enc)
+
+    # ---- v_imputed
+    f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
+                               "standard_name": "status_flag"}
+    f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)
+    f_attrs["flag_meanings"] = FLAG_MEANINGS
+    f_attrs.update(location)
+    f_out = xr.DataArray(flag, dims=values.dims, coords=values.coords, name=flag_name,
+                         attrs=f_attrs)
+    f_out.encoding = {**location_enc, "dtype": np.dtype(np.int8),
+                      "_FillValue": FLAG_FILL_VALUE}
+
+    return {name: v_out, std_name: s_out, flag_name: f_out}
+
+
+def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:
+    """Give decoded integer flag variables back their integer form.
+
+    On read, xarray turns an integer variable with a ``_FillValue`` into floats with NaN
+    (``int8`` -> ``float32``). For variables carrying ``flag_values`` or ``flag_meanings``
+    this undoes that: NaN becomes the ``_FillValue`` again and the dtype the stored one, so a
+    write/read round trip of ``v_imputed`` is exact (int8 with -127 in memory, as produced
+    by :func:`imputation_variables`). Lazy (dask) variables stay lazy.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Dataset as opened by xarray with ``mask_and_scale=True``.
+
+    Returns
+    -------
+    xarray.Dataset
+        A new Dataset; ``ds`` is not modified. Closing it closes ``ds``.
+    """
+    out = ds.copy(deep=False)
+    for key, var in ds.variables.items():
+        if "flag_values" not in var.attrs and "flag_meanings" not in var.attrs:
+            continue
+        enc = var.encoding
+        stored = enc.get("dtype")
+        fill = enc.get("_FillValue")
+        if stored is None or fill is None:
+            continue
+        stored = np.dtype(stored)
+        if not np.issubdtype(stored, np.integer) or not np.issubdtype(var.dtype, np.floating):
+            continue
+        if "scale_factor" in enc or "add_offset" in enc:
+            continue
+        fixed = var.fillna(fill).astype(stored)
+        fixed.attrs = dict(var.attrs)
+        fixed.encoding = dict(enc)
+        out[key] = fixed
+    # closing the result closes the files ``ds`` reads from
+    out.set_close(ds.close)
+    return out
+
+
+def attr_value(value: Any) -> Any:
+    """Convert a Python value into something a netCDF attribute can hold.
+
+    Booleans become ints (``True`` -> 1), numpy scalars Python scalars, ``str``/``int``/
+    ``float`` pass through, and anything else (``None``, lists, dicts, arrays, paths, ...)
+    is JSON-encoded into a string (``None`` -> ``"null"``; objects JSON cannot encode are
+    written with ``str``).
+
+    Parameters
+    ----------
+    value : object
+        The value to store.
+
+    Returns
+    -------
+    str or int or float
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    if isinstance(value, np.generic):
+        value = value.item()
+        if isinstance(value, bool):
+            return int(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, Real):
+        return float(value)
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+
+    def default(obj: Any) -> Any:
+        if isinstance(obj, np.ndarray):
+            return obj.tolist()
+        if isinstance(obj, np.generic):
+            return obj.item()
+        return str(obj)
+
+    return json.dumps(value, default=default, sort_keys=True)
+
+
+def _attr_name(key: str) -> str:
+    key = _ATTR_NAME.sub("_", str(key))
+    return key if key.startswith("geogpvae_") else f"geogpvae_{key}"
+
+
+def add_provenance(ds: xr.Dataset, call: str, options: Mapping[str, Any] | None = None, *,
+                   now: datetime | None = None) -> xr.Dataset:
+    """Record a geogpvae run in the global attributes.
+
+    A line ``"<UTC time, ISO 8601>: geogpvae <version>: <call>"`` is prepended to the global
+    ``history`` (older lines kept after it, newest first as is customary), and
+    ``geogpvae_version`` plus one ``geogpvae_<key>`` attribute per option is set (e.g.
+    ``geogpvae_engine``, ``geogpvae_neighbours``, ``geogpvae_kernel``, ``geogpvae_epochs``,
+    ``geogpvae_seed``). Values are converted with :func:`attr_value`: booleans to ints,
+    ``None`` and non-scalars to JSON strings. Global ``geogpvae_*`` attributes left by an
+    earlier run are removed first, so they always describe the latest run; earlier runs
+    remain in ``history``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The Dataset; not modified.
+    call : str
+        How the run was invoked, e.g. ``"impute(ds, vars=['Cd'], epochs=200)"``. Newlines
+        are replaced by spaces to keep one history line per run.
+    options : mapping of str to object, optional
+        The run's options. Keys are used with a ``geogpvae_`` prefix (added if missing);
+        characters other than letters, digits and ``_`` become ``_``.
+    now : datetime, optional
+        Time stamp to use (default: the current UTC time); a naive datetime is taken as UTC.
+
+    Returns
+    -------
+    xarray.Dataset
+        A shallow copy of ``ds`` (data shared) with new global attributes.
+    """
+    now = datetime.now(timezone.utc) if now is None else now
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=timezone.utc)
+    stamp = now.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    call_line = " ".join(str(call).split())
+    line = f"{stamp}: geogpvae {__version__}: {call_line}"
+
+    attrs = {k: v for k, v in ds.attrs.items() if not str(k).startswith("geogpvae_")}
+    old = attrs.get("history")
+    if isinstance(old, (list, tuple, np.ndarray)):
+        old = "\n".join(str(x) for x in np.ravel(old))
+    old = "" if old is None or (isinstance(old, float) and math.isnan(old)) else str(old)
+    attrs["history"] = f"{line}\n{old}" if old.strip() else line
+
+    attrs["geogpvae_version"] = __version__
+    for key, value in (options or {}).items():
+        attr = _attr_name(key)
+        if attr == "geogpvae_version":
+            continue
+        attrs[attr] = attr_value(value)
+
+    out = ds.copy(deep=False)
+    out.attrs = attrs
+    return out

@@ -14,7 +14,7 @@ GPVAEEngine, GPVAEConfig
     The engines on plain arrays.
 """
 
-from . import datasets  # noqa: F401
+from . import accessor, datasets  # noqa: F401  (accessor registers ds.gpvae)
 from ._version import __version__
 from .config import GPVAEConfig
 from .engine import GPVAEEngine, InputError

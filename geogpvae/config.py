@@ -37,9 +37,10 @@ class GPVAEConfig:
         L, the number of latent GP channels. ``None``: ``max(2, K - 1)`` for K variables.
     encoder_hidden, decoder_hidden : tuple of int
         Widths of the hidden layers of the encoder and decoder MLPs (ReLU).
-    context : int
-        Number of nearest neighbours whose observed values the encoder sees, besides the
-        location's own values (their masked means and observed fractions per variable).
+    context : int or tuple of int
+        Neighbourhood sizes whose observed values the encoder sees, besides the location's own
+        values: for each size k, the mean of each variable's observed values among the k
+        nearest locations and the fraction observed. ``(8, 32)`` gives a near and a wider ring.
         0 gives the paper's encoder, which sees the location alone.
     kernel : str
         Covariance family of the latent GPs, one of ``rbf, matern12, matern32, matern52, cauchy``.
@@ -102,7 +103,7 @@ class GPVAEConfig:
     latent_dim: int | None = None
     encoder_hidden: tuple[int, ...] = (128, 128)
     decoder_hidden: tuple[int, ...] = (128, 128)
-    context: int = 8
+    context: int | tuple[int, ...] = 8
     kernel: str = "matern32"
     lengthscale: float | None = None
     outputscale: float = 1.0
@@ -128,6 +129,8 @@ class GPVAEConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.context, (int, bool)):
+            self.context = tuple(int(v) for v in self.context)
         self.encoder_hidden = tuple(int(v) for v in self.encoder_hidden)
         self.decoder_hidden = tuple(int(v) for v in self.decoder_hidden)
         self.validate()
@@ -148,7 +151,11 @@ class GPVAEConfig:
         choice("predict_mode", PREDICT_MODES)
         choice("dtype", DTYPES)
         choice("neighbour_backend", BACKENDS)
-        ints = {"neighbours": 0, "context": 0, "batch_size": 1, "train_samples": 1, "samples": 1}
+        if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
+            raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
+        ints = {"neighbours": 0, "batch_size": 1, "train_samples": 1, "samples": 1}
+        if not isinstance(self.context, tuple):
+            ints["context"] = 0
         for name, low in ints.items():
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -173,6 +180,13 @@ class GPVAEConfig:
             raise ValueError("hidden layer widths must be positive integers")
 
     # ------------------------------------------------------------------ derived values
+    @property
+    def context_scales(self) -> tuple[int, ...]:
+        """The encoder's neighbourhood sizes (empty for the location-only encoder)."""
+        if isinstance(self.context, tuple):
+            return self.context
+        return (self.context,) if self.context else ()
+
     def latent_size(self, n_vars: int) -> int:
         """L for ``n_vars`` variables."""
         return self.latent_dim if self.latent_dim is not None else max(2, n_vars - 1)
@@ -198,6 +212,8 @@ class GPVAEConfig:
         out = dataclasses.asdict(self)
         out["encoder_hidden"] = list(self.encoder_hidden)
         out["decoder_hidden"] = list(self.decoder_hidden)
+        if isinstance(self.context, tuple):
+            out["context"] = list(self.context)
         return out
 
     @classmethod

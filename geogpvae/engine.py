@@ -289,7 +289,7 @@ class GPVAEEngine:
             n_dims,
             cfg.latent_size(n_vars),
             engine=cfg.engine,
-            context_dim=2 * n_vars if cfg.context else 0,
+            context_dim=2 * n_vars * len(cfg.context_scales),
             encoder_hidden=cfg.encoder_hidden,
             decoder_hidden=cfg.decoder_hidden,
             kernel=cfg.kernel,
@@ -311,8 +311,8 @@ class GPVAEEngine:
     def _make_field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> _Field:
         cfg = self.config
         ctx = None
-        if cfg.context:
-            ctx = neighbourhood_context(x, y, observed, cfg.context, backend=cfg.neighbour_backend)
+        if cfg.context_scales:
+            ctx = neighbourhood_context(x, y, observed, cfg.context_scales, backend=cfg.neighbour_backend)
 
         def t(a, dt=self.dtype):
             return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)
@@ -442,10 +442,11 @@ class GPVAEEngine:
         """A target field at new locations: nothing observed, context from the training field."""
         m, k = xq.shape[0], self.model.n_vars
         ctx = None
-        if self.config.context:
+        if self.config.context_scales:
             if self._x is None:
                 raise RuntimeError("this engine holds no training field to predict from")
-            ctx = _context_at(self._x, self._y, self._observed, xq, self.config.context, self.config.neighbour_backend)
+            ctx = neighbourhood_context(self._x, self._y, self._observed, self.config.context_scales,
+                                        query=xq, backend=self.config.neighbour_backend)
         dev, dt = self.device, self.dtype
         return _Field(
             torch.as_tensor(xq, dtype=dt, device=dev),
@@ -594,16 +595,3 @@ class GPVAEEngine:
             eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
             eng._anchor = eng._anchors(field)
         return eng
-
-
-def _context_at(
-    x_train: np.ndarray, y_train: np.ndarray, observed: np.ndarray, x_query: np.ndarray, k: int, backend: str
-) -> np.ndarray:
-    """Neighbourhood summaries at new locations, from the training field."""
-    _, idx = knn(x_train, k, query=x_query, backend=backend)
-    valid = idx >= 0
-    safe = np.where(valid, idx, 0)
-    obs = observed[safe] & valid[..., None]
-    vals = np.where(obs, y_train[safe], 0.0)
-    count = obs.sum(1)
-    return np.concatenate([vals.sum(1) / np.maximum(count, 1), count / max(k, 1)], axis=1)

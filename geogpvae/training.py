@@ -92,33 +92,53 @@ class TrainState:
 
 
 def neighbourhood_context(
-    x: np.ndarray, y: np.ndarray, observed: np.ndarray, k: int, *, backend: str = "auto"
+    x: np.ndarray,
+    y: np.ndarray,
+    observed: np.ndarray,
+    scales: int | tuple[int, ...],
+    *,
+    query: np.ndarray | None = None,
+    backend: str = "auto",
 ) -> np.ndarray:
-    """Summaries of each location's ``k`` nearest other locations, for the encoder.
+    """Summaries of each location's nearest other locations, for the encoder.
 
     Parameters
     ----------
     x : array, shape (N, D)
+        Locations of the field.
     y : array, shape (N, K)
         Standardised values (anything where missing).
     observed : array of bool, shape (N, K)
-    k : int
+    scales : int or tuple of int
+        Neighbourhood sizes k (e.g. ``(8, 32)`` for a near and a wider ring).
+    query : array, shape (M, D), optional
+        Summarise around these locations instead (new locations: nothing excluded).
+    backend : str
+        Neighbour search backend.
 
     Returns
     -------
-    ndarray, shape (N, 2K)
-        Per variable: the mean of the observed values among the ``k`` neighbours (0 when none
-        is observed) and the fraction of those neighbours where it is observed.
+    ndarray, shape (M, 2 K len(scales))
+        For each scale and variable: the mean of the observed values among the ``k`` nearest
+        locations (0 when none is observed), then the fraction of them where it is observed.
     """
-    _, idx = knn(x, k, exclude_self=True, backend=backend)
+    ks = (scales,) if isinstance(scales, (int, np.integer)) else tuple(scales)
+    kmax = max(ks)
+    if query is None:
+        _, idx = knn(x, kmax, exclude_self=True, backend=backend)
+    else:
+        _, idx = knn(x, kmax, query=query, backend=backend)
     valid = idx >= 0
     safe = np.where(valid, idx, 0)
-    obs = observed[safe] & valid[..., None]  # (N, k, K)
+    obs = observed[safe] & valid[..., None]  # (M, kmax, K)
     vals = np.where(obs, y[safe], 0.0)
-    count = obs.sum(1)
-    mean = vals.sum(1) / np.maximum(count, 1)
-    frac = count / max(k, 1)
-    return np.concatenate([mean, frac], axis=1)
+    csum = np.cumsum(vals, axis=1)
+    ccount = np.cumsum(obs, axis=1)
+    parts = []
+    for k in ks:
+        total, count = csum[:, k - 1], ccount[:, k - 1]
+        parts += [total / np.maximum(count, 1), count / k]
+    return np.concatenate(parts, axis=1)
 
 
 def training_neighbours(x: np.ndarray, config: GPVAEConfig) -> np.ndarray:
@@ -178,8 +198,8 @@ def prepare_field(
     """
     y0 = np.where(observed, y, 0.0)
     context = (
-        neighbourhood_context(x, y0, observed, config.context, backend=config.neighbour_backend)
-        if config.context
+        neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend)
+        if config.context_scales
         else None
     )
     nbr = training_neighbours(x, config)

@@ -16,6 +16,7 @@ GPVAEEngine, GPVAEConfig
 
 from . import accessor, datasets  # noqa: F401  (accessor registers ds.gpvae)
 from ._version import __version__
+from .api import GPVAEImputer, impute
 from .config import GPVAEConfig
 from .engine import GPVAEEngine, InputError
 from .io import open_dataset, to_netcdf
@@ -24,8 +25,10 @@ __all__ = [
     "__version__",
     "GPVAEConfig",
     "GPVAEEngine",
+    "GPVAEImputer",
     "InputError",
     "datasets",
+    "impute",
     "open_dataset",
     "to_netcdf",
 ]

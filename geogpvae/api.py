@@ -1,0 +1,689 @@
+"""xarray in, xarray out: :func:`impute` and :class:`GPVAEImputer`.
+
+:func:`impute` fills every hole of the chosen variables of a Dataset and returns the
+Dataset with, for each imputed variable ``v``, ``v`` filled (observed values bit-for-bit
+unchanged), ``v_std`` (predictive standard deviation) and ``v_imputed`` (CF flag), see
+:mod:`geogpvae.cf`. :class:`GPVAEImputer` does the same in steps — fit, impute, predict at
+new locations — and saves the trained model in one file.
+
+How a Dataset becomes the arrays the engine trains on (layouts, coordinate detection, time,
+longitude/latitude, masks, duplicates) is described in :mod:`geogpvae.fields`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import xarray as xr
+
+from ._version import __version__
+from .cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
+from .config import GPVAEConfig
+from .engine import GPVAEEngine, InputError, Prediction
+from .fields import Field, Geometry, parse_transforms, prepare_field, stack_field
+from .fields import locations as _locations
+
+__all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
+
+#: Format tag of files written by :meth:`GPVAEImputer.save`.
+SAVE_FORMAT = "geogpvae-imputer"
+_SAVE_VERSION = 1
+_UNSET: Any = object()
+
+
+# --------------------------------------------------------------------------- plain values
+def _plain(value: Any) -> Any:
+    """An attribute value as plain Python (numpy values tagged with their dtype)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "biufcSU":
+            return {"__numpy__": arr.tolist(), "dtype": arr.dtype.str, "scalar": arr.ndim == 0}
+        return str(value)
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def _unplain(value: Any) -> Any:
+    """Inverse of :func:`_plain`."""
+    if isinstance(value, dict) and "__numpy__" in value:
+        arr = np.asarray(value["__numpy__"], dtype=np.dtype(value["dtype"]))
+        return arr[()] if value.get("scalar") else arr
+    if isinstance(value, dict):
+        return {k: _unplain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_unplain(v) for v in value]
+    return value
+
+
+def _atomic_save(obj: Any, path: Path, overwrite: bool) -> Path:
+    """``torch.save`` to a hidden temporary file beside ``path``, fsync, then rename."""
+    path = Path(os.fspath(path)).expanduser()
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a folder")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(tmp, "xb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+    return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- the imputer
+class GPVAEImputer:
+    """Train a GPVAE on a Dataset, fill its holes, predict elsewhere, save and load.
+
+    Parameters
+    ----------
+    engine : {"spa", "hpa"}
+        Sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior.
+    neighbours : int
+        H, the neighbours each location conditions on; the domain needs at least H + 1
+        locations.
+    coords : str or sequence of str, optional
+        Coordinates forming the model's ``x``; default: detected (see
+        :mod:`geogpvae.fields`: CF attributes and common names; projected x/y preferred to
+        lon/lat; times as days since the earliest; lon/lat as positions on the Earth's sphere).
+    mask : DataArray or str, optional
+        Domain: a boolean DataArray on (a subset of) the variables' dims, or the name of such
+        a variable. Cells where it is False are neither used for training nor filled:
+        observed values there come back unchanged, holes stay NaN (flag ``-127``).
+    transform : str or dict, optional
+        ``{"kx": "log"}`` models ``kx`` in log space (one string applies to every
+        variable); values ``"log"`` or None/``"none"``/``"identity"``. Results are in the
+        original units: for a log variable the filled value is the *mean* and ``v_std`` the
+        standard deviation of the back-transformed predictive (a mixture of log-normals over
+        the Monte Carlo samples of the latent field, whose exact moments the engine
+        computes); ``v`` gets ``geogpvae_point_estimate = "mean"`` and
+        ``geogpvae_transform = "log"``.
+    coord_scale : dict of str to float, optional
+        Multiplies coordinates before modelling, e.g. ``{"z": 10.0}`` (vertical
+        exaggeration); for lon/lat give either name.
+    epochs : int, optional
+        Training epochs; None: the engine's default (about 4000 optimiser steps).
+    seed : int
+        Seed of every random choice; the same data, options and seed give the same result
+        on the same device.
+    device : str
+        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    progress : bool or {"bar", "log", "none"}
+        Training progress display.
+    **options
+        Any other :class:`~geogpvae.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
+        ``encoder_hidden``, ``samples``, ...); the defaults work without tuning.
+
+    Attributes
+    ----------
+    engine_ : GPVAEEngine
+        The trained engine (after :meth:`fit`), for power users.
+    vars_ : list of str
+        The imputed variables.
+    dims_ : tuple of str
+        Their dims in the training Dataset.
+    geometry_ : geogpvae.fields.Geometry
+        How coordinates became the model's ``x``.
+    config_ : GPVAEConfig
+        All engine options.
+
+    Raises
+    ------
+    ValueError
+        Unknown engine, kernel, transform or option (:class:`~geogpvae.engine.InputError`
+        or the config's ``ValueError``), before any training.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets import make_gaussian_field
+    >>> ds = make_gaussian_field((20, 20), seed=0)
+    >>> imp = GPVAEImputer(neighbours=8, epochs=3, progress=False).fit(ds)
+    >>> sorted(imp.impute(ds).data_vars)[:3]
+    ['v0', 'v0_imputed', 'v0_std']
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: str = "spa",
+        neighbours: int = 20,
+        coords: str | Sequence[str] | None = None,
+        mask: xr.DataArray | str | None = None,
+        transform: str | Mapping[str, str | None] | None = None,
+        coord_scale: Mapping[str, float] | None = None,
+        epochs: int | None = None,
+        seed: int = 0,
+        device: str = "auto",
+        progress: bool | str = True,
+        **options: Any,
+    ) -> None:
+        self.engine = engine
+        self.neighbours = neighbours
+        self.coords = coords
+        self.mask = mask
+        self.transform = transform
+        self.coord_scale = coord_scale
+        self.epochs = epochs
+        self.seed = seed
+        self.device = device
+        self.progress = progress
+        self.options = dict(options)
+        base = {
+            "engine": engine,
+            "neighbours": neighbours,
+            "epochs": epochs,
+            "seed": seed,
+            "device": device,
+        }
+        self.config_ = GPVAEConfig.from_dict({**GPVAEConfig().to_dict(), **base, **options})
+        parse_transforms(transform)
+        self.engine_: GPVAEEngine | None = None
+        self.vars_: list[str] = []
+        self.dims_: tuple[str, ...] = ()
+        self.geometry_: Geometry | None = None
+        self._transforms: dict[str, str | None] = {}
+        self._attrs: dict[str, dict[str, Any]] = {}
+        self._dtypes: dict[str, str] = {}
+        self._fingerprint: str | None = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """Training history: ``epoch``, ``loss`` and its terms, one entry per epoch."""
+        return {} if self.engine_ is None else self.engine_.history
+
+    @property
+    def epochs_run_(self) -> int:
+        """Number of epochs actually trained."""
+        self._require_fit()
+        ts = self.engine_.train_state
+        return 0 if ts is None else int(ts.epoch)
+
+    def _require_fit(self) -> None:
+        if self.engine_ is None:
+            raise RuntimeError(
+                "the imputer is not trained yet: call fit(ds) first (or GPVAEImputer.load)"
+            )
+
+    def __repr__(self) -> str:
+        state = f"fitted on {self.vars_}" if self.engine_ is not None else "not fitted"
+        cfg = self.config_
+        return f"GPVAEImputer(engine={cfg.engine!r}, neighbours={cfg.neighbours}, {state})"
+
+    # ------------------------------------------------------------------ fit
+    def _prepare(self, ds: xr.Dataset, vars: str | Sequence[str] | None) -> Field:
+        field = prepare_field(
+            ds,
+            vars,
+            coords=self.coords,
+            mask=self.mask,
+            transform=self.transform,
+            coord_scale=self.coord_scale,
+        )
+        n, h = field.values.shape[0], self.config_.neighbours
+        if n < h + 1:
+            raise InputError(
+                f"{n} locations (inside the domain) are fewer than neighbours + 1 = {h + 1}; "
+                f"use neighbours={max(n - 1, 0)} or fewer"
+            )
+        return field
+
+    def _fit_field(self, field: Field) -> GPVAEImputer:
+        engine = GPVAEEngine(self.config_, progress=self.progress)
+        engine.fit(field.x, field.values, log=field.log, names=field.names)
+        self.engine_ = engine
+        self.vars_ = list(field.names)
+        self.dims_ = tuple(field.dims)
+        self.geometry_ = field.geometry
+        self._transforms = dict(field.transforms)
+        self._attrs = {n: dict(field.originals[n].attrs) for n in field.names}
+        self._dtypes = {n: field.originals[n].dtype.str for n in field.names}
+        self._fingerprint = field.fingerprint()
+        return self
+
+    def fit(self, ds: xr.Dataset, vars: str | Sequence[str] | None = None) -> GPVAEImputer:
+        """Train on the observed values of ``ds``.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            Gridded or scattered data (see :mod:`geogpvae.fields`); not modified.
+            Dask-backed data are computed: only the variables, coordinates and mask used.
+        vars : str or sequence of str, optional
+            Variables to model together. Default: every numeric data variable on the shared
+            dims except flag variables and earlier ``*_std``/``*_imputed`` outputs.
+
+        Returns
+        -------
+        GPVAEImputer
+            ``self``.
+
+        Raises
+        ------
+        InputError
+            Bad input (unknown variable, different dims, no observed value, non-finite
+            coordinates, too few locations, a log transform of values <= 0, no coordinates),
+            before any training.
+        TypeError
+            A non-numeric variable or coordinate.
+        """
+        return self._fit_field(self._prepare(ds, vars))
+
+    # ------------------------------------------------------------------ impute
+    def _predict_field(self, field: Field) -> Prediction:
+        if field.fingerprint() == self._fingerprint:
+            return self.engine_.predict()
+        return self.engine_.predict(field.x, field.values)
+
+    def impute(self, ds: xr.Dataset, *, mask: xr.DataArray | str | None = _UNSET) -> xr.Dataset:
+        """Fill the holes of the trained variables in ``ds``.
+
+        When ``ds`` holds the training field (same locations inside the domain, same
+        observed values) the trained field's posterior is used; otherwise the new field is
+        imputed with the trained model: its own observed values are encoded and its holes
+        are predicted from its own neighbours.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            Holds the trained variables (same dims among them) and coordinates; its grid may
+            differ from the training one. Not modified.
+        mask : DataArray or str, optional
+            Domain; default: the imputer's ``mask``.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``ds`` with ``v`` filled, ``v_std`` and ``v_imputed`` for each trained
+            variable and provenance attributes (see :func:`impute`).
+
+        Raises
+        ------
+        InputError
+            Bad input, as for :meth:`fit`.
+        """
+        self._require_fit()
+        field = stack_field(
+            ds, self.vars_, self.geometry_, self._transforms, self.mask if mask is _UNSET else mask
+        )
+        return self._assemble(ds, field, self._predict_field(field))
+
+    def _assemble(self, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dataset:
+        out = ds.copy(deep=False)
+        domain = xr.DataArray(field.domain, dims=field.dims)
+        for j, name in enumerate(field.names):
+            log = field.transforms.get(name) == "log"
+            made = imputation_variables(
+                name,
+                field.originals[name],
+                field.unstack(pred.mean, j),
+                field.unstack(pred.std, j),
+                domain=domain,
+                transform="log" if log else None,
+            )
+            if log:
+                made[name].attrs["geogpvae_point_estimate"] = "mean"
+            for key, var in made.items():
+                out[key] = var
+        return self._provenance(out)
+
+    # ------------------------------------------------------------------ predict
+    def predict(self, locations: xr.Dataset | xr.DataArray) -> xr.Dataset:
+        """Predict every trained variable at new locations, e.g. a grid.
+
+        Parameters
+        ----------
+        locations : xarray.Dataset or xarray.DataArray
+            Coordinates only (values, if any, are ignored), with the coordinate names the
+            model was trained on: a grid (1-D coordinates on their own dims; every
+            combination is a location) or scattered points (coordinates along one dim).
+
+        Returns
+        -------
+        xarray.Dataset
+            On the locations' dims and coordinates: for each variable ``v`` its predictive
+            mean ``v`` (for log variables the mean of the back-transformed predictive) and
+            ``v_std``, with the training variable's attributes, in its float dtype.
+
+        Raises
+        ------
+        InputError
+            A coordinate is missing or not finite.
+        """
+        self._require_fit()
+        x, dims, coords = _locations(locations, self.geometry_)
+        pred = self.engine_.predict(x)
+        shape = tuple(int(locations.sizes[d]) for d in dims)
+        data_vars: dict[str, xr.DataArray] = {}
+        for j, name in enumerate(self.vars_):
+            data_vars.update(self._predicted_variable(name, pred, j, dims, shape, coords))
+        out = xr.Dataset(data_vars, coords=coords)
+        return self._provenance(out, call="predict")
+
+    def _predicted_variable(
+        self,
+        name: str,
+        pred: Prediction,
+        j: int,
+        dims: tuple[str, ...],
+        shape: tuple[int, ...],
+        coords: dict[str, Any],
+    ) -> dict[str, xr.DataArray]:
+        dtype = np.dtype(self._dtypes[name])
+        dtype = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
+        empty = xr.DataArray(
+            np.full(shape, np.nan, dtype=dtype), dims=dims, coords=coords, attrs=self._attrs[name]
+        )
+        log = self._transforms.get(name) == "log"
+        made = imputation_variables(
+            name,
+            empty,
+            pred.mean[:, j].reshape(shape),
+            pred.std[:, j].reshape(shape),
+            transform="log" if log else None,
+        )
+        value = made[name]
+        ancillary = [
+            a for a in value.attrs["ancillary_variables"].split() if a != name + IMPUTED_SUFFIX
+        ]
+        value.attrs["ancillary_variables"] = " ".join(ancillary)
+        if log:
+            value.attrs["geogpvae_point_estimate"] = "mean"
+        return {name: value, name + STD_SUFFIX: made[name + STD_SUFFIX]}
+
+    # ------------------------------------------------------------------ provenance
+    def _call(self, method: str) -> str:
+        cfg = self.config_
+        parts = [
+            f"vars={self.vars_!r}",
+            f"engine={cfg.engine!r}",
+            f"neighbours={cfg.neighbours}",
+            f"epochs={self.epochs_run_}",
+            f"seed={cfg.seed}",
+        ]
+        for key in ("coords", "transform", "coord_scale"):
+            value = getattr(self, key)
+            if value is not None:
+                parts.append(f"{key}={value!r}")
+        if self.mask is not None:
+            parts.append(
+                f"mask={self.mask!r}" if isinstance(self.mask, str) else "mask=<DataArray>"
+            )
+        parts += [f"{k}={v!r}" for k, v in self.options.items()]
+        return f"{method}({', '.join(parts)})"
+
+    def _provenance(self, out: xr.Dataset, call: str = "impute") -> xr.Dataset:
+        cfg = self.config_
+        options = {
+            "engine": cfg.engine,
+            "neighbours": cfg.neighbours,
+            "kernel": cfg.kernel,
+            "epochs": self.epochs_run_,
+            "seed": cfg.seed,
+            "vars": list(self.vars_),
+            "coordinates": self.geometry_.describe(),
+            "transform": {n: t for n, t in self._transforms.items() if t},
+            "config": cfg.to_dict(),
+        }
+        return add_provenance(out, self._call(call), options)
+
+    # ------------------------------------------------------------------ save / load
+    def _settings(self) -> dict[str, Any]:
+        coords = [self.coords] if isinstance(self.coords, str) else self.coords
+        return {
+            "coords": None if coords is None else [str(c) for c in coords],
+            "mask": self.mask if isinstance(self.mask, str) else None,
+            "transform": _plain(self.transform),
+            "coord_scale": None
+            if self.coord_scale is None
+            else {str(k): float(v) for k, v in self.coord_scale.items()},
+            "progress": self.progress if isinstance(self.progress, (bool, str)) else True,
+            "options": _plain(self.options),
+        }
+
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the trained model to one file, atomically.
+
+        The file holds a dictionary of tensors and plain values (no pickled objects): the
+        engine state (options, standardisation, weights, calibration and the training
+        field, which predictions at new locations need), the variable names, dims,
+        coordinate geometry (names, sphere/time handling, time origin, scales),
+        per-variable transforms, attributes and dtypes. It is written to a hidden temporary
+        file beside ``path``, flushed and renamed.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Target file (its folder must exist), conventionally ``*.pt``.
+        overwrite : bool
+            Replace an existing file.
+
+        Returns
+        -------
+        pathlib.Path
+
+        Raises
+        ------
+        FileExistsError
+            ``path`` exists and ``overwrite`` is False.
+        RuntimeError
+            The imputer is not trained.
+        """
+        self._require_fit()
+        state = {
+            "format": SAVE_FORMAT,
+            "version": _SAVE_VERSION,
+            "package_version": __version__,
+            "engine": self.engine_.state_dict(include_data=True),
+            "settings": self._settings(),
+            "fitted": {
+                "vars": list(self.vars_),
+                "dims": list(self.dims_),
+                "geometry": self.geometry_.to_dict(),
+                "transforms": dict(self._transforms),
+                "attrs": {n: _plain(a) for n, a in self._attrs.items()},
+                "dtypes": dict(self._dtypes),
+                "fingerprint": self._fingerprint,
+            },
+        }
+        return _atomic_save(state, Path(path), overwrite)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        device: str | None = None,
+        progress: bool | str | None = None,
+    ) -> GPVAEImputer:
+        """Read a model written by :meth:`save` (``torch.load(..., weights_only=True)``).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+        device : str, optional
+            Override the saved device (e.g. ``"cpu"`` for a model trained on a GPU).
+        progress : bool or str, optional
+            Override the saved progress display.
+
+        Returns
+        -------
+        GPVAEImputer
+            Trained; a mask given as a DataArray is not saved (a mask given by name is).
+
+        Raises
+        ------
+        ValueError
+            The file is not a geogpvae imputer, or was written by a newer version.
+        """
+        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
+            raise ValueError(
+                f"{path} is not a geogpvae imputer file (format tag missing or different)"
+            )
+        if int(state.get("version", 0)) > _SAVE_VERSION:
+            raise ValueError(
+                f"{path} was written by a newer geogpvae ({state.get('package_version')}); "
+                "upgrade to load it"
+            )
+        settings, fitted = state["settings"], state["fitted"]
+        show = settings["progress"] if progress is None else progress
+        engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
+        cfg = engine.config
+        imp = cls(
+            engine=cfg.engine,
+            neighbours=cfg.neighbours,
+            coords=settings["coords"],
+            mask=settings["mask"],
+            transform=_unplain(settings["transform"]),
+            coord_scale=settings["coord_scale"],
+            epochs=cfg.epochs,
+            seed=cfg.seed,
+            device=cfg.device,
+            progress=show,
+            **_unplain(settings["options"]),
+        )
+        imp.config_ = cfg
+        imp.engine_ = engine
+        imp.vars_ = list(fitted["vars"])
+        imp.dims_ = tuple(fitted["dims"])
+        imp.geometry_ = Geometry.from_dict(fitted["geometry"])
+        imp._transforms = dict(fitted["transforms"])
+        imp._attrs = {n: _unplain(a) for n, a in fitted["attrs"].items()}
+        imp._dtypes = dict(fitted["dtypes"])
+        imp._fingerprint = fitted["fingerprint"]
+        return imp
+
+
+# --------------------------------------------------------------------------- one call
+def impute(
+    ds: xr.Dataset,
+    vars: str | Sequence[str] | None = None,
+    *,
+    engine: str = "spa",
+    neighbours: int = 20,
+    coords: str | Sequence[str] | None = None,
+    mask: xr.DataArray | str | None = None,
+    transform: str | Mapping[str, str | None] | None = None,
+    coord_scale: Mapping[str, float] | None = None,
+    epochs: int | None = None,
+    seed: int = 0,
+    device: str = "auto",
+    progress: bool | str = True,
+    **options: Any,
+) -> xr.Dataset:
+    """Fill the holes of a Dataset's variables, with their uncertainty.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Gridded variables (1-4 dims with 1-D coordinates, e.g. ``(z, y, x)`` or
+        ``(time, lat, lon)``, dims in any order, coordinates ascending or descending,
+        unevenly spaced) or scattered ones (one dim such as ``site`` with coordinate
+        variables ``x``, ``y``, ... along it). NaN marks a missing value (xarray decodes
+        ``_FillValue``/``missing_value`` on open). Not modified.
+    vars : str or sequence of str, optional
+        Variables to impute together. Default: every numeric data variable on the shared
+        dims, except CF flag variables (``flag_values``/``flag_meanings``) and earlier
+        ``v_std``/``v_imputed`` outputs. Variables not imputed pass through untouched.
+    engine, neighbours, coords, mask, transform, coord_scale, epochs, seed, device, progress
+        See :class:`GPVAEImputer`. In short: ``coords`` names the coordinates (default:
+        detected; projected x/y preferred over lon/lat; times as days since the earliest;
+        lon/lat as km positions on the Earth's sphere; a grid dim without coordinate uses
+        its positions, with a warning), ``mask`` the domain, ``transform={"v": "log"}``
+        log-models a variable, ``coord_scale={"z": 10.0}`` stretches an axis,
+        ``epochs=None`` the engine's default, other engine options via ``**options``.
+
+    Returns
+    -------
+    xarray.Dataset
+        Same dims, coordinates, dim order and attributes as ``ds``; for each imputed
+        variable ``v``:
+
+        * ``v``: holes inside the domain filled with the predictive mean, observed values
+          bit-for-bit unchanged, holes outside the domain NaN; ``ancillary_variables``
+          names ``v_std v_imputed``. For a log-transformed variable the fill is the mean of
+          the back-transformed (log-normal mixture) predictive, with
+          ``geogpvae_point_estimate = "mean"``, and ``v_std`` its exact standard deviation;
+        * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is);
+        * ``v_imputed``: int8 flag, 0 observed, 1 imputed, -127 no value.
+
+        ``history`` and ``geogpvae_*`` global attributes record the call and every option.
+        Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
+
+    Raises
+    ------
+    InputError (a ValueError)
+        Before any training, with what to do: a name in ``vars`` not in ``ds`` (the
+        available ones are listed); variables on different dims; a variable with no observed
+        value inside the domain; coordinates with NaN/inf (named); fewer locations than
+        ``neighbours + 1``; an unknown transform; a log transform of values <= 0 (variable,
+        count, minimum); no coordinates that can serve as x. ``ds`` is left unchanged.
+    ValueError
+        Unknown engine, kernel or option.
+    TypeError
+        A non-numeric variable or coordinate.
+
+    Notes
+    -----
+    Memory: besides the outputs, ``x`` (N, D) float64 for the N locations inside the
+    domain, the K variables as (N, K) float64, and each imputed variable's input array
+    (computed, for dask). Duplicate locations are kept as separate points; no value is
+    merged or moved.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets import make_gaussian_field
+    >>> ds = make_gaussian_field((20, 20), seed=0)
+    >>> out = impute(ds, ["v0", "v1"], neighbours=8, epochs=3, progress=False)
+    >>> int(out.v0.isnull().sum()), sorted(out.v0.attrs["ancillary_variables"].split())
+    (0, ['v0_imputed', 'v0_std'])
+    """
+    imputer = GPVAEImputer(
+        engine=engine,
+        neighbours=neighbours,
+        coords=coords,
+        mask=mask,
+        transform=transform,
+        coord_scale=coord_scale,
+        epochs=epochs,
+        seed=seed,
+        device=device,
+        progress=progress,
+        **options,
+    )
+    field = imputer._prepare(ds, vars)
+    imputer._fit_field(field)
+    return imputer._assemble(ds, field, imputer.engine_.predict())

@@ -1,0 +1,518 @@
+"""impute() and GPVAEImputer end to end: layouts, masks, transforms, dask, save/load, CF files."""
+
+from __future__ import annotations
+
+import copy
+import json
+import socket
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import geogpvae
+from geogpvae import GPVAEImputer, impute
+from geogpvae.datasets import load_jura, make_gaussian_field
+from geogpvae.engine import GPVAEEngine, InputError
+
+FAST = dict(
+    neighbours=8, encoder_hidden=(32, 32), decoder_hidden=(32, 32), samples=16, progress=False
+)
+TINY = dict(
+    neighbours=4,
+    encoder_hidden=(8,),
+    decoder_hidden=(8,),
+    samples=4,
+    calibrate=False,
+    progress=False,
+    epochs=1,
+)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return (
+        a.dtype == b.dtype
+        and a.shape == b.shape
+        and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    )
+
+
+def _check_output(ds: xr.Dataset, out: xr.Dataset, names, domain=None) -> None:
+    """The conventions every imputed Dataset follows."""
+    for name in names:
+        v, orig = out[name], ds[name]
+        assert v.dims == orig.dims and v.dtype == orig.dtype
+        observed = orig.notnull().values
+        assert _same_bits(v.values[observed], orig.values[observed])
+        inside = np.ones(v.shape, bool) if domain is None else domain.transpose(*v.dims).values
+        assert np.isfinite(v.values[inside]).all()
+        assert np.isnan(v.values[~inside & ~observed]).all()
+        std, flag = out[name + "_std"].values, out[name + "_imputed"].values
+        assert (std[observed] == 0).all() and (std[~observed & inside] > 0).all()
+        np.testing.assert_array_equal(flag, np.where(observed, 0, np.where(inside, 1, -127)))
+        assert v.attrs["ancillary_variables"].split()[-2:] == [name + "_std", name + "_imputed"]
+    for name in ds.data_vars:
+        if name not in names:
+            xr.testing.assert_identical(out[name], ds[name])
+    for name in ds.coords:
+        xr.testing.assert_identical(out[name], ds[name])
+    assert {k: out.attrs[k] for k in ds.attrs if k != "history"} == {
+        k: v for k, v in ds.attrs.items() if k != "history"
+    }
+
+
+@pytest.fixture(scope="module")
+def grid():
+    return make_gaussian_field((14, 12), missing=0.4, seed=3)
+
+
+@pytest.fixture(scope="module")
+def sites():
+    return make_gaussian_field(n_points=120, missing=0.4, seed=4, units="km")
+
+
+@pytest.fixture(scope="module")
+def fitted(sites):
+    return GPVAEImputer(epochs=5, **FAST).fit(sites)
+
+
+# ------------------------------------------------------------------ layouts
+def test_grid_2d_imputed_and_input_untouched(grid):
+    before = grid.copy(deep=True)
+    out = impute(grid, epochs=5, **FAST)
+    xr.testing.assert_identical(grid, before)
+    _check_output(grid, out, ["v0", "v1", "v2"])
+    assert list(out.dims) == list(grid.dims)
+    line = out.attrs["history"].splitlines()[0]
+    assert "impute(vars=['v0', 'v1', 'v2'], engine='spa', neighbours=8, epochs=5, seed=0" in line
+    assert out.attrs["geogpvae_epochs"] == 5 and out.attrs["geogpvae_kernel"] == "matern32"
+    assert json.loads(out.attrs["geogpvae_config"])["neighbours"] == 8
+
+
+def test_grid_3d_other_dim_order_descending_irregular_scaled():
+    ds = make_gaussian_field((4, 6, 5), missing=0.4, seed=5, n_vars=2)
+    ds = ds.assign_coords(
+        z=("z", [40.0, 25.0, 21.0, 3.0], ds.z.attrs),  # descending, uneven
+        y=("y", [0.0, 0.1, 0.15, 0.5, 0.55, 1.0], ds.y.attrs),
+    )
+    ds = ds.transpose("x", "z", "y")
+    ds["v1"] = ds.v1.transpose("y", "x", "z")  # variables need not share a dim order
+    out = impute(ds, epochs=5, coord_scale={"z": 0.02}, **FAST)
+    _check_output(ds, out, ["v0", "v1"])
+    assert out.v0.dims == ("x", "z", "y") and out.v1_std.dims == ("y", "x", "z")
+    assert "z x 0.02" in out.attrs["geogpvae_coordinates"]
+
+
+def test_scattered_with_duplicate_locations(sites):
+    ds = sites.isel(site=slice(0, 60))
+    dup = ds.assign_coords(
+        x=ds.x.copy(data=np.repeat(ds.x.values[:30], 2)),
+        y=ds.y.copy(data=np.repeat(ds.y.values[:30], 2)),
+    )
+    out = impute(dup, epochs=5, **FAST)
+    _check_output(dup, out, ["v0", "v1", "v2"])
+
+
+def test_lonlat_time_grid_across_the_dateline():
+    rng = np.random.default_rng(0)
+    lon = np.array([176.0, 178.0, 179.5, -179.5, -178.0, -176.0])
+    time = np.array(["2000-01-01", "2000-01-02", "2000-01-05"], dtype="datetime64[ns]")
+    base = np.sin(np.deg2rad(lon * 10))[None, None, :] + np.arange(4)[None, :, None] * 0.3
+    sst = base + 0.1 * np.arange(3)[:, None, None] + 0.05 * rng.normal(size=(3, 4, 6))
+    sst[rng.random(sst.shape) < 0.3] = np.nan
+    ds = xr.Dataset(
+        {
+            "sst": (
+                ("time", "lat", "lon"),
+                sst,
+                {"units": "K", "standard_name": "sea_surface_temperature"},
+            )
+        },
+        coords={
+            "time": ("time", time, {"standard_name": "time"}),
+            "lat": (
+                "lat",
+                [60.0, 61.0, 62.0, 63.0],
+                {"units": "degrees_north", "standard_name": "latitude"},
+            ),
+            "lon": ("lon", lon, {"units": "degrees_east", "standard_name": "longitude"}),
+        },
+    )
+    out = impute(ds, epochs=5, **FAST)
+    _check_output(ds, out, ["sst"])
+    coords = out.attrs["geogpvae_coordinates"]
+    assert "time as days since 2000-01-01" in coords and "lon/lat as km on a sphere" in coords
+    assert out.sst_std.attrs["standard_name"] == "sea_surface_temperature standard_error"
+
+
+# ------------------------------------------------------------------ domain, transforms
+def test_mask_cells_are_neither_used_nor_filled(grid):
+    inside = grid.x < 0.6
+    a = impute(grid, mask=inside, epochs=5, **FAST)
+    _check_output(grid, a, ["v0", "v1", "v2"], domain=inside.broadcast_like(grid.v0))
+    # as a variable name: the same, and the mask variable passes through
+    b = impute(grid.assign(inside=inside.broadcast_like(grid.v0)), mask="inside", epochs=5, **FAST)
+    for v in ("v0", "v0_std", "v0_imputed"):
+        np.testing.assert_array_equal(a[v].values, b[v].values)
+    assert b.inside.dtype == bool
+    # observed values outside the domain do not enter training
+    changed = grid.copy(deep=True)
+    changed["v0"] = grid.v0.where(inside, grid.v0 * 100 + 5)
+    c = impute(changed, mask=inside, epochs=5, **FAST)
+    inner = inside.broadcast_like(grid.v0).values
+    np.testing.assert_array_equal(a.v1.values[inner], c.v1.values[inner])
+    np.testing.assert_array_equal(a.v0_std.values[inner], c.v0_std.values[inner])
+
+
+def test_log_transform_gives_positive_values_and_attrs(grid):
+    ds = grid.assign(k=np.exp(grid.v0).assign_attrs(units="mD", long_name="permeability"))
+    out = impute(ds, ["k", "v1"], transform={"k": "log"}, epochs=5, **FAST)
+    _check_output(ds, out, ["k", "v1"])
+    assert (out.k.values > 0).all()
+    assert (
+        out.k.attrs["geogpvae_transform"] == "log"
+        and out.k.attrs["geogpvae_point_estimate"] == "mean"
+    )
+    assert out.k_std.attrs["geogpvae_transform"] == "log"
+    assert "geogpvae_transform" not in out.v1.attrs
+    assert json.loads(out.attrs["geogpvae_transform"]) == {"k": "log"}
+
+
+# ------------------------------------------------------------------ dask, accessor
+def test_dask_input_same_result_as_in_memory(grid):
+    pytest.importorskip("dask")
+    lazy = grid.chunk({"y": 5}).assign(w=(("y", "x"), np.ones((14, 12))))
+    lazy["w"] = lazy.w.chunk({"y": 7})
+    eager = lazy.compute()
+    a = impute(lazy, ["v0", "v1", "v2"], epochs=5, **FAST)
+    b = impute(eager, ["v0", "v1", "v2"], epochs=5, **FAST)
+    assert a.w.chunks is not None  # untouched variables stay lazy
+    assert lazy.v0.chunks is not None  # the input was not loaded in place
+    a.attrs["history"] = b.attrs["history"] = ""
+    xr.testing.assert_identical(a.compute(), b)
+
+
+def test_accessor_is_the_same_call(grid):
+    a = grid.gpvae.impute(["v0", "v1"], epochs=3, **FAST)
+    b = impute(grid, ["v0", "v1"], epochs=3, **FAST)
+    a.attrs["history"] = b.attrs["history"] = ""
+    xr.testing.assert_identical(a, b)
+
+
+# ------------------------------------------------------------------ the imputer
+def test_imputer_history_engine_and_training_field(fitted, sites):
+    assert isinstance(fitted.engine_, GPVAEEngine)
+    assert fitted.history["epoch"] == [1, 2, 3, 4, 5] and len(fitted.history["loss"]) == 5
+    out = fitted.impute(sites)
+    np.testing.assert_array_equal(out.v0.values, impute(sites, epochs=5, **FAST).v0.values)
+
+
+def test_imputer_fills_a_new_field(fitted, sites):
+    other = make_gaussian_field(n_points=90, missing=0.5, seed=11, units="km")
+    out = fitted.impute(other)
+    _check_output(other, out, ["v0", "v1", "v2"])
+    with pytest.raises(InputError, match=r"variables \['v2'\] \(used by the model\) are not in"):
+        fitted.impute(other.drop_vars("v2"))
+
+
+def test_predict_on_a_grid_from_scattered_training(fitted):
+    grid = xr.Dataset(
+        coords={
+            "y": ("y", np.linspace(0, 1, 4), {"units": "km", "long_name": "y"}),
+            "x": ("x", np.linspace(0, 1, 5), {"units": "km", "long_name": "x"}),
+        }
+    )
+    pred = fitted.predict(grid)
+    assert set(pred.data_vars) == {f"v{i}{s}" for i in range(3) for s in ("", "_std")}
+    assert pred.v0.dims == ("x", "y") and pred.v0.shape == (5, 4)
+    assert np.isfinite(pred.v0).all() and (pred.v0_std > 0).all()
+    assert pred.v0.attrs["ancillary_variables"] == "v0_std"
+    xr.testing.assert_identical(pred.x, grid.x)
+    # a DataArray template: its values are ignored, its dim order kept (Monte Carlo noise is
+    # drawn in location order, so another order gives slightly different means)
+    same = xr.DataArray(np.ones((5, 4)), dims=("x", "y"), coords=grid.coords)
+    np.testing.assert_array_equal(fitted.predict(same).v0.values, pred.v0.values)
+    turned = fitted.predict(same.transpose("y", "x"))
+    assert turned.v0.dims == ("y", "x")
+    np.testing.assert_allclose(turned.v0.transpose("x", "y").values, pred.v0.values, atol=0.2)
+
+
+def test_save_load_identical_predictions(fitted, sites, tmp_path):
+    path = fitted.save(tmp_path / "model.pt")
+    assert torch.load(path, weights_only=True)["format"] == "geogpvae-imputer"  # plain values only
+    loaded = GPVAEImputer.load(path, progress=False)
+    grid = xr.Dataset(coords={"x": np.linspace(0, 1, 6), "y": np.linspace(0, 1, 3)})
+    xr.testing.assert_identical(
+        loaded.predict(grid).drop_attrs(), fitted.predict(grid).drop_attrs()
+    )
+    a, b = fitted.impute(sites), loaded.impute(sites)
+    for v in ("v0", "v0_std", "v2", "v2_std"):
+        assert _same_bits(a[v].values, b[v].values)
+    assert loaded.vars_ == fitted.vars_ and loaded.dims_ == fitted.dims_ == ("site",)
+    assert loaded.history == fitted.history
+    # never overwritten unless asked; the file stays as it was
+    before = path.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        loaded.save(path)
+    assert path.read_bytes() == before
+    loaded.save(path, overwrite=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pt"]  # no temporary file left
+
+
+def test_save_keeps_attrs_and_transform(tmp_path, grid):
+    ds = grid.assign(
+        k=np.exp(grid.v0).assign_attrs(
+            units="mD", valid_min=np.float32(0.0), flag_like=np.array([1, 2], np.int16)
+        )
+    )
+    imp = GPVAEImputer(transform={"k": "log"}, coord_scale={"x": 2.0}, epochs=2, **FAST).fit(
+        ds, ["k", "v1"]
+    )
+    loaded = GPVAEImputer.load(imp.save(tmp_path / "k.pt"))
+    attrs = loaded.predict(grid[["x", "y"]]).k.attrs
+    assert attrs["units"] == "mD" and attrs["valid_min"].dtype == np.float32
+    assert attrs["flag_like"].dtype == np.int16 and attrs["geogpvae_point_estimate"] == "mean"
+    assert loaded.geometry_ == imp.geometry_ and loaded.transform == {"k": "log"}
+
+
+# ------------------------------------------------------------------ bad input
+def _bad_cases():
+    def base():
+        return make_gaussian_field((6, 5), missing=0.3, seed=2, n_vars=2)
+
+    def with_label():
+        ds = base()
+        ds["label"] = (("y", "x"), np.full((6, 5), "a"))
+        return ds
+
+    def with_profile():
+        return base().assign(p=("x", np.ones(5)))
+
+    def empty_var():
+        ds = base()
+        ds["v1"] = ds.v1 * np.nan
+        return ds
+
+    def nan_coord():
+        ds = base()
+        return ds.assign_coords(x=ds.x.copy(data=np.r_[ds.x.values[:-1], np.nan]))
+
+    def no_coords():
+        return xr.Dataset({"a": ("site", [1.0, np.nan, 3.0] * 5)})
+
+    def negative():
+        ds = base()
+        return ds.assign(v0=ds.v0 - 10)
+
+    def inf_value():
+        ds = base()
+        return ds.assign(v0=ds.v0.fillna(np.inf))
+
+    only_left = xr.DataArray(np.arange(5) < 2, dims="x")
+    return {
+        "unknown variable": (
+            base,
+            dict(vars=["v0", "Cd"]),
+            InputError,
+            r"'Cd' is not a data variable.*available: v0, v1",
+        ),
+        "non-numeric": (with_label, dict(vars=["v0", "label"]), TypeError, "'label' has dtype"),
+        "different dims": (with_profile, dict(vars=["v0", "p"]), InputError, "different dims"),
+        "no observed value": (empty_var, {}, InputError, "'v1' has no observed value"),
+        "none inside mask": (
+            lambda: base().assign(v1=base().v1.where(~only_left)),
+            dict(mask=only_left),
+            InputError,
+            "'v1' has no observed value inside the mask",
+        ),
+        "nan coordinate": (nan_coord, {}, InputError, "coordinate 'x' is NaN or infinite at 6 of"),
+        "too few points": (
+            base,
+            dict(neighbours=30),
+            InputError,
+            r"30 locations .* neighbours \+ 1 = 31",
+        ),
+        "unknown engine": (base, dict(engine="gp"), ValueError, "unknown engine 'gp'"),
+        "unknown kernel": (base, dict(kernel="sinc"), ValueError, "unknown kernel 'sinc'"),
+        "unknown option": (base, dict(neighbors=3), ValueError, "unknown option"),
+        "unknown transform": (
+            base,
+            dict(transform={"v0": "sqrt"}),
+            InputError,
+            "unknown transform 'sqrt'",
+        ),
+        "log of negatives": (
+            negative,
+            dict(transform={"v0": "log"}),
+            InputError,
+            r"cannot log-transform 'v0': \d+ observed values are <= 0 \(minimum -",
+        ),
+        "no coordinates": (no_coords, {}, InputError, r"coords=\["),
+        "infinite value": (inf_value, {}, InputError, r"'v0' has \d+ infinite values"),
+        "unknown coordinate": (
+            base,
+            dict(coords=["x", "depth"]),
+            InputError,
+            "coordinate 'depth' is not in",
+        ),
+        "unknown mask": (base, dict(mask="land"), InputError, "mask 'land' is not a variable"),
+    }
+
+
+BAD = _bad_cases()
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_refused_before_training(case, monkeypatch):
+    make, kwargs, error, match = BAD[case]
+
+    def no_training(*args, **kw):
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(GPVAEEngine, "fit", no_training)
+    ds = make()
+    before = copy.deepcopy(ds)
+    options = {**FAST, "epochs": 1, **kwargs}
+    with pytest.raises(error, match=match):
+        impute(ds, **options)
+    xr.testing.assert_identical(ds, before)
+
+
+def test_unfitted_imputer_refuses_and_writes_nothing(tmp_path):
+    imp = GPVAEImputer(**FAST)
+    with pytest.raises(RuntimeError, match="not trained"):
+        imp.save(tmp_path / "m.pt")
+    with pytest.raises(RuntimeError, match="not trained"):
+        imp.predict(xr.Dataset(coords={"x": [0.0]}))
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "junk.pt").write_bytes(b"")
+    torch.save({"format": "something else"}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a geogpvae imputer"):
+        GPVAEImputer.load(tmp_path / "other.pt")
+
+
+# ------------------------------------------------------------------ bit-exact observed values
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    observed=hnp.arrays(bool, (5, 6, 2)),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_observed_values_are_returned_bit_for_bit(observed, dtype, seed):
+    observed[0, 0] = True  # every variable has an observed value
+    rng = np.random.default_rng(seed)
+    raw = (rng.normal(size=(5, 6, 2)) * 10.0 ** rng.integers(-8, 8, size=(5, 6, 2))).astype(dtype)
+    values = np.where(observed, raw, np.nan).astype(dtype)
+    ds = xr.Dataset(
+        {f"v{j}": (("y", "x"), values[..., j]) for j in range(2)},
+        coords={"y": np.arange(5.0), "x": np.linspace(0, 1, 6)},
+    )
+    out = impute(ds, **TINY)
+    for j in range(2):
+        v = out[f"v{j}"].values
+        assert v.dtype == dtype
+        assert _same_bits(v[observed[..., j]], values[..., j][observed[..., j]])
+        assert np.isfinite(v).all()
+
+
+# ------------------------------------------------------------------ CF file round trip
+@pytest.fixture
+def offline(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args[:2]}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.delenv("CF_STANDARD_NAME_TABLE", raising=False)
+
+
+def _high_failures(results):
+    out = []
+
+    def walk(items):
+        for r in items:
+            if r.value is not None and r.value[0] < r.value[1] and r.weight == 3:
+                out.append((r.name, r.msgs))
+            walk(r.children)
+
+    walk(results)
+    return out
+
+
+def _cf_grid() -> xr.Dataset:
+    """A CF-clean (z, y, x) input: projected coordinates with standard names and units."""
+    ds = make_gaussian_field((3, 7, 6), missing=0.4, seed=8, extent=(20.0, 700.0, 600.0), units="m")
+    for d, sn in (
+        ("x", "projection_x_coordinate"),
+        ("y", "projection_y_coordinate"),
+        ("z", "depth"),
+    ):
+        ds[d].attrs["standard_name"] = sn
+    ds.z.attrs["positive"] = "down"
+    return ds.assign(k=np.exp(ds.v0).assign_attrs(units="m2", long_name="permeability"))
+
+
+def test_netcdf_round_trip_passes_the_cf_checker(tmp_path, offline):
+    pytest.importorskip("compliance_checker")
+    from compliance_checker.suite import CheckSuite
+
+    ds = _cf_grid()
+    out = impute(ds, ["k", "v1"], transform={"k": "log"}, mask=ds.x < 500, epochs=3, **FAST)
+    path = geogpvae.to_netcdf(out, tmp_path / "g.nc")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        CheckSuite.load_all_available_checkers()
+    cs = CheckSuite()
+    nc = cs.load_dataset(str(path))
+    try:
+        ((_, (groups, errors)),) = cs.run_all(nc, ["cf:1.8"], skip_checks=[]).items()
+        assert errors == {} and _high_failures(groups) == []
+    finally:
+        nc.close()
+    with geogpvae.open_dataset(path) as back:
+        for v in ("k", "k_std", "k_imputed", "v1", "v1_std", "v1_imputed", "v2"):
+            assert _same_bits(back[v].values, out[v].values), v
+            assert back[v].attrs["long_name"] == out[v].attrs["long_name"]
+        assert back.attrs["history"] == out.attrs["history"]
+
+
+# ------------------------------------------------------------------ accuracy
+def _rmse(a, b):
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def test_accuracy_and_coverage_on_a_synthetic_field():
+    ds, truth = make_gaussian_field((30, 30), missing=0.5, seed=0, return_truth=True)
+    out = impute(ds, epochs=40, **FAST)
+    errs, base, z = [], [], []
+    for v in ds.data_vars:
+        hidden = ds[v].isnull().values
+        t = truth[v].values[hidden]
+        errs.append(out[v].values[hidden] - t)
+        base.append(float(ds[v].mean()) - t)
+        z.append(np.abs(out[v].values[hidden] - t) / out[f"{v}_std"].values[hidden])
+    rmse, rmse_mean = _rmse(np.concatenate(errs), 0), _rmse(np.concatenate(base), 0)
+    coverage = float(np.mean(np.concatenate(z) < 1.959964))
+    assert rmse < 0.7 * rmse_mean, (rmse, rmse_mean)
+    assert 0.85 <= coverage <= 0.99, coverage
+
+
+@pytest.mark.data
+def test_jura_cd_at_validation_sites(data_dir):
+    jura = load_jura(data_dir)
+    validation = (jura.split == "validation").values
+    truth = jura.Cd.values[validation]
+    hidden = jura.assign(Cd=jura.Cd.where(~(jura.split == "validation")))
+    out = impute(hidden, neighbours=10, epochs=50, progress=False)
+    assert list(out.Cd_imputed.values[validation]) == [1] * 100
+    rmse = _rmse(out.Cd.values[validation], truth)
+    mean_predictor = _rmse(np.nanmean(hidden.Cd.values), truth)
+    assert abs(mean_predictor - 0.695) < 0.001
+    assert rmse < mean_predictor, (rmse, mean_predictor)

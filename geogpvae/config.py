@@ -20,6 +20,7 @@ __all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES"]
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
 BATCHINGS = ("random", "spatial")
+SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
 
 
@@ -72,7 +73,14 @@ class GPVAEConfig:
     batch_size : int
         Locations per mini-batch (capped at N).
     lr : float
-        Adam learning rate.
+        Peak Adam learning rate.
+    lr_schedule : {"cosine", "constant"}
+        ``"cosine"``: a short linear warm-up (2% of the steps), then a cosine decay to 5% of
+        ``lr`` at the last step; ``"constant"``: ``lr`` throughout.
+    weight_average : float
+        Decay of an exponential moving average of the weights, updated after every optimiser
+        step and used as the final model (0 disables it). Averaging over the last few hundred
+        steps removes most of the step-to-step noise of stochastic training.
     batching : {"random", "spatial"}
         ``"spatial"`` draws mini-batches as groups of nearby locations, so that neighbours are
         shared and encoded once: faster per epoch on large fields.
@@ -117,6 +125,8 @@ class GPVAEConfig:
     epochs: int | None = None
     batch_size: int = 256
     lr: float = 3e-3
+    lr_schedule: str = "cosine"
+    weight_average: float = 0.995
     batching: str = "random"
     train_samples: int = 1
     samples: int = 64
@@ -150,6 +160,7 @@ class GPVAEConfig:
         choice("batching", BATCHINGS)
         choice("predict_mode", PREDICT_MODES)
         choice("dtype", DTYPES)
+        choice("lr_schedule", SCHEDULES)
         choice("neighbour_backend", BACKENDS)
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
@@ -174,6 +185,8 @@ class GPVAEConfig:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not (0.0 <= self.jitter < 1.0):
             raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
+        if not (0.0 <= self.weight_average < 1.0):
+            raise ValueError(f"weight_average must be in [0, 1), got {self.weight_average!r}")
         if not (0.0 <= self.mask_rate < 1.0):
             raise ValueError(f"mask_rate must be in [0, 1), got {self.mask_rate!r}")
         if any(w < 1 for w in self.encoder_hidden + self.decoder_hidden):

@@ -139,7 +139,13 @@ class GPVAEEngine:
 
     @property
     def is_fitted(self) -> bool:
+        """Whether a model has been trained or loaded."""
         return self.model is not None
+
+    @property
+    def has_training_field(self) -> bool:
+        """Whether the training field is held (needed to predict at new locations)."""
+        return self._x is not None
 
     def _require_fit(self) -> None:
         if self.model is None:
@@ -260,7 +266,7 @@ class GPVAEEngine:
             self.model.load_state_dict(resume["engine"]["weights"])
             t = resume["train"]
             state = TrainState(epoch=int(t["epoch"]), history={kk: list(v) for kk, v in t["history"].items()},
-                               optimizer=t["optimizer"])
+                               optimizer=t["optimizer"], average=t.get("average"), steps=int(t.get("steps", 0)))
         self.interrupted = False
         self.calibration_ = np.ones(k)
 
@@ -270,7 +276,7 @@ class GPVAEEngine:
                 callback(self)
 
         self.train_state = train(
-            self.model, self._data, cfg, state=state, progress=self.progress,
+            _distributed(self.model, self.device), self._data, cfg, state=state, progress=self.progress,
             callback=_callback, should_stop=should_stop,
         )
         self.interrupted = self.train_state.epoch < cfg.n_epochs(n)
@@ -551,7 +557,8 @@ class GPVAEEngine:
         return {
             "format": STATE_FORMAT + "-checkpoint",
             "engine": self.state_dict(include_data=False),
-            "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer},
+            "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
+                      "average": ts.average, "steps": int(ts.steps)},
         }
 
     @classmethod
@@ -595,3 +602,19 @@ class GPVAEEngine:
             eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
             eng._anchor = eng._anchors(field)
         return eng
+
+
+def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:
+    """Wrap the model for data-parallel training when a process group is running.
+
+    Launched under ``torchrun`` or ``srun`` with ``torch.distributed`` initialised (NCCL on
+    GPUs, gloo on CPUs), every rank trains on its share of each epoch's mini-batches and the
+    gradients are averaged across ranks; with one process the model is returned as it is.
+    """
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return model
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)

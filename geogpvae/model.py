@@ -25,8 +25,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from .kernels import LatentKernel
-from .priors.hpa import hpa_kl
-from .priors.spa import spa_kl
+from .priors._blocks import prior_block
+from .priors.hpa import gaussian_kl_blocks, hpa_kl
+from .priors.spa import spa_conditional, spa_kl_given_conditional
 
 __all__ = ["Batch", "GPVAE", "mlp"]
 
@@ -72,6 +73,11 @@ class Batch(NamedTuple):
         Coordinates of the neighbours.
     n_total : int
         N, the number of locations in the field.
+    stencil_offsets : Tensor, shape (S, H, D), optional
+        When neighbour geometries repeat (grids): the distinct neighbour offsets in this batch.
+    stencil_valid : Tensor of bool, shape (S, H), optional
+    stencil_index : Tensor of int64, shape (B,), optional
+        The stencil of every batch location; its neighbours are listed in stencil order.
     """
 
     y: torch.Tensor
@@ -84,6 +90,9 @@ class Batch(NamedTuple):
     x_batch: torch.Tensor
     x_nbr: torch.Tensor
     n_total: int
+    stencil_offsets: torch.Tensor | None = None
+    stencil_valid: torch.Tensor | None = None
+    stencil_index: torch.Tensor | None = None
 
 
 class GPVAE(nn.Module):
@@ -242,14 +251,23 @@ class GPVAE(nn.Module):
             batch.y[pos], batch.observed[pos], mean_u[pos], var_u[pos], n_samples=self._train_samples
         )
         nbr = batch.nbr_pos
+        shared = batch.stencil_index is not None
         if self.engine == "spa":
-            kl = spa_kl(
-                self.kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid,
-                mean_u[pos], var_u[pos], mean_u[nbr], var_u[nbr], self.jitter,
-            )
+            if shared:  # one factorisation per distinct neighbour geometry, centre at the origin
+                offsets = batch.stencil_offsets
+                centre = offsets.new_zeros((offsets.shape[0], offsets.shape[-1]))
+                w, cond_var = spa_conditional(self.kernel, centre, offsets, batch.stencil_valid, self.jitter)
+                w, cond_var = w[batch.stencil_index], cond_var[batch.stencil_index]
+            else:
+                w, cond_var = spa_conditional(self.kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid, self.jitter)
+            kl = spa_kl_given_conditional(w, cond_var, mean_u[pos], var_u[pos], mean_u[nbr], var_u[nbr])
             kl_per_location = kl.mean()
         else:
-            kl = hpa_kl(self.kernel, batch.x_nbr, batch.nbr_valid, mean_u[nbr], var_u[nbr], self.jitter)
+            if shared:
+                cov = prior_block(self.kernel, batch.stencil_offsets, batch.stencil_valid, self.jitter)
+                kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, mean_u[nbr], var_u[nbr])
+            else:
+                kl = hpa_kl(self.kernel, batch.x_nbr, batch.nbr_valid, mean_u[nbr], var_u[nbr], self.jitter)
             kl_per_location = kl.mean() / batch.n_total
         expected_nll = -loglik.mean()
         loss = expected_nll + self.beta * kl_per_location

@@ -381,3 +381,53 @@ def warn_duplicates(points: np.ndarray) -> int:
             stacklevel=2,
         )
     return n_dup
+
+
+def shared_stencils(
+    points: np.ndarray, nbr: np.ndarray, *, max_fraction: float = 0.25
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """Group locations whose neighbour sets have the same shape (relative offsets).
+
+    On a regular grid most locations see the same pattern of neighbours (a *stencil*). With a
+    stationary kernel their prior covariance blocks are then identical, so a mini-batch needs
+    one factorisation per distinct stencil rather than one per location.
+
+    Parameters
+    ----------
+    points : array, shape (N, D)
+    nbr : array of int, shape (N, H)
+        Neighbour indices (-1 padded).
+    max_fraction : float
+        Give up (return None) when there are more than ``max_fraction * N`` stencils.
+
+    Returns
+    -------
+    None or tuple
+        ``(stencil, offsets, valid, nbr_canonical)``: the stencil id of every location (N,),
+        the offsets of every stencil's neighbours from its centre (S, H, D), their validity
+        (S, H), and the neighbour lists reordered so that slot ``h`` of location ``i`` is
+        offset ``h`` of its stencil. Offsets equal to within 1e-9 of the domain's extent are
+        taken as equal.
+    """
+    pts = _as_points(points)
+    n, h = nbr.shape
+    if n == 0 or h == 0:
+        return None
+    valid = nbr >= 0
+    off = np.where(valid[..., None], pts[np.where(valid, nbr, 0)] - pts[:, None, :], 0.0)
+    extent = float(np.ptp(pts, axis=0).max()) or 1.0
+    q = np.round(off / (1e-9 * extent)).astype(np.int64)
+    # canonical slot order: valid first, then lexicographic by quantised offset
+    rows = np.repeat(np.arange(n), h)
+    keys = [q[..., d].ravel() for d in range(pts.shape[1] - 1, -1, -1)]
+    order = np.lexsort((*keys, (~valid).ravel(), rows)).reshape(n, h) - (np.arange(n) * h)[:, None]
+    q = np.take_along_axis(q, order[..., None], axis=1)
+    valid = np.take_along_axis(valid, order, axis=1)
+    nbr_c = np.take_along_axis(nbr, order, axis=1)
+    sig = np.concatenate([q.reshape(n, -1), valid.astype(np.int64)], axis=1)
+    sig = np.ascontiguousarray(sig).view(np.dtype((np.void, sig.dtype.itemsize * sig.shape[1]))).ravel()
+    _, first, stencil = np.unique(sig, return_index=True, return_inverse=True)
+    if len(first) > max_fraction * n:
+        return None
+    offsets = np.where(valid[first][..., None], pts[np.where(valid[first], nbr_c[first], 0)] - pts[first][:, None, :], 0.0)
+    return stencil.astype(np.int64).ravel(), offsets, valid[first], nbr_c

@@ -21,7 +21,7 @@ import torch
 
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
-from .neighbours import knn, order_points, ordered_neighbours
+from .neighbours import knn, order_points, ordered_neighbours, shared_stencils
 
 __all__ = [
     "FieldData",
@@ -66,6 +66,11 @@ class FieldData:
         location itself (HPA); -1 padded.
     order : Tensor of int64, shape (N,) or None
         Spatial order used by ``batching="spatial"``.
+    stencil : Tensor of int64, shape (N,) or None
+        Shared-stencil id of every location (see
+        :func:`geogpvae.neighbours.shared_stencils`), when neighbour sets repeat (grids).
+    stencil_offsets : Tensor, shape (S, H, D) or None
+    stencil_valid : Tensor of bool, shape (S, H) or None
     """
 
     x: torch.Tensor
@@ -74,6 +79,9 @@ class FieldData:
     context: torch.Tensor | None
     nbr: torch.Tensor
     order: torch.Tensor | None = None
+    stencil: torch.Tensor | None = None
+    stencil_offsets: torch.Tensor | None = None
+    stencil_valid: torch.Tensor | None = None
 
     @property
     def n(self) -> int:
@@ -82,13 +90,16 @@ class FieldData:
 
 @dataclass
 class TrainState:
-    """Where training stands: completed epochs, optimiser state and the loss history."""
+    """Where training stands: completed epochs and optimiser steps, optimiser state, the
+    moving average of the weights and the loss history."""
 
     epoch: int = 0
     history: dict[str, list[float]] = field(
         default_factory=lambda: {"epoch": [], "loss": [], "expected_nll": [], "kl": [], "elapsed": []}
     )
     optimizer: dict[str, Any] | None = None
+    average: dict[str, torch.Tensor] | None = None
+    steps: int = 0
 
 
 def neighbourhood_context(
@@ -183,6 +194,7 @@ def prepare_field(
     *,
     device: torch.device,
     dtype: torch.dtype,
+    use_stencils: bool = True,
 ) -> FieldData:
     """Neighbour sets, context and tensors for training.
 
@@ -195,6 +207,9 @@ def prepare_field(
     config : GPVAEConfig
     device, dtype
         Where and in which precision the tensors live.
+    use_stencils : bool
+        Share prior factorisations between locations with identical neighbour geometry
+        (regular grids); exact, and used only when it saves work.
     """
     y0 = np.where(observed, y, 0.0)
     context = (
@@ -204,6 +219,9 @@ def prepare_field(
     )
     nbr = training_neighbours(x, config)
     order = _morton_order(x) if config.batching == "spatial" else None
+    stencils = shared_stencils(x, nbr) if use_stencils else None
+    if stencils is not None:
+        nbr = stencils[3]
 
     def tensor(a, dt=dtype):
         return torch.as_tensor(np.ascontiguousarray(a)).to(device=device, dtype=dt)
@@ -215,7 +233,22 @@ def prepare_field(
         context=None if context is None else tensor(context),
         nbr=tensor(nbr, torch.int64),
         order=None if order is None else tensor(order, torch.int64),
+        stencil=None if stencils is None else tensor(stencils[0], torch.int64),
+        stencil_offsets=None if stencils is None else tensor(stencils[1]),
+        stencil_valid=None if stencils is None else tensor(stencils[2], torch.bool),
     )
+
+
+def learning_rate(config: GPVAEConfig, step: int, total_steps: int) -> float:
+    """The learning rate at optimiser step ``step`` (0-based) of ``total_steps``."""
+    if config.lr_schedule == "constant" or total_steps <= 1:
+        return config.lr
+    warm = max(1, int(0.02 * total_steps))
+    if step < warm:
+        return config.lr * (step + 1) / warm
+    progress = min(1.0, (step - warm) / max(1, total_steps - warm - 1))
+    floor = 0.05
+    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -273,7 +306,13 @@ def gather_batch(
         visible = observed & keep
     else:
         visible = observed
+    stencil = {}
+    if data.stencil is not None:
+        used, which = torch.unique(data.stencil[idx], return_inverse=True)
+        stencil = dict(stencil_offsets=data.stencil_offsets[used], stencil_valid=data.stencil_valid[used],
+                       stencil_index=which)
     return Batch(
+        **stencil,
         y=data.y[uniq],
         observed=observed,
         visible=visible,
@@ -377,7 +416,14 @@ def train(
     rank, world = 0, 1
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+    steps_per_epoch = len(epoch_batches(data.n, config.batch_size, seed=config.seed, epoch=0, order=data.order))
+    if world > 1:
+        steps_per_epoch = max(1, (steps_per_epoch - steps_per_epoch % world or steps_per_epoch) // world)
+    total_steps = epochs * steps_per_epoch
     bar = _Progress(progress if rank == 0 else False, epochs, state.epoch)
+    decay = config.weight_average
+    if decay and state.average is None:
+        state.average = {k: v.detach().clone() for k, v in core.state_dict().items() if v.is_floating_point()}
     t0 = time.perf_counter()
     model.train()
     try:
@@ -390,12 +436,18 @@ def train(
                 batches = batches[:usable][rank::world]
             torch.manual_seed((config.seed * 7919 + epoch * 104729 + rank) % (2**63))
             sums = {"loss": 0.0, "expected_nll": 0.0, "kl": 0.0}
-            for idx in batches:
+            for i, idx in enumerate(batches):
+                lr = learning_rate(config, epoch * steps_per_epoch + i, total_steps)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
                 batch = gather_batch(data, idx, mask_rate=config.mask_rate)
                 terms = model(batch)
                 optimizer.zero_grad(set_to_none=True)
                 terms["loss"].backward()
                 optimizer.step()
+                state.steps += 1
+                if decay:
+                    _update_average(state.average, core, decay, state.steps)
                 for key in sums:
                     sums[key] += float(terms[key].detach())
             n_b = max(len(batches), 1)
@@ -419,7 +471,18 @@ def train(
         bar.close()
         model.eval()
     state.optimizer = optimizer.state_dict()
+    if decay and state.epoch >= epochs:  # finished: the averaged weights become the model
+        core.load_state_dict({**core.state_dict(), **state.average})
     return state
+
+
+@torch.no_grad()
+def _update_average(average: dict[str, torch.Tensor], model: torch.nn.Module, decay: float, step: int) -> None:
+    """Exponential moving average of the weights, with a shorter memory early on."""
+    rate = min(decay, (1.0 + step) / (10.0 + step))
+    for name, value in model.state_dict().items():
+        if name in average:
+            average[name].mul_(rate).add_(value.detach(), alpha=1.0 - rate)
 
 
 def history_as_arrays(state: TrainState) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ import torch
 from ..kernels import LatentKernel
 from ._blocks import prior_block
 
-__all__ = ["hpa_kl"]
+__all__ = ["hpa_kl", "gaussian_kl_blocks"]
 
 
 def hpa_kl(
@@ -53,6 +53,71 @@ def hpa_kl(
     mu = torch.where(v, mu_nbr.mT, 0.0)
     var = torch.where(v, var_nbr.mT, 1.0)
     return _GaussianKL.apply(cov, mu, var).sum(-1)
+
+
+def gaussian_kl_blocks(
+    cov_blocks: torch.Tensor,
+    index: torch.Tensor,
+    nbr_valid: torch.Tensor,
+    mu_nbr: torch.Tensor,
+    var_nbr: torch.Tensor,
+) -> torch.Tensor:
+    """HPA KL terms when neighbourhoods share prior blocks (identical geometry, e.g. grids).
+
+    Parameters
+    ----------
+    cov_blocks : Tensor, shape (S, L, H, H)
+        Prior covariance of each distinct neighbourhood geometry (from ``prior_block``).
+    index : Tensor of int64, shape (B,)
+        The block of every batch location.
+    nbr_valid : Tensor of bool, shape (B, H)
+    mu_nbr, var_nbr : Tensor, shape (B, H, L)
+        Encoder means and variances, listed in the block's slot order.
+
+    Returns
+    -------
+    Tensor, shape (B,)
+        Identical to :func:`hpa_kl` on the per-location blocks, with one factorisation per
+        distinct block.
+    """
+    v = nbr_valid.unsqueeze(1)
+    mu = torch.where(v, mu_nbr.mT, 0.0)
+    var = torch.where(v, var_nbr.mT, 1.0)
+    return _SharedGaussianKL.apply(cov_blocks, index, mu, var).sum(-1)
+
+
+class _SharedGaussianKL(torch.autograd.Function):
+    """:class:`_GaussianKL` with blocks shared between locations; gradients summed per block."""
+
+    @staticmethod
+    def forward(ctx, cov, index, mu, var):  # noqa: D102
+        chol, info = torch.linalg.cholesky_ex(cov)
+        if bool((info > 0).any()):
+            raise torch.linalg.LinAlgError(
+                "a prior covariance block is not positive definite; increase jitter or use dtype='float64'"
+            )
+        inv_s = torch.cholesky_inverse(chol)
+        logdet_s = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
+        inv = inv_s[index]  # (B, L, H, H)
+        alpha = (inv @ mu.unsqueeze(-1)).squeeze(-1)
+        quad = (mu * alpha).sum(-1)
+        trace = (torch.diagonal(inv, dim1=-2, dim2=-1) * var).sum(-1)
+        ctx.save_for_backward(inv, alpha, var, index)
+        ctx.n_blocks = cov.shape[0]
+        return 0.5 * (quad + trace + logdet_s[index] - torch.log(var).sum(-1) - mu.shape[-1])
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        inv, alpha, var, index = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        d_cov = None
+        if ctx.needs_input_grad[0]:
+            inner = inv - alpha.unsqueeze(-1) * alpha.unsqueeze(-2) - (inv * var.unsqueeze(-2)) @ inv
+            per_loc = 0.5 * g.unsqueeze(-1) * inner
+            d_cov = per_loc.new_zeros((ctx.n_blocks, *per_loc.shape[1:])).index_add_(0, index, per_loc)
+        d_mu = g * alpha
+        d_var = 0.5 * g * (torch.diagonal(inv, dim1=-2, dim2=-1) - 1.0 / var)
+        return d_cov, None, d_mu, d_var
 
 
 class _GaussianKL(torch.autograd.Function):

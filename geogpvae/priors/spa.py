@@ -35,7 +35,7 @@ import torch
 from ..kernels import LatentKernel
 from ._blocks import prior_block, spd_solve
 
-__all__ = ["spa_kl", "spa_conditional", "spa_log_prior"]
+__all__ = ["spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
 
 
 def spa_conditional(
@@ -115,6 +115,31 @@ def spa_kl(
         The expected KL of each point, summed over channels (nats).
     """
     weights, cond_var = spa_conditional(kernel, x_j, x_nbr, nbr_valid, jitter)  # (B,L,H), (B,L)
+    return spa_kl_given_conditional(weights, cond_var, mu_j, var_j, mu_nbr, var_nbr)
+
+
+def spa_kl_given_conditional(
+    weights: torch.Tensor,
+    cond_var: torch.Tensor,
+    mu_j: torch.Tensor,
+    var_j: torch.Tensor,
+    mu_nbr: torch.Tensor,
+    var_nbr: torch.Tensor,
+) -> torch.Tensor:
+    """The expected KL of each point from its prior conditional's weights and variance.
+
+    Parameters
+    ----------
+    weights : Tensor, shape (B, L, H)
+    cond_var : Tensor, shape (B, L)
+        From :func:`spa_conditional`.
+    mu_j, var_j : Tensor, shape (B, L)
+    mu_nbr, var_nbr : Tensor, shape (B, H, L)
+
+    Returns
+    -------
+    Tensor, shape (B,)
+    """
     mu_n = mu_nbr.mT  # (B, L, H)
     var_n = var_nbr.mT
     cond_mean = (weights * mu_n).sum(-1)  # b' mu_n

@@ -535,7 +535,7 @@ def test_gaussian_field_grid_shapes(shape, dims) -> None:
     for d, n in zip(dims, shape):
         c = ds[d].values
         assert c[0] == 0.0 and c[-1] == 1.0 and (np.diff(c) > 0).all() and len(c) == n
-        assert ds[d].attrs["units"] == "1"
+        assert ds[d].attrs["units"] == "km"
     assert ds.x.attrs["axis"] == "X"
     assert ds.v0.dims == dims and ds.v0.dtype == np.float64
 

@@ -260,9 +260,17 @@ class GPVAEImputer:
             )
         return field
 
-    def _fit_field(self, field: Field) -> GPVAEImputer:
+    def _fit_field(
+        self,
+        field: Field,
+        *,
+        resume: Mapping[str, Any] | None = None,
+        callback: Any = None,
+        should_stop: Any = None,
+    ) -> GPVAEImputer:
         engine = GPVAEEngine(self.config_, progress=self.progress)
-        engine.fit(field.x, field.values, log=field.log, names=field.names)
+        engine.fit(field.x, field.values, log=field.log, names=field.names,
+                   resume=resume, callback=callback, should_stop=should_stop)
         self.engine_ = engine
         self.vars_ = list(field.names)
         self.dims_ = tuple(field.dims)
@@ -273,7 +281,15 @@ class GPVAEImputer:
         self._fingerprint = field.fingerprint()
         return self
 
-    def fit(self, ds: xr.Dataset, vars: str | Sequence[str] | None = None) -> GPVAEImputer:
+    def fit(
+        self,
+        ds: xr.Dataset,
+        vars: str | Sequence[str] | None = None,
+        *,
+        resume: Mapping[str, Any] | None = None,
+        callback: Any = None,
+        should_stop: Any = None,
+    ) -> GPVAEImputer:
         """Train on the observed values of ``ds``.
 
         Parameters
@@ -284,6 +300,11 @@ class GPVAEImputer:
         vars : str or sequence of str, optional
             Variables to model together. Default: every numeric data variable on the shared
             dims except flag variables and earlier ``*_std``/``*_imputed`` outputs.
+        resume, callback, should_stop
+            Checkpointing hooks for batch jobs, passed to
+            :meth:`geogpvae.engine.GPVAEEngine.fit`: resume from an engine checkpoint, a
+            function called with the engine after every epoch, and a function polled after
+            every epoch that stops training early when it returns True.
 
         Returns
         -------
@@ -299,7 +320,7 @@ class GPVAEImputer:
         TypeError
             A non-numeric variable or coordinate.
         """
-        return self._fit_field(self._prepare(ds, vars))
+        return self._fit_field(self._prepare(ds, vars), resume=resume, callback=callback, should_stop=should_stop)
 
     # ------------------------------------------------------------------ impute
     def _predict_field(self, field: Field) -> Prediction:

@@ -74,9 +74,16 @@ class GPVAEConfig:
         Locations per mini-batch (capped at N).
     lr : float
         Peak Adam learning rate.
-    lr_schedule : {"cosine", "constant"}
-        ``"cosine"``: a short linear warm-up (2% of the steps), then a cosine decay to 5% of
-        ``lr`` at the last step; ``"constant"``: ``lr`` throughout.
+    kernel_lr : float
+        Learning rate of the kernel hyperparameters, as a multiple of ``lr``. The latent GP's
+        lengthscales drift slowly under the noisy gradients of mini-batch training; a larger
+        rate lets them settle within the training budget (Jura: RMSE 0.581 with 10x against
+        0.597 with 1x over the same steps).
+    lr_schedule : {"constant", "cosine"}
+        ``"constant"``: ``lr`` throughout (the default: on Jura a cosine decay over the same
+        4000 steps was clearly worse, RMSE 0.65 against 0.60, because the latent GP is still
+        organising itself when the rate decays); ``"cosine"``: a short linear warm-up (2% of
+        the steps), then a cosine decay to 5% of ``lr`` at the last step.
     weight_average : float
         Decay of an exponential moving average of the weights, updated after every optimiser
         step and used as the final model (0 disables it). Averaging over the last few hundred
@@ -125,7 +132,8 @@ class GPVAEConfig:
     epochs: int | None = None
     batch_size: int = 256
     lr: float = 3e-3
-    lr_schedule: str = "cosine"
+    kernel_lr: float = 10.0
+    lr_schedule: str = "constant"
     weight_average: float = 0.995
     batching: str = "random"
     train_samples: int = 1
@@ -175,7 +183,7 @@ class GPVAEConfig:
             raise ValueError(f"latent_dim must be a positive integer or None, got {self.latent_dim!r}")
         if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs < 0):
             raise ValueError(f"epochs must be a non-negative integer or None, got {self.epochs!r}")
-        positive = {"outputscale": self.outputscale, "noise": self.noise, "lr": self.lr}
+        positive = {"outputscale": self.outputscale, "noise": self.noise, "lr": self.lr, "kernel_lr": self.kernel_lr}
         if self.lengthscale is not None:
             positive["lengthscale"] = self.lengthscale
         if self.beta is not None:

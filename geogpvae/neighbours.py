@@ -413,21 +413,68 @@ def shared_stencils(
     n, h = nbr.shape
     if n == 0 or h == 0:
         return None
-    valid = nbr >= 0
-    off = np.where(valid[..., None], pts[np.where(valid, nbr, 0)] - pts[:, None, :], 0.0)
-    extent = float(np.ptp(pts, axis=0).max()) or 1.0
-    q = np.round(off / (1e-9 * extent)).astype(np.int64)
-    # canonical slot order: valid first, then lexicographic by quantised offset
-    rows = np.repeat(np.arange(n), h)
-    keys = [q[..., d].ravel() for d in range(pts.shape[1] - 1, -1, -1)]
-    order = np.lexsort((*keys, (~valid).ravel(), rows)).reshape(n, h) - (np.arange(n) * h)[:, None]
-    q = np.take_along_axis(q, order[..., None], axis=1)
-    valid = np.take_along_axis(valid, order, axis=1)
+    if n > 4000:  # a sample decides quickly whether geometries repeat at all
+        sample = np.random.default_rng(0).choice(n, 2000, replace=False)
+        _, q_s, v_s = _canonical(*_quantised_offsets(pts, nbr[sample], pts[sample]))
+        if len(np.unique(_row_hash(_signature(q_s, v_s)))) > 0.5 * len(sample):
+            return None
+    q, valid = _quantised_offsets(pts, nbr, pts)
+    order, q, valid = _canonical(q, valid)
     nbr_c = np.take_along_axis(nbr, order, axis=1)
-    sig = np.concatenate([q.reshape(n, -1), valid.astype(np.int64)], axis=1)
-    sig = np.ascontiguousarray(sig).view(np.dtype((np.void, sig.dtype.itemsize * sig.shape[1]))).ravel()
-    _, first, stencil = np.unique(sig, return_index=True, return_inverse=True)
+    sig = _signature(q, valid)
+    _, first, stencil = np.unique(_row_hash(sig), return_index=True, return_inverse=True)
+    stencil = stencil.ravel()
+    if not np.array_equal(sig, sig[first][stencil]):  # a hash collision: group exactly instead
+        rows = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).ravel()
+        _, first, stencil = np.unique(rows, return_index=True, return_inverse=True)
+        stencil = stencil.ravel()
     if len(first) > max_fraction * n:
         return None
-    offsets = np.where(valid[first][..., None], pts[np.where(valid[first], nbr_c[first], 0)] - pts[first][:, None, :], 0.0)
-    return stencil.astype(np.int64).ravel(), offsets, valid[first], nbr_c
+    vf = valid[first]
+    offsets = np.where(vf[..., None], pts[np.where(vf, nbr_c[first], 0)] - pts[first][:, None, :], 0.0)
+    return stencil.astype(np.int64), offsets, vf, nbr_c
+
+
+def _quantised_offsets(pts: np.ndarray, nbr: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Neighbour offsets from each centre as integers (units of 1e-9 of the extent), and validity."""
+    valid = nbr >= 0
+    off = np.where(valid[..., None], pts[np.where(valid, nbr, 0)] - centres[:, None, :], 0.0)
+    extent = float(np.ptp(pts, axis=0).max()) or 1.0
+    return np.round(off / (1e-9 * extent)).astype(np.int64), valid
+
+
+def _canonical(q: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort every row's slots: valid first, then lexicographically by offset.
+
+    Returns the slot order (N, H) and the reordered offsets and validity.
+    """
+    n, h, d = q.shape
+    # one small integer key per slot: the ranks of its offsets along each axis, packed
+    key = np.zeros((n, h), dtype=np.int64)
+    capacity = 1
+    for j in range(d):
+        values, rank = np.unique(q[..., j], return_inverse=True)
+        capacity *= len(values)
+        if capacity >= 2**62:
+            break
+        key = key * len(values) + rank.reshape(n, h)
+    if capacity < 2**62:
+        key = np.where(valid, key, np.iinfo(np.int64).max)
+        order = np.argsort(key, axis=1, kind="stable")
+    else:  # too many distinct offsets to pack: sort lexicographically
+        rows = np.repeat(np.arange(n), h)
+        keys = [q[..., j].ravel() for j in range(d - 1, -1, -1)]
+        order = np.lexsort((*keys, (~valid).ravel(), rows)).reshape(n, h) - (np.arange(n) * h)[:, None]
+    return order, np.take_along_axis(q, order[..., None], axis=1), np.take_along_axis(valid, order, axis=1)
+
+
+def _signature(q: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """One integer row per location describing its (canonically ordered) neighbour geometry."""
+    return np.concatenate([q.reshape(len(q), -1), valid.astype(np.int64)], axis=1)
+
+
+def _row_hash(rows: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of every integer row (collisions are checked by the caller)."""
+    weights = np.random.default_rng(12345).integers(1, 2**62, size=rows.shape[1], dtype=np.int64) | 1
+    with np.errstate(over="ignore"):
+        return (rows.astype(np.uint64) * weights.astype(np.uint64)).sum(axis=1, dtype=np.uint64)

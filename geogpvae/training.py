@@ -409,7 +409,12 @@ def train(
     state = state or TrainState()
     core = model.module if hasattr(model, "module") else model
     core.set_train_samples(config.train_samples)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    kernel_params = [p for p in core.kernel.parameters()]
+    kernel_ids = {id(p) for p in kernel_params}
+    groups = [{"params": [p for p in core.parameters() if id(p) not in kernel_ids], "scale": 1.0}]
+    if kernel_params:
+        groups.append({"params": kernel_params, "scale": config.kernel_lr})
+    optimizer = torch.optim.Adam(groups, lr=config.lr)
     if state.optimizer is not None:
         optimizer.load_state_dict(state.optimizer)
     epochs = config.n_epochs(data.n)
@@ -439,7 +444,7 @@ def train(
             for i, idx in enumerate(batches):
                 lr = learning_rate(config, epoch * steps_per_epoch + i, total_steps)
                 for group in optimizer.param_groups:
-                    group["lr"] = lr
+                    group["lr"] = lr * group.get("scale", 1.0)
                 batch = gather_batch(data, idx, mask_rate=config.mask_rate)
                 terms = model(batch)
                 optimizer.zero_grad(set_to_none=True)

@@ -99,7 +99,8 @@ class GPVAEConfig:
         Latent posterior at prediction for locations with observations: the encoder's, the GP
         conditional on the H nearest observed locations (paper section 3.3), or their
         combination. Locations without any observation always use the neighbours. ``"auto"``
-        is ``"combined"``.
+        scores the encoder and the combination on held-out values during calibration and keeps
+        the better (``"combined"`` when ``calibrate=False``).
     calibrate : bool
         After training, rescale each variable's predictive variance so that values hidden from
         the model (a random tenth of the observed ones) are covered at their nominal rate.

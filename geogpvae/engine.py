@@ -117,6 +117,8 @@ class GPVAEEngine:
         self.lengthscale_: float | None = None
         self.calibration_: np.ndarray | None = None
         self.n_points_: int | None = None
+        self.predict_mode_: str | None = None
+        self.calibration_nll_: dict[str, float] = {}
         self._x = self._y = self._observed = None
         self._data: FieldData | None = None
         self._anchor: dict[str, torch.Tensor] | None = None
@@ -335,30 +337,43 @@ class GPVAEEngine:
                 "index": torch.nonzero(has_obs).squeeze(1)}
 
     @torch.no_grad()
-    def _latent(
-        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
-    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    def _sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None) -> dict:
+        """Both latent posteriors at the targets: the neighbours' and the encoder's."""
         cfg, model = self.config, self.model
-        m = target.x.shape[0]
         mean_g, var_g = neighbour_posterior(
             model, anchor["x"], anchor["mean"], anchor["var"], target.x,
             n_neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
         )
-        source = np.ones(m, dtype=np.int8)
-        mode = "combined" if mode == "auto" else mode
+        mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
+        return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
+                "has_own": target.observed.any(1)}
+
+    def _resolve_mode(self, mode: str) -> str:
+        if mode == "auto":
+            return getattr(self, "predict_mode_", None) or "combined"
+        return mode
+
+    def _select(self, parts: dict, mode: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """The latent posterior a mode uses: locations without observations use the neighbours."""
+        mode = self._resolve_mode(mode)
+        mean_g, var_g, has_own = parts["mean_g"], parts["var_g"], parts["has_own"]
+        source = np.ones(mean_g.shape[0], dtype=np.int8)
         if mode == "neighbours":
             return mean_g, var_g, source
-        has_own = target.observed.any(1)
-        mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
         use = has_own.unsqueeze(1)
         use_np = has_own.cpu().numpy()
         if mode == "encoder":
             source[use_np] = 0
-            return torch.where(use, mean_e, mean_g), torch.where(use, var_e, var_g), source
-        prior = model.kernel.outputscale.detach() * (1.0 + model.jitter)
-        mean_c, var_c = combine_posteriors(mean_e, var_e, mean_g, var_g, prior)
+            return torch.where(use, parts["mean_e"], mean_g), torch.where(use, parts["var_e"], var_g), source
+        prior = self.model.kernel.outputscale.detach() * (1.0 + self.model.jitter)
+        mean_c, var_c = combine_posteriors(parts["mean_e"], parts["var_e"], mean_g, var_g, prior)
         source[use_np] = 2
         return torch.where(use, mean_c, mean_g), torch.where(use, var_c, var_g), source
+
+    def _latent(
+        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
+    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        return self._select(self._sources(target, anchor, self_index), mode)
 
     def _moments(self, mean, var, *, samples, seed, calibrated) -> tuple[np.ndarray, ...]:
         factor = self.calibration_ if (calibrated and self.calibration_ is not None) else None
@@ -464,7 +479,7 @@ class GPVAEEngine:
     # ------------------------------------------------------------------ calibration
     @torch.no_grad()
     def _calibrate(self, rounds: int = 5, fraction: float = 0.1, max_targets: int = 20000) -> np.ndarray:
-        """Per-variable variance factors from predicting observed values hidden from the model.
+        """Variance factors (and, for ``predict_mode="auto"``, the latent source) from held-out values.
 
         In each round a random ``fraction`` of the observed values is hidden (from the
         locations' own inputs, their neighbours' context and the anchors alike), the field is
@@ -472,12 +487,16 @@ class GPVAEEngine:
         of a variable is the mean squared standardised error, so that the calibrated
         predictive has unit-variance standardised errors (it is the factor that minimises the
         Gaussian negative log-likelihood of the hidden values). Variables with fewer than 20
-        hidden values keep factor 1.
+        hidden values keep factor 1. With ``predict_mode="auto"`` both the encoder and the
+        combined posterior are scored this way and the one with the lower calibrated
+        negative log-likelihood is kept (:attr:`predict_mode_`).
         """
         cfg = self.config
         rng = np.random.default_rng(cfg.seed + 7)
         k = len(self.names)
-        z2: list[list[np.ndarray]] = [[] for _ in range(k)]
+        modes = ["encoder", "combined"] if cfg.predict_mode == "auto" else [cfg.predict_mode]
+        z2 = {m: [[] for _ in range(k)] for m in modes}
+        logvar = {m: [[] for _ in range(k)] for m in modes}
         obs = self._observed
         for _ in range(rounds):
             hide = obs & (rng.random(obs.shape) < fraction)
@@ -497,18 +516,32 @@ class GPVAEEngine:
             rows_t = torch.as_tensor(rows, device=self.device)
             target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
                             None if field.context is None else field.context[rows_t])
-            mean, var, _ = self._latent(target, anchor, self_index[rows], cfg.predict_mode)
-            _, _, mm, sm = self._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11, calibrated=False)
+            parts = self._sources(target, anchor, self_index[rows])
             truth = self.loc + self.scale * self._y[rows]
-            z = (truth - mm) / sm
+            for mode in modes:
+                mean, var, _ = self._select(parts, mode)
+                _, _, mm, sm = self._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11, calibrated=False)
+                z = (truth - mm) / sm
+                for j in range(k):
+                    sel = hide[rows, j]
+                    z2[mode][j].append(z[sel, j] ** 2)
+                    logvar[mode][j].append(2 * np.log(sm[sel, j]))
+        best, best_nll, best_factors = modes[0], np.inf, np.ones(k)
+        self.calibration_nll_ = {}
+        for mode in modes:
+            factors, nll = np.ones(k), 0.0
             for j in range(k):
-                z2[j].append(z[hide[rows, j], j] ** 2)
-        factors = np.ones(k)
-        for j in range(k):
-            vals = np.concatenate(z2[j]) if z2[j] else np.empty(0)
-            if vals.size >= 20:
-                factors[j] = float(np.mean(vals))
-        return factors
+                vals = np.concatenate(z2[mode][j]) if z2[mode][j] else np.empty(0)
+                if vals.size >= 20:
+                    factors[j] = float(np.mean(vals))
+                if vals.size:
+                    lv = np.concatenate(logvar[mode][j])
+                    nll += float(np.mean(0.5 * (np.log(2 * np.pi) + lv + np.log(factors[j])) + 0.5 * vals / factors[j]))
+            self.calibration_nll_[mode] = nll / k
+            if nll < best_nll:
+                best, best_nll, best_factors = mode, nll, factors
+        self.predict_mode_ = best
+        return best_factors
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:
@@ -538,6 +571,7 @@ class GPVAEEngine:
             "log": torch.as_tensor(self.log, dtype=torch.bool),
             "lengthscale": float(self.lengthscale_),
             "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
+            "predict_mode": self.predict_mode_,
             "n_points": int(self.n_points_),
             "n_dims": int(self.model.n_dims),
             "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
@@ -590,6 +624,7 @@ class GPVAEEngine:
         eng.log = state["log"].numpy().astype(bool)
         eng.lengthscale_ = float(state["lengthscale"])
         eng.calibration_ = state["calibration"].numpy()
+        eng.predict_mode_ = state.get("predict_mode")
         eng.n_points_ = int(state["n_points"])
         eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
         eng.model.load_state_dict(state["weights"])

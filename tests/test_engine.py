@@ -182,3 +182,18 @@ def test_bad_options():
         GPVAEConfig(neighbours=-1)
     with pytest.raises(RuntimeError, match="not trained"):
         GPVAEEngine().predict()
+
+
+def test_auto_mode_is_chosen_on_held_out_values(trained):
+    eng, _ = trained
+    assert eng.config.predict_mode == "auto"
+    assert set(eng.calibration_nll_) == {"encoder", "combined"}
+    best = min(eng.calibration_nll_, key=eng.calibration_nll_.get)
+    assert eng.predict_mode_ == best
+    code = {"encoder": 0, "combined": 2}[best]
+    pred = eng.predict(samples=8)
+    has_obs = eng._observed.any(1)
+    assert (pred.source[has_obs] == code).all()
+    # the choice survives save/load
+    again = GPVAEEngine.from_state_dict(eng.state_dict(include_data=False), progress=False)
+    assert again.predict_mode_ == best

@@ -68,6 +68,7 @@ class _Field:
     y: torch.Tensor
     observed: torch.Tensor
     context: torch.Tensor | None
+    in_range: torch.Tensor | None = None
 
 
 def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
@@ -117,7 +118,8 @@ class GPVAEEngine:
         self.lengthscale_: float | None = None
         self.calibration_: np.ndarray | None = None
         self.n_points_: int | None = None
-        self.predict_mode_: str | None = None
+        self.predict_mode_: str | dict | None = None
+        self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
         self._x = self._y = self._observed = None
         self._data: FieldData | None = None
@@ -260,6 +262,7 @@ class GPVAEEngine:
         else:
             self.lengthscale_ = float(cfg.lengthscale)
 
+        self.context_radius_ = self._context_radius(x)
         torch.manual_seed(cfg.seed)
         self._data = prepare_field(x, y, observed, cfg, device=self.device, dtype=self.dtype)
         self.model = self._build_model(k, x.shape[1], n)
@@ -270,7 +273,7 @@ class GPVAEEngine:
             state = TrainState(epoch=int(t["epoch"]), history={kk: list(v) for kk, v in t["history"].items()},
                                optimizer=t["optimizer"], average=t.get("average"), steps=int(t.get("steps", 0)))
         self.interrupted = False
-        self.calibration_ = np.ones(k)
+        self.calibration_ = np.ones((2, k))
 
         def _callback(train_state, _model, _opt):
             self.train_state = train_state
@@ -288,6 +291,21 @@ class GPVAEEngine:
         return self
 
     interrupted: bool = False
+
+    def _context_radius(self, x: np.ndarray) -> float:
+        """How far the encoder's context may reach before it stops being trusted.
+
+        1.5 times the largest distance from a training location to its farthest context
+        neighbour: new locations whose context lies farther out than anything seen in
+        training are predicted from the GP conditional alone, which relaxes to the prior far
+        from the data, as it should.
+        """
+        scales = self.config.context_scales
+        if not scales or len(x) < 2:
+            return float("inf")
+        kk = min(max(scales), len(x) - 1)
+        dist, _ = knn(x, kk, exclude_self=True, backend=self.config.neighbour_backend)
+        return 1.5 * float(np.max(dist[:, -1]))
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int) -> GPVAE:
         cfg = self.config
@@ -346,41 +364,74 @@ class GPVAEEngine:
         )
         mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
         return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
-                "has_own": target.observed.any(1)}
+                "has_own": target.observed.any(1), "in_range": getattr(target, "in_range", None)}
 
-    def _resolve_mode(self, mode: str) -> str:
+    def _regime_modes(self, mode: str) -> dict[str, str]:
+        """The latent source for locations with and without observed values of their own."""
         if mode == "auto":
-            return getattr(self, "predict_mode_", None) or "combined"
-        return mode
+            chosen = getattr(self, "predict_mode_", None)
+            if isinstance(chosen, dict):
+                return dict(chosen)
+            mode = chosen or "combined"
+        unobserved = mode
+        if mode in ("encoder", "combined") and not self.model.context_dim:
+            unobserved = "neighbours"  # the location-only encoder knows nothing there
+        return {"observed": mode, "unobserved": unobserved}
 
-    def _select(self, parts: dict, mode: str) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """The latent posterior a mode uses: locations without observations use the neighbours."""
-        mode = self._resolve_mode(mode)
-        mean_g, var_g, has_own = parts["mean_g"], parts["var_g"], parts["has_own"]
-        source = np.ones(mean_g.shape[0], dtype=np.int8)
-        if mode == "neighbours":
-            return mean_g, var_g, source
-        use = has_own.unsqueeze(1)
-        use_np = has_own.cpu().numpy()
-        if mode == "encoder":
-            source[use_np] = 0
-            return torch.where(use, parts["mean_e"], mean_g), torch.where(use, parts["var_e"], var_g), source
+    def _select(self, parts: dict, mode: str | dict) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """The latent posterior of every target under a mode (or per-regime modes).
+
+        Sources: 0 encoder, 1 neighbours (GP conditional), 2 both combined. Locations with
+        observed values of their own follow ``modes["observed"]``, the others
+        ``modes["unobserved"]``; among the latter, those whose context lies beyond what the
+        encoder saw in training (``parts["in_range"]`` False) use the neighbours.
+        """
+        modes = mode if isinstance(mode, dict) else self._regime_modes(mode)
+        has_own = parts["has_own"]
+        in_range = parts.get("in_range")
+        if in_range is None:
+            in_range = torch.ones_like(has_own)
         prior = self.model.kernel.outputscale.detach() * (1.0 + self.model.jitter)
-        mean_c, var_c = combine_posteriors(parts["mean_e"], parts["var_e"], mean_g, var_g, prior)
-        source[use_np] = 2
-        return torch.where(use, mean_c, mean_g), torch.where(use, var_c, var_g), source
+        choice = {
+            "encoder": lambda: (parts["mean_e"], parts["var_e"], 0),
+            "neighbours": lambda: (parts["mean_g"], parts["var_g"], 1),
+            "combined": lambda: (*combine_posteriors(parts["mean_e"], parts["var_e"], parts["mean_g"],
+                                                     parts["var_g"], prior), 2),
+        }
+        mean, var = parts["mean_g"].clone(), parts["var_g"].clone()
+        source = np.ones(mean.shape[0], dtype=np.int8)
+        for rows, m in ((has_own, modes["observed"]), (~has_own & in_range, modes["unobserved"])):
+            if m == "neighbours" or not bool(rows.any()):
+                continue
+            mc, vc, code = choice[m]()
+            sel = rows.unsqueeze(1)
+            mean, var = torch.where(sel, mc, mean), torch.where(sel, vc, var)
+            source[rows.cpu().numpy()] = code
+        return mean, var, source
 
     def _latent(
         self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
         return self._select(self._sources(target, anchor, self_index), mode)
 
-    def _moments(self, mean, var, *, samples, seed, calibrated) -> tuple[np.ndarray, ...]:
-        factor = self.calibration_ if (calibrated and self.calibration_ is not None) else None
-        return predictive_moments(
-            self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
-            samples=samples, seed=seed, var_factor=factor,
-        )
+    def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None) -> tuple[np.ndarray, ...]:
+        """Predictive moments; calibrated with the factors of each location's regime."""
+        factors = self.calibration_ if calibrated else None
+        if factors is None:
+            return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
+                                      samples=samples, seed=seed)
+        factors = np.atleast_2d(factors)
+        own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
+        out = [np.empty((mean.shape[0], len(self.loc))) for _ in range(4)]
+        for regime, rows in ((0, own), (min(1, len(factors) - 1), ~own)):
+            if not rows.any():
+                continue
+            idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
+            res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
+                                     log=self.log, samples=samples, seed=seed, var_factor=factors[regime])
+            for o, r in zip(out, res):
+                o[rows] = r
+        return tuple(out)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
@@ -438,6 +489,7 @@ class GPVAEEngine:
             self_index = np.full(xq.shape[0], -1)
             self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
             mean, var, source = self._latent(field, anchor, self_index, mode)
+            has_own = field.observed.any(1).cpu().numpy()
         elif x is None:
             if self._data is None:
                 raise RuntimeError(
@@ -448,6 +500,7 @@ class GPVAEEngine:
             self_index = np.full(field.x.shape[0], -1)
             self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
             mean, var, source = self._latent(field, anchor, self_index, mode)
+            has_own = field.observed.any(1).cpu().numpy()
         else:
             xq = _check_coordinates(x, "new locations")
             if xq.shape[1] != self.model.n_dims:
@@ -456,7 +509,8 @@ class GPVAEEngine:
                 raise RuntimeError("this engine holds no training field to predict from")
             target = self._new_locations(xq)
             mean, var, source = self._latent(target, self._anchor, None, mode)
-        m, s, mm, sm = self._moments(mean, var, samples=samples, seed=seed, calibrated=calibrated)
+            has_own = np.zeros(xq.shape[0], dtype=bool)
+        m, s, mm, sm = self._moments(mean, var, samples=samples, seed=seed, calibrated=calibrated, has_own=has_own)
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
 
     def _new_locations(self, xq: np.ndarray) -> _Field:
@@ -469,37 +523,58 @@ class GPVAEEngine:
             ctx = neighbourhood_context(self._x, self._y, self._observed, self.config.context_scales,
                                         query=xq, backend=self.config.neighbour_backend)
         dev, dt = self.device, self.dtype
-        return _Field(
+        target = _Field(
             torch.as_tensor(xq, dtype=dt, device=dev),
             torch.zeros((m, k), dtype=dt, device=dev),
             torch.zeros((m, k), dtype=torch.bool, device=dev),
             None if ctx is None else torch.as_tensor(ctx, dtype=dt, device=dev),
         )
+        if ctx is not None and np.isfinite(self.context_radius_):
+            kk = min(max(self.config.context_scales), len(self._x))
+            dist, _ = knn(self._x, kk, query=xq, backend=self.config.neighbour_backend)
+            target.in_range = torch.as_tensor(dist[:, -1] <= self.context_radius_, device=dev)
+        return target
 
     # ------------------------------------------------------------------ calibration
     @torch.no_grad()
-    def _calibrate(self, rounds: int = 5, fraction: float = 0.1, max_targets: int = 20000) -> np.ndarray:
-        """Variance factors (and, for ``predict_mode="auto"``, the latent source) from held-out values.
+    def _calibrate(
+        self, rounds: int = 5, fraction: float = 0.1, whole: float = 0.05, max_targets: int = 20000
+    ) -> np.ndarray:
+        """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
 
-        In each round a random ``fraction`` of the observed values is hidden (from the
-        locations' own inputs, their neighbours' context and the anchors alike), the field is
-        predicted, and the standardised errors of the hidden values are collected. The factor
-        of a variable is the mean squared standardised error, so that the calibrated
-        predictive has unit-variance standardised errors (it is the factor that minimises the
-        Gaussian negative log-likelihood of the hidden values). Variables with fewer than 20
-        hidden values keep factor 1. With ``predict_mode="auto"`` both the encoder and the
-        combined posterior are scored this way and the one with the lower calibrated
-        negative log-likelihood is kept (:attr:`predict_mode_`).
+        In each round a random ``fraction`` of the observed values, plus every value of a
+        random ``whole`` fraction of the locations, is hidden (from the locations' own inputs,
+        their neighbours' context and the anchors alike), the field is predicted, and the
+        standardised errors of the hidden values are collected, separately for targets that
+        keep observed values of their own and targets that keep none. For each of these two
+        regimes and each variable the factor is the mean squared standardised error (the
+        factor that minimises the Gaussian negative log-likelihood of the hidden values, so
+        that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
+        every candidate source (encoder, neighbours, combined) is scored in each regime and
+        the one with the lowest calibrated negative log-likelihood is kept
+        (:attr:`predict_mode_`). Cells with fewer than 20 hidden values keep factor 1 (or the
+        other regime's factor).
+
+        Returns
+        -------
+        ndarray, shape (2, K)
+            Factors for locations with (row 0) and without (row 1) observed values.
         """
         cfg = self.config
         rng = np.random.default_rng(cfg.seed + 7)
         k = len(self.names)
-        modes = ["encoder", "combined"] if cfg.predict_mode == "auto" else [cfg.predict_mode]
-        z2 = {m: [[] for _ in range(k)] for m in modes}
-        logvar = {m: [[] for _ in range(k)] for m in modes}
+        regimes = ("observed", "unobserved")
+        if cfg.predict_mode == "auto":
+            candidates = {"observed": ["encoder", "combined", "neighbours"],
+                          "unobserved": ["neighbours"] + (["encoder", "combined"] if self.model.context_dim else [])}
+        else:
+            fixed = self._regime_modes(cfg.predict_mode)
+            candidates = {r: [fixed[r]] for r in regimes}
+        stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)]) for r in regimes for m in candidates[r]}
         obs = self._observed
         for _ in range(rounds):
             hide = obs & (rng.random(obs.shape) < fraction)
+            hide |= obs & (rng.random(obs.shape[0]) < whole)[:, None]
             for j in range(k):  # never hide every observed value of a variable
                 if hide[:, j].sum() >= obs[:, j].sum():
                     hide[np.flatnonzero(hide[:, j])[0], j] = False
@@ -517,31 +592,49 @@ class GPVAEEngine:
             target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
                             None if field.context is None else field.context[rows_t])
             parts = self._sources(target, anchor, self_index[rows])
+            own = visible[rows].any(1)
             truth = self.loc + self.scale * self._y[rows]
-            for mode in modes:
-                mean, var, _ = self._select(parts, mode)
-                _, _, mm, sm = self._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11, calibrated=False)
-                z = (truth - mm) / sm
-                for j in range(k):
-                    sel = hide[rows, j]
-                    z2[mode][j].append(z[sel, j] ** 2)
-                    logvar[mode][j].append(2 * np.log(sm[sel, j]))
-        best, best_nll, best_factors = modes[0], np.inf, np.ones(k)
+            for regime, in_regime in (("observed", own), ("unobserved", ~own)):
+                if not in_regime.any():
+                    continue
+                for mode in candidates[regime]:
+                    mean, var, _ = self._select(parts, {"observed": mode, "unobserved": mode})
+                    sub = torch.as_tensor(np.flatnonzero(in_regime), device=self.device)
+                    _, _, mm, sm = self._moments(mean[sub], var[sub], samples=cfg.samples,
+                                                 seed=cfg.seed + 11, calibrated=False)
+                    z = (truth[in_regime] - mm) / sm
+                    sq, lv = stats[(regime, mode)]
+                    for j in range(k):
+                        sel = hide[rows[in_regime], j]
+                        sq[j].append(z[sel, j] ** 2)
+                        lv[j].append(2 * np.log(sm[sel, j]))
+        factors = np.ones((2, k))
+        chosen: dict[str, str] = {}
         self.calibration_nll_ = {}
-        for mode in modes:
-            factors, nll = np.ones(k), 0.0
-            for j in range(k):
-                vals = np.concatenate(z2[mode][j]) if z2[mode][j] else np.empty(0)
-                if vals.size >= 20:
-                    factors[j] = float(np.mean(vals))
-                if vals.size:
-                    lv = np.concatenate(logvar[mode][j])
-                    nll += float(np.mean(0.5 * (np.log(2 * np.pi) + lv + np.log(factors[j])) + 0.5 * vals / factors[j]))
-            self.calibration_nll_[mode] = nll / k
-            if nll < best_nll:
-                best, best_nll, best_factors = mode, nll, factors
-        self.predict_mode_ = best
-        return best_factors
+        for r_i, regime in enumerate(regimes):
+            best, best_nll = candidates[regime][0], np.inf
+            for mode in candidates[regime]:
+                sq, lv = stats[(regime, mode)]
+                f, nll, n_used = np.ones(k), 0.0, 0
+                for j in range(k):
+                    vals = np.concatenate(sq[j]) if sq[j] else np.empty(0)
+                    if vals.size >= 20:
+                        f[j] = float(np.mean(vals))
+                    if vals.size:
+                        logv = np.concatenate(lv[j])
+                        nll += float(np.mean(0.5 * (np.log(2 * np.pi) + logv + np.log(f[j])) + 0.5 * vals / f[j]))
+                        n_used += 1
+                if n_used:
+                    self.calibration_nll_[f"{regime}:{mode}"] = nll / n_used
+                    if nll / n_used < best_nll:
+                        best, best_nll, factors[r_i] = mode, nll / n_used, f
+            chosen[regime] = best
+        for j in range(k):  # a regime without enough held-out values borrows the other's factor
+            for r_i in range(2):
+                if factors[r_i, j] == 1.0 and factors[1 - r_i, j] != 1.0:
+                    factors[r_i, j] = factors[1 - r_i, j]
+        self.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
+        return factors
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:
@@ -572,6 +665,7 @@ class GPVAEEngine:
             "lengthscale": float(self.lengthscale_),
             "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
             "predict_mode": self.predict_mode_,
+            "context_radius": float(self.context_radius_),
             "n_points": int(self.n_points_),
             "n_dims": int(self.model.n_dims),
             "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
@@ -625,6 +719,7 @@ class GPVAEEngine:
         eng.lengthscale_ = float(state["lengthscale"])
         eng.calibration_ = state["calibration"].numpy()
         eng.predict_mode_ = state.get("predict_mode")
+        eng.context_radius_ = float(state.get("context_radius", float("inf")))
         eng.n_points_ = int(state["n_points"])
         eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
         eng.model.load_state_dict(state["weights"])

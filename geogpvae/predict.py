@@ -193,19 +193,22 @@ def predictive_moments(
         mixture's moments there.
     """
     gen = torch.Generator(device=mean.device).manual_seed(int(seed))
-    loc_t = torch.as_tensor(loc, dtype=mean.dtype, device=mean.device)
-    scale_t = torch.as_tensor(scale, dtype=mean.dtype, device=mean.device)
+    # moments in float64 whatever the model's precision: exp() of log-space mixtures
+    # overflows float32 long before float64
+    f64 = torch.float64
+    loc_t = torch.as_tensor(loc, dtype=f64, device=mean.device)
+    scale_t = torch.as_tensor(scale, dtype=f64, device=mean.device)
     log_t = torch.as_tensor(np.asarray(log, dtype=bool), device=mean.device)
-    noise = model.noise_var.to(mean.dtype) * scale_t.square()  # modelled units
+    noise = model.noise_var.detach().to(f64) * scale_t.square()  # modelled units
     factor = None
     if var_factor is not None:
-        factor = torch.as_tensor(np.asarray(var_factor), dtype=mean.dtype, device=mean.device)
+        factor = torch.as_tensor(np.asarray(var_factor), dtype=f64, device=mean.device)
         noise = noise * factor
     out = [[], [], [], []]
     for s in range(0, mean.shape[0], chunk):
         mu, v = mean[s : s + chunk], var[s : s + chunk]
         eps = torch.randn((samples, *mu.shape), generator=gen, dtype=mu.dtype, device=mu.device)
-        dec = model.decode(mu + v.sqrt() * eps)  # (S, B, K) standardised
+        dec = model.decode(mu + v.sqrt() * eps).to(f64)  # (S, B, K) standardised
         comp = loc_t + scale_t * dec  # component means, modelled units
         m_model = comp.mean(0)
         if factor is not None:
@@ -217,8 +220,8 @@ def predictive_moments(
             log_m1 = torch.logsumexp(comp + 0.5 * noise, 0) - math.log(samples)
             log_m2 = torch.logsumexp(2.0 * comp + 2.0 * noise, 0) - math.log(samples)
             m1 = torch.exp(log_m1)
-            var_exp = torch.exp(log_m2) - m1.square()
-            var_exp = torch.clamp(var_exp, min=0.0)
+            # E[y^2] - E[y]^2 without cancellation: E[y]^2 (exp(log E[y^2] - 2 log E[y]) - 1)
+            var_exp = torch.exp(2.0 * log_m1) * torch.expm1(torch.clamp(log_m2 - 2.0 * log_m1, min=0.0))
             m_out = torch.where(log_t, m1, m_out)
             v_out = torch.where(log_t, var_exp, v_out)
         for lst, t in zip(out, (m_out, v_out.sqrt(), m_model, v_model.sqrt())):

@@ -53,12 +53,20 @@ def test_hpa_engine_also_imputes(field):
 def test_all_prediction_modes_and_sources(field, trained):
     eng, _ = trained
     fully_missing = ~field.observed.any(1)
+    assert fully_missing.any()
     for mode, code in [("encoder", 0), ("neighbours", 1), ("combined", 2)]:
         pred = eng.predict(mode=mode, samples=8)
         assert np.isfinite(pred.mean).all() and (pred.std > 0).all()
-        has = ~fully_missing
-        assert (pred.source[has] == code).all()
-        assert (pred.source[fully_missing] == 1).all()
+        # the neighbourhood-aware encoder also informs locations with nothing observed
+        assert (pred.source == code).all()
+
+
+def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):
+    pts, vals = field.points[:400], field.values[:400]
+    eng = GPVAEEngine(context=0, epochs=2, progress=False, calibrate=False).fit(pts, vals)
+    fully_missing = ~np.isfinite(vals).any(1)
+    pred = eng.predict(mode="encoder", samples=4)
+    assert (pred.source[fully_missing] == 1).all() and (pred.source[~fully_missing] == 0).all()
 
 
 def test_same_seed_same_result(field):
@@ -144,7 +152,8 @@ def test_new_locations_and_new_field(trained, field):
     eng, _ = trained
     new = grid_points((5, 5), 0.25)
     p = eng.predict(new, samples=8)
-    assert p.mean.shape == (25, 3) and (p.source == 1).all()
+    code = {"encoder": 0, "neighbours": 1, "combined": 2}[eng.predict_mode_["unobserved"]]
+    assert p.mean.shape == (25, 3) and (p.source == code).all()
     p2 = eng.predict(field.points[::3], field.values[::3], samples=8)
     assert p2.mean.shape == (len(field.points[::3]), 3)
 
@@ -184,16 +193,34 @@ def test_bad_options():
         GPVAEEngine().predict()
 
 
-def test_auto_mode_is_chosen_on_held_out_values(trained):
+def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
     eng, _ = trained
     assert eng.config.predict_mode == "auto"
-    assert set(eng.calibration_nll_) == {"encoder", "combined"}
-    best = min(eng.calibration_nll_, key=eng.calibration_nll_.get)
-    assert eng.predict_mode_ == best
-    code = {"encoder": 0, "combined": 2}[best]
+    chosen = eng.predict_mode_
+    assert set(chosen) == {"observed", "unobserved"}
+    for regime in ("observed", "unobserved"):
+        scored = {k.split(":")[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
+        assert len(scored) == 3  # encoder, neighbours, combined
+        assert chosen[regime] == min(scored, key=scored.get)
+    assert eng.calibration_.shape == (2, 3)
+    code = {"encoder": 0, "neighbours": 1, "combined": 2}
     pred = eng.predict(samples=8)
     has_obs = eng._observed.any(1)
-    assert (pred.source[has_obs] == code).all()
+    assert (pred.source[has_obs] == code[chosen["observed"]]).all()
+    assert (pred.source[~has_obs] == code[chosen["unobserved"]]).all()
     # the choice survives save/load
     again = GPVAEEngine.from_state_dict(eng.state_dict(include_data=False), progress=False)
-    assert again.predict_mode_ == best
+    assert again.predict_mode_ == chosen
+    np.testing.assert_array_equal(again.calibration_, eng.calibration_)
+
+
+def test_new_locations_are_predicted_from_context_and_neighbours(field, trained):
+    """Far from data the prediction relaxes to the prior; near data it follows the data."""
+    eng, _ = trained
+    near = field.points[:50] + 1e-3
+    p_near = eng.predict(near, samples=16)
+    z = np.abs(p_near.mean - field.truth[:50]) / p_near.std
+    assert np.mean(z < 1.96) > 0.8
+    far = field.points[:5] + 50.0
+    p_far = eng.predict(far, samples=16)
+    assert (p_far.std.mean(0) > p_near.std.mean(0)).all()

@@ -13,7 +13,8 @@ so the prior is not counted twice: precision ``1/v_e + 1/v_g - 1/s`` and precisi
 mean. It treats the encoder posterior as "likelihood x marginal prior" and swaps the marginal
 prior for the neighbours' conditional one.
 
-Predictive moments: S samples of z go through the decoder; the predictive mean of a variable is
+Predictive moments: S samples of z go through the decoder (the same standard-normal draws at
+every location, so Monte Carlo error does not speckle maps); the predictive mean of a variable is
 the mean of the decoded means, and its variance the variance of the decoded means plus the
 likelihood variance (the law of total variance over the Gaussian mixture, which is exact for
 the mixture the samples define and has less Monte Carlo noise than sampling the noise too).
@@ -204,10 +205,13 @@ def predictive_moments(
     if var_factor is not None:
         factor = torch.as_tensor(np.asarray(var_factor), dtype=f64, device=mean.device)
         noise = noise * factor
+    # common random numbers: every location uses the same S standard-normal draws, so Monte
+    # Carlo error varies smoothly in space (no speckle in maps) and results do not depend on
+    # the order or chunking of the locations
+    eps = torch.randn((samples, 1, mean.shape[-1]), generator=gen, dtype=mean.dtype, device=mean.device)
     out = [[], [], [], []]
     for s in range(0, mean.shape[0], chunk):
         mu, v = mean[s : s + chunk], var[s : s + chunk]
-        eps = torch.randn((samples, *mu.shape), generator=gen, dtype=mu.dtype, device=mu.device)
         dec = model.decode(mu + v.sqrt() * eps).to(f64)  # (S, B, K) standardised
         comp = loc_t + scale_t * dec  # component means, modelled units
         m_model = comp.mean(0)

@@ -224,3 +224,17 @@ def test_new_locations_are_predicted_from_context_and_neighbours(field, trained)
     far = field.points[:5] + 50.0
     p_far = eng.predict(far, samples=16)
     assert (p_far.std.mean(0) > p_near.std.mean(0)).all()
+
+
+def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained):
+    eng, _ = trained
+    rng = np.random.default_rng(0)
+    pts = rng.random((40, 2))
+    a = eng.predict(pts, samples=16)
+    perm = rng.permutation(40)
+    b = eng.predict(pts[perm], samples=16)
+    np.testing.assert_allclose(a.mean[perm], b.mean, rtol=1e-6, atol=1e-7)  # float32 round-off only
+    # far from the data every location gets the same (prior) prediction, without MC speckle
+    far = pts + 100.0
+    p = eng.predict(far, samples=16)
+    np.testing.assert_allclose(p.mean, np.broadcast_to(p.mean[:1], p.mean.shape), rtol=1e-6, atol=1e-8)

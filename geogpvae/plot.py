@@ -14,10 +14,15 @@ these conventions for each imputed variable ``v``:
     NaN outside the domain.
 ``v_imputed``
     An int8 flag: 0 for observed, 1 for imputed, -127 outside the domain. It may have
-    been decoded to float with NaN outside the domain.
+    been decoded to float with NaN outside the domain. It may also be missing, as in the
+    output of ``GPVAEImputer.predict``: a positive ``v_std`` then marks a value as imputed
+    (predicted), a ``v_std`` of 0 as observed.
 
 The names of ``v_std`` and ``v_imputed`` come from ``ancillary_variables`` when that is
 present, and otherwise from the suffixes.
+
+Units are typeset from their CF/UDUNITS strings (``"mg kg-1"`` reads mg kg⁻¹, see
+:func:`pretty_units`).
 
 Panels, colourbars and the data artists carry a ``gid`` (``ax.get_gid()``), so scripts
 and tests can find them: ``"observed"``, ``"imputed"``, ``"truth"``, ``"std"`` and
@@ -31,12 +36,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+import matplotlib
 import numpy as np
 import xarray as xr
 from matplotlib import colors as mcolors
@@ -52,6 +59,7 @@ __all__ = [
     "layers",
     "make_norm",
     "map_data_dirs",
+    "pretty_units",
     "robust_limits",
     "training_history",
     "uncertainty",
@@ -59,9 +67,13 @@ __all__ = [
 
 #: Colour behind masked cells (holes, outside the domain, std at observed cells).
 MASKED_COLOUR = "0.86"
-#: Default colour map for values, and for std and |error|.
+#: Default colour map for values.
 VALUE_CMAP = "viridis"
-UNCERTAINTY_CMAP = "magma"
+#: Default colour map for std and |error|: magma without its palest 15 %, whose near-white
+#: top end could be taken for the grey of the cells without a value.
+UNCERTAINTY_CMAP = mcolors.ListedColormap(
+    matplotlib.colormaps["magma"](np.linspace(0.0, 0.85, 256)), name="magma_no_white"
+)
 #: E|e| for e ~ N(0, sigma^2) is sqrt(2/pi) sigma, about 0.80 sigma.
 HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 
@@ -141,10 +153,56 @@ def label_for(da: xr.DataArray, name: str | None = None) -> str:
     attrs = da.attrs
     text = attrs.get("long_name") or attrs.get("standard_name") or name or da.name or ""
     text = str(text).replace("_", " ") if not attrs.get("long_name") else str(text)
-    units = attrs.get("units")
-    if units not in (None, "", "1"):
-        text = f"{text} [{units}]"
-    return text
+    return text + _units_suffix(attrs.get("units"))
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
+                                           "\u2077\u2078\u2079")
+_NAMED_UNITS = {
+    "degrees_east": "\u00b0E", "degree_east": "\u00b0E", "degrees_e": "\u00b0E",
+    "degree_e": "\u00b0E", "degrees_north": "\u00b0N", "degree_north": "\u00b0N",
+    "degrees_n": "\u00b0N", "degree_n": "\u00b0N", "degrees": "\u00b0", "degree": "\u00b0",
+    "percent": "%",
+}
+
+
+def pretty_units(units: Any) -> str:
+    """Units as they should read in a figure, from a CF/UDUNITS string.
+
+    Exponents become superscripts (``"mg kg-1"`` reads mg kg⁻¹, ``"W m-2"`` W m⁻²,
+    ``"m2 s-1"`` m² s⁻¹), ``"degrees_east"`` and ``"degrees_north"`` become °E and °N,
+    and ``"**"`` or ``"^"`` exponents are read as well. Anything else is kept as it is.
+
+    Parameters
+    ----------
+    units : str or None
+        The ``units`` attribute.
+
+    Returns
+    -------
+    str
+        The text, or ``""`` for a missing, empty or dimensionless (``"1"``) unit.
+    """
+    if units is None:
+        return ""
+    text = str(units).strip()
+    if text in ("", "1"):
+        return ""
+    if text.lower() in _NAMED_UNITS:
+        return _NAMED_UNITS[text.lower()]
+    if " since " in text:  # a time reference: not a unit to typeset
+        return text
+    words = []
+    for word in text.split():
+        m = re.fullmatch(r"([A-Za-z\u00b0\u00b5\u03bc%]+)(?:\*\*|\^)?(-?[0-9]+)", word)
+        words.append(m.group(1) + m.group(2).translate(_SUPERSCRIPT) if m else word)
+    return " ".join(words)
+
+
+def _units_suffix(units: Any) -> str:
+    """``" [mg kg⁻¹]"`` for a label, or ``""`` without units."""
+    text = pretty_units(units)
+    return f" [{text}]" if text else ""
 
 
 def robust_limits(
@@ -236,8 +294,6 @@ def make_norm(vmin: float, vmax: float, log: bool = False) -> mcolors.Normalize:
 
 
 def _cmap(name: Any) -> mcolors.Colormap:
-    import matplotlib
-
     cmap = matplotlib.colormaps[name] if isinstance(name, str) else name
     # masked cells are transparent: the grey domain drawn below shows through
     return cmap.with_extremes(bad=(0.0, 0.0, 0.0, 0.0))
@@ -288,24 +344,86 @@ def _edges(centres: np.ndarray) -> np.ndarray:
     return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
 
 
-def _coord_note(name: str, coord: xr.DataArray, value: Any) -> str:
-    """``"z = 4.2 m"``: a coordinate value with its units."""
-    units = coord.attrs.get("units", "") if coord is not None else ""
-    return f"{name} = {_fmt_value(value)}" + (f" {units}" if units else "")
+def _coord_note(name: str, coord: xr.DataArray | None, value: Any) -> str:
+    """``"z = 4.2 m"``: a coordinate value, rounded for a title, with its units."""
+    if coord is not None and name == "layer":
+        return f"layer {_fmt_value(value)}"
+    units = pretty_units(coord.attrs.get("units")) if coord is not None else ""
+    text = _fmt_value(value, _spacing(coord))
+    return f"{name} = {text}" + (f" {units}" if units else "")
 
 
 def _scalar_notes(da: xr.DataArray) -> list[str]:
-    """Notes for the scalar coordinates of ``da``, such as a layer already selected."""
-    return [_coord_note(str(n), c, c.values) for n, c in da.coords.items() if c.ndim == 0]
+    """Notes for the scalar coordinates of ``da``, such as a layer already selected.
+
+    A ``layer`` coordinate comes first and reads ``"layer 21"``.
+    """
+    scalars = [(str(n), c) for n, c in da.coords.items() if c.ndim == 0]
+    scalars.sort(key=lambda item: item[0] != "layer")
+    return [_coord_note(n, c, c.values) for n, c in scalars]
 
 
-def _fmt_value(value: Any) -> str:
+def _spacing(coord: xr.DataArray | None) -> float | None:
+    """The smallest step between the distinct values of a numeric 1-D coordinate."""
+    if coord is None or coord.ndim != 1 or coord.size < 2:
+        return None
+    values = np.asarray(coord.values)
+    if not np.issubdtype(values.dtype, np.number):
+        return None
+    steps = np.diff(np.unique(values[np.isfinite(values)].astype(float)))
+    steps = steps[steps > 0]
+    return float(steps.min()) if steps.size else None
+
+
+def _fmt_value(value: Any, step: float | None = None, digits: int = 3) -> str:
+    """A coordinate value for a title: ``digits`` significant digits, never an exponent.
+
+    More decimals are kept where ``step``, the spacing of the coordinate, needs them to
+    tell neighbouring values apart (``1500.3`` and ``1500.6`` rather than ``1500`` twice).
+    Integers are printed whole, and trailing zeros are dropped.
+    """
     value = np.asarray(value)
     if np.issubdtype(value.dtype, np.datetime64):
         return str(np.datetime_as_string(value, unit="D"))
+    if np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.bool_):
+        return str(int(value))
     if np.issubdtype(value.dtype, np.number):
-        return f"{float(value):g}"
+        x = float(value)
+        if not math.isfinite(x):
+            return str(x)
+        if x == int(x) and abs(x) < 1e15:
+            return str(int(x))
+        decimals = digits - 1 - math.floor(math.log10(abs(x))) if x else 0
+        if step is not None and step > 0:
+            decimals = max(decimals, math.ceil(-math.log10(step) - 1e-9))
+        decimals = int(min(max(decimals, 0), 12))
+        text = f"{x:.{decimals}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
     return str(value.item() if value.ndim == 0 else value)
+
+
+def _layer_note(da: xr.DataArray, dim: str, k: int, *, number: bool) -> str:
+    """``"layer 21 (z = 12.5 m)"``: the layer at index ``k`` along ``dim``, for a title.
+
+    The layer number is the value of a ``layer`` coordinate along ``dim`` when there is
+    one, and otherwise ``k + 1``; it is given only when ``number`` is set (a horizontal
+    layer). The coordinate value of ``dim`` follows in brackets.
+    """
+    coord = _coord(da, dim)
+    note = _coord_note(dim, coord, coord.values[k]) if coord is not None and coord.ndim == 1 \
+        else ""
+    if not number:
+        return note or f"{dim} index {k}"
+    layer = da.coords.get("layer")
+    if layer is not None and layer.dims == (dim,):
+        head = f"layer {_fmt_value(layer.values[k])}"
+        if dim == "layer":  # the dim itself is the layer number: nothing to add
+            return head
+    else:
+        head = f"layer {k + 1}"
+    return f"{head} ({note})" if note else head
 
 
 # --------------------------------------------------------------------------------------
@@ -329,19 +447,32 @@ class _Field:
         self.flag = ds[flag_name] if flag_name in ds.variables else None
         self.truth = _truth_array(truth, var, self.value)
 
-    def observed_mask(self, flag: xr.DataArray | None, value: xr.DataArray) -> np.ndarray:
-        if flag is None:
-            return np.isfinite(np.asarray(value.values, dtype=float))
-        return np.asarray(flag.values, dtype=float) == 0
 
-    def imputed_mask(
-        self, flag: xr.DataArray | None, std: xr.DataArray | None
-    ) -> np.ndarray | None:
-        if flag is not None:
-            return np.asarray(flag.values, dtype=float) == 1
-        if std is not None:
-            return np.asarray(std.values, dtype=float) > 0
-        return None
+
+def _status(
+    value: Any, std: Any = None, flag: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Boolean masks ``(observed, imputed, inside)`` of one variable, on the same shape.
+
+    With a flag, these are ``flag == 0``, ``flag == 1`` and either of the two. Without
+    one, as in the output of ``GPVAEImputer.predict``, which has ``v`` and ``v_std``
+    only, a cell with a value is imputed (predicted) where its std is positive and
+    observed where the std is 0, the way :func:`geogpvae.impute` writes them; the domain
+    is where the value is finite. Without a std either, every finite value counts as
+    observed.
+    """
+    v = np.asarray(getattr(value, "values", value), dtype=float)
+    if flag is not None:
+        fl = np.asarray(getattr(flag, "values", flag), dtype=float)
+        observed, imputed = fl == 0, fl == 1
+        return observed, imputed, observed | imputed
+    inside = np.isfinite(v)
+    if std is None:
+        return inside, np.zeros(v.shape, dtype=bool), inside
+    with np.errstate(invalid="ignore"):
+        positive = np.asarray(getattr(std, "values", std), dtype=float) > 0
+    imputed = inside & positive
+    return inside & ~imputed, imputed, inside
 
 
 def _truth_array(truth: Any, var: str, like: xr.DataArray) -> xr.DataArray | None:
@@ -452,6 +583,95 @@ def _axis_label(da: xr.DataArray, dim: str) -> str:
     return label_for(c, dim) if c is not None else dim
 
 
+def _short_label(da: xr.DataArray, dim: str) -> str:
+    """``"x [m]"``: the dim's name and units, for panels too narrow for the long name."""
+    c = _coord(da, dim)
+    return dim + (_units_suffix(c.attrs.get("units")) if c is not None else "")
+
+
+class _Metrics:
+    """Sizes, in inches, of the text and spacing around a panel, read from rcParams.
+
+    These let the figure functions size a figure before anything is drawn; running the
+    layout engine to measure would cost as much as drawing the figure once more. The
+    layouts here are "compressed" wherever the panels have a fixed aspect, so what these
+    estimates miss ends up as a sliver of white at the figure's edges, never as a gap
+    between the panels or as text running into text.
+    """
+
+    def __init__(self) -> None:
+        from matplotlib.font_manager import FontProperties
+
+        rc = matplotlib.rcParams
+
+        def inches(size: Any) -> float:
+            return FontProperties(size=size).get_size_in_points() / 72.0
+
+        self.font = inches("medium")  # panel titles
+        self.big = inches(rc["figure.titlesize"])
+        self.tick_font = inches(rc["xtick.labelsize"])
+        self.small = inches("small")
+        self.label_font = inches(rc["axes.labelsize"])
+        self.label_size = rc["axes.labelsize"]
+        self.h_pad = float(rc["figure.constrained_layout.h_pad"])
+        self.w_pad = float(rc["figure.constrained_layout.w_pad"])
+        self.tick_mark = float(rc["xtick.major.size"]) / 72.0
+        self.tick = (float(rc["xtick.major.size"]) + float(rc["xtick.major.pad"])) / 72.0
+        self.label_pad = float(rc["axes.labelpad"]) / 72.0
+        self.title_pad = float(rc["axes.titlepad"]) / 72.0
+
+    @staticmethod
+    def lines(font: float, n: int = 1) -> float:
+        """Height of ``n`` lines of text."""
+        return font * (1.05 + 1.2 * (max(n, 1) - 1))
+
+    def title(self, n: int) -> float:
+        """A panel title of ``n`` lines and its pad (less the descent inside the text)."""
+        return self.lines(self.font, n) + self.title_pad - 0.25 * self.font
+
+    def x_ticks(self, font: float | None = None) -> float:
+        """Tick marks and tick labels under a panel."""
+        return self.tick + self.lines(self.tick_font if font is None else font)
+
+    def x_label(self) -> float:
+        return self.label_pad + self.lines(self.label_font)
+
+    def digits(self, n: int, font: float | None = None) -> float:
+        """Width of ``n`` digits."""
+        return 0.62 * n * (self.tick_font if font is None else font)
+
+    def text_width(self, text: str) -> float:
+        """Width of an axis label."""
+        from matplotlib.font_manager import FontProperties
+        from matplotlib.textpath import TextPath
+
+        path = TextPath((0.0, 0.0), text, prop=FontProperties(size=self.label_size))
+        return float(path.get_extents().width) / 72.0
+
+
+def _tick_chars(lo: float, hi: float) -> int:
+    """How many characters the longest tick label of an axis from ``lo`` to ``hi`` has."""
+    from matplotlib.ticker import MaxNLocator
+
+    if not (np.isfinite(lo) and np.isfinite(hi)) or hi == lo:
+        return 3
+    lo, hi = min(lo, hi), max(lo, hi)
+    ticks = MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+    ticks = ticks[(ticks >= lo - 1e-9 * (hi - lo)) & (ticks <= hi + 1e-9 * (hi - lo))]
+    if ticks.size == 0:
+        return 3
+    step = float(np.min(np.diff(ticks))) if ticks.size > 1 else abs(hi - lo)
+    decimals = max(0, -math.floor(math.log10(step))) if step > 0 else 0
+    return max(len(f"{t:.{decimals}f}") for t in ticks)
+
+
+def _choose_label(label, short: str, room: float, metrics: _Metrics) -> None:
+    """Give ``label`` (a Text) its ``short`` text when its own is longer than ``room``."""
+    text = label.get_text()
+    if text and text != short and metrics.text_width(text) > room:
+        label.set_text(short)
+
+
 def _units_of(da: xr.DataArray, dim: str) -> str | None:
     c = _coord(da, dim)
     if c is None:
@@ -492,7 +712,9 @@ def layers(
     - ``|imputed - truth|`` at the imputed cells, when ``truth`` is given.
 
     Cells without a value are grey: the holes in the observed panel, and the observed
-    cells in the std and error panels. Cells outside the domain are white.
+    cells in the std and error panels. Cells outside the domain are white. Without a
+    ``v_imputed`` flag, a cell counts as imputed where its std is positive and as
+    observed where it is 0, as :func:`geogpvae.impute` writes them.
 
     The value panels share one norm, and so do the std and error panels. Both are in the
     units of the variable, so the std and the error can be compared by colour. A
@@ -506,8 +728,13 @@ def layers(
         Name of the imputed variable.
     layer : int or sequence of int
         Layer index or indices along ``axis``, 0-based as in Python. Negative indices count
-        from the end. Titles give the 1-based layer number, as geologists count, and the
-        coordinate value.
+        from the end. The titles of horizontal layers give the layer number and the
+        coordinate value, such as "layer 21 (z = 12.5 m)". The number is the value of a
+        ``layer`` coordinate along ``axis`` when the Dataset has one (SPE10 loaded with
+        ``downsample=2`` keeps every other layer, so index 10 is layer 21), and otherwise
+        the 1-based index, as geologists count. Vertical sections (``axis`` ``"x"`` or
+        ``"y"``) are titled with the coordinate value only. Values are rounded to 3
+        significant digits, or more where neighbouring values need them to differ.
     axis : str
         Dimension to slice along. The default ``"z"`` gives horizontal layers, and ``"x"``
         or ``"y"`` give vertical sections. A variable with 2 dims, neither of them
@@ -530,13 +757,18 @@ def layers(
     panel_width : float
         Width of one panel, in inches.
     figsize : tuple of float, optional
-        Figure size in inches. It overrides the size computed from ``panel_width``.
+        Figure size in inches. It overrides the size computed from ``panel_width``. By
+        default, panels with a fixed aspect get the height that the aspect asks for, with
+        no space to spare between the rows, their titles and the colourbars.
 
     Returns
     -------
     matplotlib.figure.Figure
         The figure. The panels carry gids ``"observed"``, ``"imputed"``, ``"truth"``,
-        ``"std"`` and ``"error"``, and their QuadMeshes the same gids.
+        ``"std"`` and ``"error"``, and their QuadMeshes the same gids. Only the bottom row
+        has x labels and only the first column y labels: a coordinate's ``long_name``
+        with its units, or its name with its units (``"x [m]"``) where the long one would
+        be wider than the panel.
 
     Notes
     -----
@@ -578,12 +810,9 @@ def layers(
         v = v.transpose(*order)
         flag = f.flag.isel(sel).transpose(*order) if f.flag is not None else None
         std = f.std.isel(sel).transpose(*order) if f.std is not None else None
-        observed = f.observed_mask(flag, v)
-        imputed = f.imputed_mask(flag, std)
-        if flag is not None:
-            inside = np.isin(np.asarray(flag.values, dtype=float), (0.0, 1.0))
-        else:
-            inside = np.isfinite(np.asarray(v.values, dtype=float))
+        observed, imputed, inside = _status(v, std, flag)
+        if flag is None and std is None:
+            imputed = None  # nothing tells the cells apart: no mask on the error panel
         value = _masked(v)
         panels: dict[str, np.ma.MaskedArray] = {
             "observed": np.ma.masked_where(~observed, value),
@@ -643,16 +872,61 @@ def layers(
         box = 0.75
     box = float(np.clip(box, 0.35, 2.6))
     ncols, nrows = len(keys), len(rows)
+    nv, nu = len(value_keys), len(unc_keys)
+    wheres = []
+    for sel, v, *_ in rows:
+        if sel:
+            (dim, k), = sel.items()
+            wheres.append(_layer_note(da, dim, k, number=_is_vertical(dim, _coord(da, dim))))
+        else:
+            wheres.append(", ".join(_scalar_notes(v)))
+
+    # the size of the figure and of its panels, estimated from the text around them
+    mt = _Metrics()
+    title = mt.title(2 if any(wheres) else 1)
+    left = (mt.w_pad + mt.lines(mt.label_font) + mt.label_pad + mt.tick
+            + mt.digits(_tick_chars(float(vedges0.min()), float(vedges0.max()))))
+    right = mt.w_pad + 0.03
+    gap = 2 * mt.w_pad + mt.tick_mark  # between panels, which share their y tick labels
+    between = title + mt.tick_mark + 2 * mt.h_pad + 0.02  # between rows
+    cbar_pad = 0.1  # inches
+    ncb = 2 if unc_keys else 1
+    if share == "all":
+        width = panel_width * ncols + 0.8 if figsize is None else float(figsize[0])
+        w = (width - left - right - (ncols - 1) * gap) / ncols
+    else:  # colourbars right of each group: pad, bar (its height / 18), ticks and label
+        fixed = cbar_pad + mt.tick + mt.digits(3) + mt.x_label() + mt.w_pad
+        width = panel_width * ncols + 0.8 + 1.1 if figsize is None else float(figsize[0])
+        w = ((width - left - right - (ncols - ncb) * gap - ncb * fixed)
+             / (ncols + ncb * 0.9 * box / 18.0))
+    w = max(w, 0.3)
+
+    def bottom(w: float) -> float:
+        if share == "all":  # ticks and label, under the panels and under the colourbars
+            bar = 0.9 * (max(nv, nu) * w + (max(nv, nu) - 1) * gap) / 25.0
+            return mt.h_pad + 2 * (mt.x_ticks() + mt.x_label()) + cbar_pad + bar
+        return mt.h_pad + mt.x_ticks() + mt.x_label()
+
+    auto_size = figsize is None
     if figsize is None:
-        cbar_w = 0.0 if share == "all" else 1.1
-        cbar_h = 0.75 if share == "all" else 0.0
-        figsize = (
-            panel_width * ncols + 0.8 + cbar_w,
-            nrows * (panel_width * box + 0.75) + cbar_h + 0.5,
-        )
+        h = w * box
+        figsize = (width, mt.h_pad + title + nrows * h + (nrows - 1) * between + bottom(w))
+    else:
+        h = (float(figsize[1]) - mt.h_pad - title - (nrows - 1) * between - bottom(w)) / nrows
+        h = max(h, 0.3)
+        if aspect is not None:  # the aspect shrinks the panels to fit
+            w, h = min(w, h / box), min(h, w * box)
+    # a colourbar's pad is a fraction of the extent of its panels
+    if share == "all":
+        rows_h = nrows * h + (nrows - 1) * between
+        cbar_pads = {"value": cbar_pad / rows_h, "uncertainty": cbar_pad / rows_h}
+    else:
+        cbar_pads = {"value": cbar_pad / (nv * w + (nv - 1) * gap),
+                     "uncertainty": cbar_pad / max(nu * w + (nu - 1) * gap, 0.1)}
     fig, axes = plt.subplots(
-        nrows, ncols, figsize=figsize, layout="constrained", squeeze=False,
-        sharex=True, sharey=True,
+        nrows, ncols, figsize=figsize, squeeze=False, sharex=True, sharey=True,
+        # "compressed" pulls panels of a fixed aspect, their titles and colourbars together
+        layout="compressed" if aspect is not None else "constrained",
     )
     titles = {
         "observed": "observed",
@@ -667,15 +941,7 @@ def layers(
         vn, un = all_norms if all_norms is not None else norms([panels])
         hedges = _edges(_centres(v, hdim))
         vedges = _edges(_centres(v, vdim))
-        where = ""
-        if sel:
-            (dim, k), = sel.items()
-            coord = _coord(da, dim)
-            where = f"layer {k + 1}"
-            if coord is not None and coord.ndim == 1:
-                where += f" ({_coord_note(dim, coord, coord.values[k])})"
-        else:
-            where = ", ".join(_scalar_notes(v))
+        where = wheres[r]
         for c, key in enumerate(keys):
             ax = axes[r, c]
             is_value = key in value_keys
@@ -705,22 +971,35 @@ def layers(
             for ax in axes[r]:
                 ax.set_aspect(aspect)
         if share == "row":
-            _colourbars(fig, axes[r], meshes, value_keys, unc_keys, f, r, "right")
+            _colourbars(fig, axes[r], meshes, value_keys, unc_keys, f, r, "right", cbar_pads)
     if share == "all":
-        _colourbars(fig, axes, meshes, value_keys, unc_keys, f, 0, "bottom")
+        _colourbars(fig, axes, meshes, value_keys, unc_keys, f, 0, "bottom", cbar_pads)
+    for ax in axes.ravel():
+        ax.set_anchor("N")  # a panel shorter than its box stays under its title
+    # long axis labels that would run into their neighbours' give way to "x [m]"
+    for ax in axes[-1]:
+        _choose_label(ax.xaxis.label, _short_label(rows[-1][1], rows[-1][2]), w + gap - 0.1, mt)
+    for ax, (_, v, _, vd, _, _) in zip(axes[:, 0], rows, strict=True):
+        _choose_label(ax.yaxis.label, _short_label(v, vd), h, mt)
     return fig
 
 
-def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, location):
-    """One colourbar under (or beside) the value panels, one for std and error."""
+def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, location, pads):
+    """One colourbar under (or beside) the value panels, one for std and error.
+
+    ``pads`` gives the pad of each, ``"value"`` and ``"uncertainty"``, as a fraction of
+    the extent of its panels.
+    """
     axes = np.atleast_2d(axes)
     nv = len(value_keys)
     kw = {"location": location, "shrink": 0.9, "aspect": 25 if location == "bottom" else 18}
+    kw["pad"] = pads["value"]
     cb = fig.colorbar(meshes[value_keys[0]][row], ax=axes[:, :nv].ravel().tolist(), **kw)
     cb.set_label(label_for(f.value, f.var))
     _style_colorbar(cb)
     cb.ax.set_gid("colorbar:value")
     if unc_keys:
+        kw["pad"] = pads["uncertainty"]
         cb = fig.colorbar(meshes[unc_keys[0]][row], ax=axes[:, nv:].ravel().tolist(), **kw)
         cb.set_label(_uncertainty_label(f, unc_keys))
         _style_colorbar(cb)
@@ -752,7 +1031,7 @@ def _uncertainty_label(f: _Field, unc_keys: Sequence[str]) -> str:
     what = " and ".join({"std": "std", "error": "|error|"}[k] for k in unc_keys)
     name = f.value.attrs.get("long_name") or f.var
     units = f.value.attrs.get("units")
-    return f"{what} of {name}" + (f" [{units}]" if units not in (None, "", "1") else "")
+    return f"{what} of {name}" + _units_suffix(units)
 
 
 # --------------------------------------------------------------------------------------
@@ -998,6 +1277,12 @@ def field_map(
     panels show the imputed cells or sites only, because both are 0 at observed ones. The
     value panels share one norm and one colourbar, and so do the std and error panels.
 
+    Without a ``v_imputed`` flag, as in the output of ``GPVAEImputer.predict`` at new
+    locations (``v`` and ``v_std`` only), a cell or site with a positive std counts as
+    imputed (predicted) and one with a std of 0 as observed, as :func:`geogpvae.impute`
+    writes them. Predictions alone fill the std panel, and the field panel is titled
+    "predicted field".
+
     - Gridded data (1-D dim coords) are drawn with ``pcolormesh`` on cell edges. Thin
       black lines along the cell edges outline the imputed cells when ``outline_holes``
       is set. Cells without a value are grey, and cells outside the domain are white.
@@ -1051,7 +1336,9 @@ def field_map(
     panel_width : float
         Width of one panel, in inches.
     figsize : tuple of float, optional
-        Figure size, overriding the one computed from ``panel_width``.
+        Figure size, overriding the one computed from ``panel_width``. By default, maps
+        with a fixed aspect (equal units on both axes, lon/lat) get the height that the
+        aspect asks for, with room for the titles and the colourbars.
 
     Returns
     -------
@@ -1099,6 +1386,9 @@ def field_map(
             raise IndexError(f"index {k} out of range for {d!r} of size {n}")
         sel[str(d)] = k % n
         c = _coord(da, str(d))
+        layer = da.coords.get("layer")
+        if layer is not None and layer.dims == (d,) and d != "layer":  # SPE10's layer numbers
+            notes.append(f"layer {_fmt_value(layer.values[k % n])}")
         notes.append(_coord_note(str(d), c, c.values[k % n]) if c is not None else f"{d} = {k % n}")
     notes += _scalar_notes(da)
 
@@ -1153,22 +1443,19 @@ def field_map(
 
     v_arr = np.asarray(arr(value), dtype=float)
     flag_arr = arr(flag)
-    obs = (
-        np.asarray(flag_arr, dtype=float) == 0 if flag_arr is not None else np.isfinite(v_arr)
-    )
-    imp = (
-        np.asarray(flag_arr, dtype=float) == 1
-        if flag_arr is not None
-        else np.zeros_like(obs)
-    )
-    inside = obs | imp if flag_arr is not None else np.isfinite(v_arr)
+    std_arr = arr(sdev)
+    obs, imp, inside = _status(v_arr, std_arr, flag_arr)
+    # without a flag, only a positive std tells the imputed (predicted) cells apart
+    unknown = flag_arr is None and std_arr is None
+    predicted_only = flag_arr is None and bool(imp.any()) and not obs.any()
     panels: dict[str, np.ma.MaskedArray] = {"imputed": np.ma.masked_invalid(v_arr)}
     if tru is not None:
         panels["truth"] = np.ma.masked_invalid(np.asarray(arr(tru), dtype=float))
     if "std" in unc_keys:
-        panels["std"] = np.ma.masked_where(~imp, np.ma.masked_invalid(np.asarray(arr(sdev), float)))
+        panels["std"] = np.ma.masked_where(~imp, np.ma.masked_invalid(np.asarray(std_arr, float)))
     if "error" in unc_keys:
-        panels["error"] = np.ma.masked_where(~imp, np.ma.abs(panels["imputed"] - panels["truth"]))
+        err = np.ma.abs(panels["imputed"] - panels["truth"])
+        panels["error"] = err if unknown else np.ma.masked_where(~imp, err)
 
     vnorm = make_norm(
         *robust_limits(*[panels[k] for k in value_keys], percentiles=percentiles, log=use_log),
@@ -1209,23 +1496,50 @@ def field_map(
 
     # figure
     ncols = len(keys)
+    same_units = False
     if is_lonlat:
         ratio = (v1 - v0) / max(span, 1e-9)
         if ccrs is None or not is_global:
-            ratio /= max(math.cos(math.radians(0.5 * (v0 + v1))), 0.2)
+            ratio /= max(math.cos(math.radians(0.5 * (v0 + v1))), 0.05 if ccrs is None else 0.2)
     else:
         same_units = (
             hattr is not None and vattr is not None
             and hattr.attrs.get("units") == vattr.attrs.get("units")
         )
         ratio = (v1 - v0) / max(span, 1e-12) if same_units else 0.8
-    ratio = float(np.clip(ratio, 0.3, 2.0))
+    # panels with a fixed aspect get the figure height that their aspect asks for
+    fixed = is_lonlat or same_units
+    ratio = float(np.clip(ratio, 0.25, 2.5)) if fixed else 0.8
+
+    # the size of the figure and of its panels, estimated from the text around them
+    mt = _Metrics()
+    nv, nu = len(value_keys), len(unc_keys)
+    if ccrs is not None:  # grid line labels in small type, left of and under panel 1 only
+        left = mt.w_pad + mt.tick + mt.digits(5, mt.small)
+        gap = 2 * mt.w_pad
+        under = mt.x_ticks(mt.small)
+    else:  # tick labels on every panel, axis labels under all and left of the first
+        ychars = _tick_chars(v0, v1)
+        left = mt.w_pad + mt.lines(mt.label_font) + mt.label_pad + mt.tick + mt.digits(ychars)
+        gap = 2 * mt.w_pad + mt.tick + mt.digits(ychars)
+        under = mt.x_ticks() + mt.x_label()
+    width = panel_width * ncols + 0.6 if figsize is None else float(figsize[0])
+    w = max((width - left - mt.w_pad - 0.03 - (ncols - 1) * gap) / ncols, 0.3)
+    top = mt.h_pad + mt.lines(mt.big) + mt.title(1)  # suptitle and panel titles
+    cbar_pad = 0.1  # inches
+    below = (mt.h_pad + under + cbar_pad + mt.x_ticks() + mt.x_label()
+             + 0.85 * (max(nv, nu) * w + (max(nv, nu) - 1) * gap) / 30.0)
     auto_size = figsize is None
     if figsize is None:
-        figsize = (panel_width * ncols + 0.6, 0.9 * panel_width * ratio + 1.8)
+        h = w * ratio
+        figsize = (width, top + h + below)
+    else:
+        h = max(float(figsize[1]) - top - below, 0.3)
+        if fixed:
+            w, h = min(w, h / ratio), min(h, w * ratio)
     subplot_kw = {"projection": proj} if proj is not None else {}
-    fig, axes = plt.subplots(1, ncols, figsize=figsize, layout="constrained",
-                             squeeze=False, subplot_kw=subplot_kw)
+    fig, axes = plt.subplots(1, ncols, figsize=figsize, squeeze=False, subplot_kw=subplot_kw,
+                             layout="compressed" if fixed else "constrained")
     axes = axes[0]
     titles = {
         "imputed": "imputed field",
@@ -1241,13 +1555,14 @@ def field_map(
         norm, cm = (vnorm, vcmap) if is_value else (unorm, ucmap)
         data = panels[key]
         ax.set_gid(key)
-        ax.set_title(titles[key], fontsize="medium")
+        title = "predicted field" if key == "imputed" and predicted_only else titles[key]
+        ax.set_title(title, fontsize="medium")
         if sites is None:
             m = ax.pcolormesh(hedges, vedges, data, cmap=cm, norm=norm, shading="flat",
                               rasterized=True, **tkw)
             m.set_gid(key)
             _draw_domain(ax, hedges, vedges, inside, **tkw)
-            if key == "imputed" and outline_holes and imp.any():
+            if key == "imputed" and outline_holes and imp.any() and obs.any():
                 _outline(ax, hedges, vedges, imp, **tkw)
         else:
             m = _draw_sites(ax, key, hc_plot, vc, data, obs, imp, inside, cm, norm, size, tkw)
@@ -1271,26 +1586,25 @@ def field_map(
             ax.set_ylim(v0, v1)
             if is_lonlat:
                 ax.set_aspect(1.0 / max(math.cos(math.radians(0.5 * (v0 + v1))), 0.05))
-                ax.set_xlabel("longitude [degrees_east]")
-                ax.set_ylabel("latitude [degrees_north]")
+                ax.set_xlabel("longitude [\u00b0E]")
+                if ax is axes[0]:
+                    ax.set_ylabel("latitude [\u00b0N]")
             else:
-                if hattr is not None and vattr is not None and (
-                    hattr.attrs.get("units") == vattr.attrs.get("units")
-                ):
+                if same_units:
                     ax.set_aspect("equal")
                 hname_ = sites[1] if sites is not None else spatial[1]
                 vname_ = sites[2] if sites is not None else spatial[0]
                 ax.set_xlabel(label_for(hattr, hname_) if hattr is not None else hname_)
-                ax.set_ylabel(label_for(vattr, vname_) if vattr is not None else vname_)
+                if ax is axes[0]:  # the other panels show the same map
+                    ax.set_ylabel(label_for(vattr, vname_) if vattr is not None else vname_)
     if sites is not None:
         _site_legend(axes[0], obs, imp, inside)
-    if auto_size and ccrs is not None:
-        # the projected extent sets the panels' shape: fit the height to it
+    if auto_size and ccrs is not None:  # the projected extent sets the panels' shape
         x0, x1 = axes[0].get_xlim()
         y0, y1 = axes[0].get_ylim()
-        ratio = float(np.clip(abs(y1 - y0) / max(abs(x1 - x0), 1e-12), 0.3, 2.0))
-        fig.set_size_inches(figsize[0], 0.9 * panel_width * ratio + 1.8)
-    kw = {"location": "bottom", "shrink": 0.85, "aspect": 30}
+        h = w * float(np.clip(abs(y1 - y0) / max(abs(x1 - x0), 1e-12), 0.25, 2.5))
+        fig.set_size_inches(width, top + h + below)
+    kw = {"location": "bottom", "shrink": 0.85, "aspect": 30, "pad": cbar_pad / h}
     value_axes = [a for a, k in zip(axes, keys, strict=True) if k in value_keys]
     cb = fig.colorbar(mappables[value_keys[0]], ax=value_axes, **kw)
     cb.set_label(label_for(da, var))
@@ -1306,6 +1620,15 @@ def field_map(
     if notes:
         title += " (" + ", ".join(notes) + ")"
     fig.suptitle(title)
+    for ax in axes:
+        # a panel that its aspect makes shorter than its box stays under its title, where
+        # the layout left room for it (the colourbars below anchor it at the bottom)
+        ax.set_anchor("N")
+    if ccrs is None and not is_lonlat:  # long x labels give way to "x [m]"
+        hname_ = sites[1] if sites is not None else spatial[1]
+        short = hname_ + (_units_suffix(hattr.attrs.get("units")) if hattr is not None else "")
+        for ax in axes:
+            _choose_label(ax.xaxis.label, short, w + gap - 0.1, mt)
     return fig
 
 
@@ -1576,7 +1899,7 @@ def uncertainty(
             ax.legend(fontsize="small")
         else:
             ax.text(0.5, 0.5, "no imputed cell", transform=ax.transAxes, ha="center")
-        unit_text = f" [{units}]" if units not in (None, "", "1") else ""
+        unit_text = _units_suffix(units)
         ax.set_xlabel(f"predictive std of {name}{unit_text}")
         ax.set_ylabel("imputed cells")
         ax.set_title(f"std at {s.size} imputed cells", fontsize="medium")
@@ -1584,23 +1907,33 @@ def uncertainty(
 
     sigma, err, used = _calibration_pairs(ds, var, truth, space, log_point)
     cov = _coverage(sigma, err, levels)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize or (7.6, 3.4), layout="constrained",
+    hexbin = sigma.size > max_scatter
+    # the hexbin's colourbar sits between the panels: a wider figure, with more space
+    # between the panels, keeps its label clear of the coverage panel's
+    default_size = (8.4, 3.4) if hexbin else (7.6, 3.4)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize or default_size, layout="constrained",
                                    width_ratios=(1.25, 1.0))
+    if hexbin:
+        fig.get_layout_engine().set(wspace=0.06)
     ax1.set_gid("std-vs-error")
     ax2.set_gid("coverage")
     if used == "log":
         xlabel, ylabel = f"predictive std of ln({name})", f"|error| of ln({name})"
     else:
-        u = f" [{units}]" if units not in (None, "", "1") else ""
+        u = _units_suffix(units)
         xlabel, ylabel = f"predictive std{u}", f"|imputed \u2212 truth|{u}"
     if sigma.size:
         xmax = float(np.quantile(sigma, 0.995)) * 1.05
         ymax = float(np.quantile(err, 0.995)) * 1.05
-        if sigma.size > max_scatter:
+        if not ymax > 0:  # every error 0: keep the axis, and the calibrated line, in view
+            ymax = HALF_NORMAL_MEAN * xmax
+        if hexbin:
             hb = ax1.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
                             extent=(0, xmax, 0, ymax), linewidths=0)
             hb.set_gid("points")
-            fig.colorbar(hb, ax=ax1, label="cells per bin", shrink=0.9)
+            cb = fig.colorbar(hb, ax=ax1, label="cells per bin", shrink=0.9, pad=0.02)
+            _style_colorbar(cb)
+            cb.ax.set_gid("colorbar:count")
         else:
             sc = ax1.scatter(sigma, err, s=6, color="0.35", alpha=0.6, linewidths=0)
             sc.set_gid("points")
@@ -1653,12 +1986,77 @@ def uncertainty(
 # --------------------------------------------------------------------------------------
 
 
+def _history_limits(*series: Any, spread: float = 2.0) -> tuple[float, float] | None:
+    """y limits for training curves that leave out a large start-up transient.
+
+    The lower limit is the smallest value of all ``series``. The upper one is the 99th
+    percentile of the later half of each series, raised by ``spread`` times its height
+    above the lower limit, so that the approach to it stays in view, and never above the
+    largest value. A loss that starts at 440 and settles near 3 is shown from about 3 up;
+    curves without such a transient keep their whole range.
+
+    Parameters
+    ----------
+    *series : array_like
+        Curves over the same epochs. Non-finite values are ignored.
+    spread : float
+        How far above the later half the view reaches, in units of that half's height
+        above the minimum (at least 2 % of its magnitude).
+
+    Returns
+    -------
+    tuple of float or None
+        ``(bottom, top)`` without padding, or None with fewer than 4 finite values.
+    """
+    arrays = [np.asarray(y, dtype=float).ravel() for y in series]
+    values = np.concatenate([y[np.isfinite(y)] for y in arrays]) if arrays else np.empty(0)
+    if values.size < 4:
+        return None
+    late = np.concatenate([y[y.size // 2:] for y in arrays])
+    late = late[np.isfinite(late)]
+    lo, top = float(values.min()), float(values.max())
+    if late.size == 0:
+        return lo, top
+    high = float(np.percentile(late, 99))
+    height = max(high - lo, 0.02 * abs(high), 1e-12)
+    return lo, min(top, high + spread * height)
+
+
+def _zoom_past_transient(ax, epoch: np.ndarray, series: Sequence[np.ndarray]) -> None:
+    """Set the y limits from :func:`_history_limits`, and note the epochs left out above."""
+    limits = _history_limits(*series)
+    if limits is None:
+        return
+    lo, hi = limits
+    pad = 0.05 * (hi - lo) or 0.05 * abs(hi) or 0.05
+    ax.set_ylim(lo - pad, hi + pad)
+    with np.errstate(invalid="ignore"):
+        above = np.zeros(epoch.shape, dtype=bool)
+        for y in series:
+            above |= y > hi + pad
+    if above.any():
+        first, last = epoch[above][0], epoch[above][-1]
+        peak = max(float(np.nanmax(y)) for y in series)
+        which = (f"epoch {_fmt_value(first)}" if first == last
+                 else f"epochs {_fmt_value(first)}\u2013{_fmt_value(last)}")
+        note = ax.text(0.98, 0.97, f"{which} off scale (up to {peak:.3g})",
+                       transform=ax.transAxes, ha="right", va="top", fontsize="x-small",
+                       color="0.35")
+        note.set_gid("off-scale")
+
+
 def training_history(
     history: Mapping[str, Sequence[float]],
     *,
     figsize: tuple[float, float] | None = None,
 ) -> Figure:
     """The negative ELBO and its parts over the epochs.
+
+    The loss of the first epochs is often far above the rest (440 against 3, say), which
+    would leave the rest flat along the bottom. The y axis therefore runs from the lowest
+    value to a little above the later half of the run, and a note in the corner names the
+    epochs left above it. The lines still hold every epoch; ``ax.autoscale(axis="y")``
+    shows them whole.
 
     Parameters
     ----------
@@ -1711,6 +2109,8 @@ def training_history(
                 gid="val_loss")
     ax.set_xlabel("epoch")
     ax.set_ylabel("per location")
+    _zoom_past_transient(ax, epoch, [series[k] for k in ("loss", "expected_nll", "val_loss")
+                                     if k in series])
     ax.legend(fontsize="small")
     ax.set_title("negative ELBO = expected NLL + KL", fontsize="medium")
     if has_kl:
@@ -1721,6 +2121,7 @@ def training_history(
         ax2.set_xlabel("epoch")
         ax2.set_ylabel("KL per location")
         ax2.set_title("KL divergence", fontsize="medium")
+        _zoom_past_transient(ax2, epoch, [series["kl"]])
     if "elapsed" in series and np.isfinite(series["elapsed"]).any():
         total = float(np.nanmax(series["elapsed"]))
         fig.suptitle(f"Training ({n} epochs, {total:.1f} s)")

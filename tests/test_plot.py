@@ -380,7 +380,8 @@ def test_layers_orientation_follows_coordinates():
     bottom, top = ax.get_ylim()
     assert bottom > top  # inverted: deeper is lower
     assert ax.get_aspect() == "auto"
-    assert "layer 4" in ax.get_title() and "y = 35 m" in ax.get_title()
+    # a vertical section is not a layer: the title gives where it is, not a layer number
+    assert "layer" not in ax.get_title() and "y = 35 m" in ax.get_title()
     assert ax.get_xlabel().startswith("x") and panels(fig)[0].get_ylabel().startswith("depth")
 
 
@@ -445,7 +446,7 @@ def test_field_map_scattered_xy_points_and_markers():
     assert any(t.startswith("observed") for t in texts)
     assert any(t.startswith("imputed") for t in texts)
     assert axs[0].get_aspect() == 1.0  # x and y both in km
-    assert "[mg kg-1]" in colorbars(fig)["colorbar:value"].get_xlabel()
+    assert "[mg kg\u207b\u00b9]" in colorbars(fig)["colorbar:value"].get_xlabel()  # mg kg-1
     assert "zinc" in colorbars(fig)["colorbar:value"].get_xlabel()
 
 
@@ -834,3 +835,247 @@ def test_render_volume_and_sites_to_png(tmp_path):
         assert path.stat().st_size > 10_000
         image = mpimg.imread(path)
         assert image.ndim == 3 and image[..., :3].std() > 0.05
+
+
+# --------------------------------------------------------------------------------------
+# publication details: what the notebooks' figures got wrong
+# --------------------------------------------------------------------------------------
+
+
+def make_spe10_like(nz: int = 11, ny: int = 24, nx: int = 8, seed: int = 4):
+    """A small volume laid out like ``load_spe10(downsample=2)``: every other model layer.
+
+    z holds the depth of the cell centres, (2 i + 0.5) * 0.6096 m, and a 1-based ``layer``
+    coordinate along z numbers the model layers kept, 1, 3, 5, ...: index 10 is layer 21
+    at 12.4968 m. The coordinates carry SPE10's long names, and the cells are twice as tall
+    (y) as they are wide (x), so the panels are tall.
+    """
+    rng = np.random.default_rng(seed)
+    iz, iy, ix = 2 * np.arange(nz), 2 * np.arange(ny), 2 * np.arange(nx)
+    coords = {
+        "z": ("z", (iz + 0.5) * 0.6096, {"units": "m", "axis": "Z", "positive": "down",
+                                         "long_name": "depth of the cell centre below the "
+                                                      "top of the model"}),
+        "y": ("y", (iy + 0.5) * 3.048, {"units": "m", "axis": "Y",
+                                            "long_name": "y coordinate of the cell centre"}),
+        "x": ("x", (ix + 0.5) * 6.096, {"units": "m", "axis": "X",
+                                        "long_name": "x coordinate of the cell centre"}),
+        "layer": ("z", (iz + 1).astype(np.int32), {"long_name": "layer number, 1 at the top",
+                                                   "units": "1"}),
+    }
+    dims = ("z", "y", "x")
+    k = np.exp(rng.normal(3.0, 1.0, (nz, ny, nx)))
+    flag = (rng.random(k.shape) < 0.4).astype(np.int8)
+    ds = xr.Dataset(
+        {
+            "kx": (dims, k, {"units": "mD", "long_name": "permeability in x",
+                             "geogpvae_transform": "log",
+                             "ancillary_variables": "kx_std kx_imputed"}),
+            "kx_std": (dims, np.where(flag == 1, 0.4 * k, 0.0), {"units": "mD"}),
+            "kx_imputed": (dims, flag, dict(FLAG_ATTRS)),
+        },
+        coords=coords,
+    )
+    return ds
+
+
+def predicted_grid(ny: int = 30, nx: int = 24):
+    """What ``GPVAEImputer.predict`` returns on a (y, x) grid: ``v`` and ``v_std`` only.
+
+    The std is positive at every node inside the study area; outside it, both are NaN.
+    """
+    y = 0.1 + 0.05 * np.arange(ny)
+    x = 0.3 + 0.05 * np.arange(nx)
+    yy, xx = np.meshgrid(y, x, indexing="ij")
+    inside = (xx - x.mean()) ** 2 + (yy - y.mean()) ** 2 < 0.36
+    cd = np.where(inside, 1.0 + 0.5 * np.sin(3 * xx), np.nan)
+    sd = np.where(inside, 0.2 + 0.1 * np.cos(2 * yy), np.nan)
+    ds = xr.Dataset(
+        {
+            "Cd": (("y", "x"), cd, {"units": "mg kg-1", "long_name": "cadmium",
+                                    "ancillary_variables": "Cd_std"}),
+            "Cd_std": (("y", "x"), sd, {"units": "mg kg-1"}),
+        },
+        coords={
+            "y": ("y", y, {"units": "km", "long_name": "northing on the local Jura grid"}),
+            "x": ("x", x, {"units": "km", "long_name": "easting on the local Jura grid"}),
+        },
+    )
+    return ds, inside
+
+
+def inches(fig, artist):
+    """The drawn extent of an artist in inches from the figure's lower left corner."""
+    box = artist.get_window_extent(fig.canvas.get_renderer())
+    return box.transformed(fig.dpi_scale_trans.inverted())
+
+
+def test_field_map_without_flag_treats_positive_std_as_predicted():
+    ds, inside = predicted_grid()
+    fig = plot.field_map(ds, "Cd")
+    field, std = panels(fig)
+    # every prediction has its std drawn; only outside the study area is masked
+    assert_masked_equal(mesh(std).get_array(), ds["Cd_std"].values)
+    assert np.ma.count(mesh(std).get_array()) == inside.sum()
+    assert field.get_title() == "predicted field"
+    # nothing is observed, so there are no holes to outline (it would trace the border)
+    assert not [c for c in field.collections if c.get_gid() == "outline"]
+    domain = next(c for c in field.collections if c.get_gid() == "domain")
+    np.testing.assert_array_equal(np.ma.getmaskarray(domain.get_array()), ~inside)
+
+    # impute's output without its flag: a std of 0 marks the observed cells again
+    layer, _ = make_volume()
+    layer = layer.isel(z=0).drop_vars("kx_imputed")
+    layer["kx"].attrs["ancillary_variables"] = "kx_std"
+    flag = make_volume()[0]["kx_imputed"].isel(z=0).values
+    fig = plot.field_map(layer, "kx")
+    field, std = panels(fig)
+    assert field.get_title() == "imputed field"
+    assert_masked_equal(mesh(std).get_array(),
+                        np.where(flag == 1, layer["kx_std"].values, np.nan))
+    fig = plot.layers(layer.expand_dims("z"), "kx")
+    observed = panels(fig)[0]
+    assert_masked_equal(mesh(observed).get_array(),
+                        np.where(flag == 0, layer["kx"].values, np.nan))
+
+
+def test_field_map_equal_aspect_height_leaves_room_for_titles():
+    ds, _ = predicted_grid(ny=117, nx=97)  # the Jura grid: 5.85 km tall, 4.85 km wide
+    tall = make_spe10_like().isel(z=1)
+    for data, var in ((ds, "Cd"), (tall, "kx")):
+        fig = plot.field_map(data, var)
+        fig.canvas.draw()
+        width, height = fig.get_size_inches()
+        suptitle = inches(fig, fig._suptitle)
+        for ax in panels(fig):
+            assert inches(fig, ax.title).y1 <= suptitle.y0 - 0.02  # titles clear the suptitle
+            # the panel is as tall as the data's aspect says, and the box fits it
+            pos = ax.get_position()
+            (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+            assert pos.height * height == pytest.approx(
+                pos.width * width * abs(y1 - y0) / abs(x1 - x0), rel=0.01)
+        # and the figure has no more than a sliver of height to spare
+        used = fig.get_tightbbox(fig.canvas.get_renderer())
+        assert height - used.height < 0.3
+
+
+def test_layers_titles_use_the_layer_coordinate_and_round_the_depth():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[0, 10])
+    titles = [ax.get_title() for ax in panels(fig)]
+    assert all("layer 1 (z = 0.305 m)" in t for t in titles[:3])
+    assert all("layer 21 (z = 12.5 m)" in t for t in titles[3:])
+    assert not any("12.4968" in t or "layer 11" in t for t in titles)
+    # without the coordinate, the layer number is the 1-based index
+    fig = plot.layers(ds.drop_vars("layer"), "kx", layer=10)
+    assert all("layer 11 (z = 12.5 m)" in ax.get_title() for ax in panels(fig))
+    # a layer selected beforehand: its number first, and no units "1" after it
+    fig = plot.layers(ds.isel(z=10), "kx")
+    title = panels(fig)[0].get_title()
+    assert "layer 21, z = 12.5 m" in title and "21 1" not in title
+
+
+def test_coordinate_values_are_rounded_for_titles():
+    assert plot._fmt_value(12.4968) == "12.5"
+    assert plot._fmt_value(0.3048) == "0.305"
+    assert plot._fmt_value(6.0) == "6"
+    assert plot._fmt_value(np.int32(21)) == "21"
+    assert plot._fmt_value(1234.5678) == "1235"
+    # neighbours stay apart: 3 significant digits would print 1500 for both
+    assert plot._fmt_value(1500.3, step=0.3) == "1500.3"
+    assert plot._fmt_value(1500.6, step=0.3) == "1500.6"
+    assert plot._fmt_value(np.datetime64("2001-02-15T00:00")) == "2001-02-15"
+
+
+def test_layers_axis_labels_fit_narrow_panels():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[1, 2])
+    bottom = [ax for ax in panels(fig)[3:]]
+    assert [ax.get_xlabel() for ax in bottom] == ["x [m]"] * 3
+    assert all(ax.get_xlabel() == "" for ax in panels(fig)[:3])  # outer panels only
+    fig.canvas.draw()
+    boxes = [inches(fig, ax.xaxis.label) for ax in bottom]
+    for left, right in zip(boxes, boxes[1:]):
+        assert left.x1 < right.x0  # neighbouring labels do not touch
+    # wide panels keep the long names
+    fig = plot.layers(ds, "kx", layer=1, panel_width=4.5)
+    assert panels(fig)[0].get_xlabel() == "x coordinate of the cell centre [m]"
+
+
+def test_layers_tall_panels_leave_no_gap_above_the_colourbars():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[1, 2, 3], truth=ds)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_inches = fig.dpi_scale_trans.inverted()
+    lowest = min(ax.get_tightbbox(renderer).transformed(to_inches).y0 for ax in panels(fig))
+    for cb in colorbars(fig).values():
+        top = cb.get_position().y1 * fig.get_size_inches()[1]
+        assert 0.0 < lowest - top < 0.2  # the x labels, then the colourbar, close below
+    width, height = fig.get_size_inches()
+    used = fig.get_tightbbox(renderer)
+    assert height - used.height < 0.3 and width - used.width < 0.3
+
+
+def test_training_history_zooms_past_the_first_epochs():
+    rng = np.random.default_rng(5)
+    n = 120
+    loss = 3.0 + np.exp(-np.arange(n) / 15.0) + 0.02 * rng.normal(size=n)
+    loss[0] = 440.0
+    nll = loss - 0.5
+    kl = 0.5 + 0.3 * (1 - np.exp(-np.arange(n) / 10.0))
+    kl[0] = 40.0
+    fig = plot.training_history({"loss": loss, "expected_nll": nll, "kl": kl})
+    axs = {ax.get_gid(): ax for ax in fig.axes}
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines}
+    np.testing.assert_array_equal(lines["loss"].get_ydata(), loss)  # every epoch is drawn
+    np.testing.assert_array_equal(lines["kl"].get_ydata(), kl)
+    bottom, top = axs["elbo"].get_ylim()
+    assert bottom <= nll.min()  # from the lowest value to the settled part, not to 440
+    assert loss[n // 2:].max() < top < 10.0
+    bottom, top = axs["kl"].get_ylim()
+    assert bottom <= kl[1:].min() and kl[1:].max() < top < 5.0
+    note = next(t for t in axs["elbo"].texts if t.get_gid() == "off-scale")
+    assert "epoch 1" in note.get_text() and "440" in note.get_text()
+    # a history without such a start keeps its whole range and has no note
+    fig = plot.training_history({"loss": np.linspace(5.0, 1.0, 40)})
+    bottom, top = fig.axes[0].get_ylim()
+    assert bottom < 1.0 and top > 5.0 and not fig.axes[0].texts
+
+
+def test_uncertainty_hexbin_colourbar_clears_the_coverage_panel():
+    ds, truth = _gaussian_case()
+    fig = plot.uncertainty(ds, "v", truth=truth)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_inches = fig.dpi_scale_trans.inverted()
+    cbar = next(a for a in fig.axes if a.get_gid() == "colorbar:count")
+    coverage = next(a for a in fig.axes if a.get_gid() == "coverage")
+    right = cbar.get_tightbbox(renderer).transformed(to_inches).x1  # with its label
+    left = coverage.get_tightbbox(renderer).transformed(to_inches).x0
+    assert left - right > 0.15
+    assert cbar.yaxis.label.get_text() == "cells per bin"
+
+
+def test_units_typeset_for_figures():
+    assert plot.pretty_units("mg kg-1") == "mg kg\u207b\u00b9"
+    assert plot.pretty_units("m2 s-1") == "m\u00b2 s\u207b\u00b9"
+    assert plot.pretty_units("W m^-2") == "W m\u207b\u00b2"
+    assert plot.pretty_units("degrees_east") == "\u00b0E"
+    assert plot.pretty_units("mD") == "mD"
+    assert plot.pretty_units("1") == "" and plot.pretty_units(None) == ""
+    assert plot.pretty_units("days since 2000-01-01") == "days since 2000-01-01"
+    da = xr.DataArray([1.0], attrs={"long_name": "zinc", "units": "mg kg-1"})
+    assert plot.label_for(da) == "zinc [mg kg\u207b\u00b9]"
+
+
+def test_std_colour_map_keeps_clear_of_the_grey_of_empty_cells():
+    from matplotlib.colors import to_rgb
+
+    ds, _ = make_volume()
+    fig = plot.layers(ds, "kx", layer=0)
+    std = mesh(panels(fig)[2])
+    grey = np.array(to_rgb(plot.MASKED_COLOUR))
+    colours = std.cmap(np.linspace(0, 1, 64))[:, :3]
+    # no colour of the map is as light and as grey as the masked cells
+    assert np.min(np.abs(colours - grey).sum(axis=1)) > 0.25

@@ -22,7 +22,7 @@ import torch
 from geogpvae.config import GPVAEConfig
 from geogpvae.engine import GPVAEEngine
 from geogpvae.synthetic import grid_points, make_field
-from geogpvae.training import prepare_field, resolve_device, train
+from geogpvae.training import prepare_field, resolve_device, resolve_layout, train
 
 
 def machine() -> str:
@@ -75,12 +75,13 @@ def main() -> None:
         eng.lengthscale_ = 2.0
         model = eng._build_model(4, x.shape[1], len(x))
         state = train(model, data, cfg, progress=False)
+        layout = resolve_layout(x, cfg)
         el = np.diff([0.0, *state.history["elapsed"]])
         per_epoch = el[1:].mean() if len(el) > 1 else el[0]
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(
-            f"{engine.upper()}-H{args.neighbours} batch {args.batch_size} batching {cfg.batching} "
-            f"{'ordering ' + cfg.ordering + ' ' if engine == 'spa' else ''}"
+            f"{engine.upper()}-H{args.neighbours} batch {args.batch_size} batching {layout[1]} "
+            f"{'ordering ' + layout[0] + ' ' if engine == 'spa' else ''}"
             f"hidden {cfg.encoder_hidden}/{cfg.decoder_hidden} context {cfg.context}: "
             f"neighbour structures {prep:.2f} s, {per_epoch:.2f} s/epoch "
             f"(epochs {', '.join(f'{v:.2f}' for v in el)}), peak RSS {peak:.0f} MiB"

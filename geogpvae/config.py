@@ -19,7 +19,8 @@ __all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES"]
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
-BATCHINGS = ("random", "spatial")
+BATCHINGS = ("auto", "random", "spatial")
+ORDERING_CHOICES = ("auto", *ORDERINGS)
 SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
 
@@ -62,8 +63,11 @@ class GPVAEConfig:
         prior on the same per-location footing as SPA.
     jitter : float
         Nugget added to the prior covariance, relative to the outputscale.
-    ordering : {"random", "maxmin", "sorted", "none"}
-        Ordering of the points for SPA's Vecchia factorisation.
+    ordering : {"auto", "random", "maxmin", "sorted", "none"}
+        Ordering of the points for SPA's Vecchia factorisation. ``"auto"``: ``"sorted"``
+        (coordinate order) when the locations lie on a regular lattice, where it makes the
+        conditioning geometries repeat so that each is factorised once per mini-batch (SPE10:
+        2.2x faster per epoch, same accuracy), else ``"random"``.
     mask_rate : float
         During training, the fraction of observed values hidden from the encoder (they still
         count in the likelihood). It teaches the encoder to infer missing variables and keeps
@@ -89,9 +93,10 @@ class GPVAEConfig:
         Decay of an exponential moving average of the weights, updated after every optimiser
         step and used as the final model (0 disables it). Averaging over the last few hundred
         steps removes most of the step-to-step noise of stochastic training.
-    batching : {"random", "spatial"}
+    batching : {"auto", "random", "spatial"}
         ``"spatial"`` draws mini-batches as groups of nearby locations, so that neighbours are
-        shared and encoded once: faster per epoch on large fields.
+        shared and encoded once: faster per epoch on large fields. ``"auto"``: ``"spatial"``
+        on a regular lattice, else ``"random"``.
     train_samples : int
         Monte Carlo samples of z per location in the training likelihood.
     samples : int
@@ -129,7 +134,7 @@ class GPVAEConfig:
     learn_noise: bool = True
     beta: float | None = None
     jitter: float = 1e-4
-    ordering: str = "random"
+    ordering: str = "auto"
     mask_rate: float = 0.25
     epochs: int | None = None
     batch_size: int = 256
@@ -137,7 +142,7 @@ class GPVAEConfig:
     kernel_lr: float = 10.0
     lr_schedule: str = "constant"
     weight_average: float = 0.995
-    batching: str = "random"
+    batching: str = "auto"
     train_samples: int = 1
     samples: int = 64
     predict_mode: str = "auto"
@@ -166,7 +171,7 @@ class GPVAEConfig:
 
         choice("engine", ENGINES)
         choice("kernel", KERNELS)
-        choice("ordering", ORDERINGS)
+        choice("ordering", ORDERING_CHOICES)
         choice("batching", BATCHINGS)
         choice("predict_mode", PREDICT_MODES)
         choice("dtype", DTYPES)

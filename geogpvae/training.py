@@ -152,11 +152,52 @@ def neighbourhood_context(
     return np.concatenate(parts, axis=1)
 
 
+def is_lattice(x: np.ndarray) -> bool:
+    """Whether the locations lie on a regular lattice (a full or partly masked grid).
+
+    True when the product of the numbers of distinct values along each axis is at most
+    twice the number of locations (so a grid with up to half of its cells masked counts),
+    and every axis has equally spaced distinct values. Scattered locations have nearly N
+    distinct values per axis and fail the first test.
+    """
+    n, d = x.shape
+    if n < 2:
+        return False
+    size = 1.0
+    for axis in range(d):
+        values = np.unique(x[:, axis])
+        size *= len(values)
+        if size > 2 * n:
+            return False
+        if len(values) > 2:
+            steps = np.diff(values)
+            if not np.allclose(steps, steps.mean(), rtol=1e-6, atol=0.0):
+                return False
+    return True
+
+
+def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:
+    """The SPA ordering and the batching actually used for these locations.
+
+    ``"auto"`` resolves to ``("sorted", "spatial")`` on a regular lattice (shared conditioning
+    geometries, compact batches) and to ``("random", "random")`` otherwise.
+    """
+    lattice = None
+    ordering, batching = config.ordering, config.batching
+    if ordering == "auto" or batching == "auto":
+        lattice = is_lattice(x)
+    if ordering == "auto":
+        ordering = "sorted" if lattice else "random"
+    if batching == "auto":
+        batching = "spatial" if lattice else "random"
+    return ordering, batching
+
+
 def training_neighbours(x: np.ndarray, config: GPVAEConfig) -> np.ndarray:
     """The neighbour sets the KL term uses: (N, H) indices, -1 padded."""
     h = config.neighbours
     if config.engine == "spa":
-        order = order_points(x, config.ordering, seed=config.seed)
+        order = order_points(x, resolve_layout(x, config)[0], seed=config.seed)
         return ordered_neighbours(x, h, order, backend=config.neighbour_backend)
     if h == 0:
         return np.empty((x.shape[0], 0), dtype=np.int64)
@@ -218,7 +259,7 @@ def prepare_field(
         else None
     )
     nbr = training_neighbours(x, config)
-    order = _morton_order(x) if config.batching == "spatial" else None
+    order = _morton_order(x) if resolve_layout(x, config)[1] == "spatial" else None
     stencils = shared_stencils(x, nbr) if use_stencils else None
     if stencils is not None:
         nbr = stencils[3]

@@ -132,7 +132,9 @@ class GPVAEImputer:
         ``geogpvae_transform = "log"``.
     coord_scale : dict of str to float, optional
         Multiplies coordinates before modelling, e.g. ``{"z": 10.0}`` (vertical
-        exaggeration); for lon/lat give either name.
+        exaggeration); for lon/lat give either name. ``None`` (default): a regular grid in
+        plain numbers is modelled in cell steps (each coordinate divided by its step) and
+        everything else in its own units; ``{}``: every coordinate in its own units.
     epochs : int, optional
         Training epochs; None: the engine's default (about 4000 optimiser steps).
     seed : int

@@ -47,7 +47,17 @@ How coordinates become numbers
   longitude or latitude (without the other) is used as a plain number in degrees.
 * ``coord_scale={"z": 10.0}`` multiplies a coordinate before modelling (vertical
   exaggeration, anisotropy; time in days). For longitude/latitude the scale applies to the
-  sphere positions as a whole and may be given under the name of either.
+  sphere positions as a whole and may be given under the name of either. Coordinates not
+  named keep their units.
+* Without ``coord_scale`` (``None``, the default), a **regular grid in plain numbers** (every
+  coordinate of ``x`` a 1-D dimension coordinate with equal steps, none of them time or
+  lon/lat) is modelled in cell steps: each coordinate is divided by its step, so that one
+  cell counts the same along every axis. Reservoir grids have cells tens of times wider than
+  they are thick; in metres a cell's nearest neighbours would all sit in one vertical column
+  (SPE10: RMSE 0.49 in metres against 0.44 in cell steps). ``coord_scale={}`` keeps the
+  units as they are. Every other case (scattered data, time, lon/lat, uneven steps) keeps
+  its units. The kernels learn one lengthscale per axis either way; the choice matters for
+  which locations are neighbours.
 
 Domain and missing values
 -------------------------
@@ -766,19 +776,54 @@ def _make_axis(ds: xr.Dataset, name: str, role: str, scale: float) -> Axis:
     return Axis(kind or "linear", (name,), scale)
 
 
+def grid_steps(ds: xr.Dataset, chosen: list[tuple[str, str]]) -> dict[str, float] | None:
+    """The step of each chosen coordinate when they form a regular grid in plain numbers.
+
+    Returns ``{name: step}`` when every chosen coordinate is a 1-D dimension coordinate
+    (``ds[name].dims == (name,)``) of plain numbers (not time, not longitude/latitude) with
+    at least two values and equal steps (within 1e-6 relative); ``None`` otherwise.
+    Dimensions without a coordinate (role ``index``) count with step 1.
+    """
+    steps: dict[str, float] = {}
+    for name, role in chosen:
+        if role == "index":
+            steps[name] = 1.0
+            continue
+        if role in ("lon", "lat") or name not in ds.variables:
+            return None
+        c = ds[name]
+        if c.dims != (name,) or _time_kind(c) is not None or not np.issubdtype(c.dtype, np.number):
+            return None
+        values = np.asarray(c.values, dtype=float)
+        if values.size < 2 or not np.all(np.isfinite(values)):
+            return None
+        diffs = np.abs(np.diff(values))
+        step = float(np.median(diffs))
+        if step <= 0 or not np.allclose(diffs, step, rtol=1e-6, atol=0.0):
+            return None
+        steps[name] = step
+    return steps
+
+
 def build_geometry(
     ds: xr.Dataset, chosen: list[tuple[str, str]], coord_scale: Mapping[str, float] | None = None
 ) -> Geometry:
     """The :class:`Geometry` of the chosen coordinates.
 
     A ``lon`` and a ``lat`` become one sphere axis (at the place of the first); time
-    coordinates get their origin (the earliest time of ``ds``).
+    coordinates get their origin (the earliest time of ``ds``). With ``coord_scale=None``,
+    a regular grid in plain numbers is put in cell steps (see :func:`grid_steps` and the
+    module docstring); the scales chosen are part of the geometry, so new locations are
+    scaled the same way.
 
     Raises
     ------
     InputError
         ``coord_scale`` names an unused coordinate, or has a non-positive value.
     """
+    if coord_scale is None:
+        steps = grid_steps(ds, chosen)
+        coord_scale = {} if steps is None else {n: 1.0 / v for n, v in steps.items() if v != 1.0}
     scales = _scales(coord_scale, chosen)
     roles = {r: n for n, r in chosen}
     sphere = "lon" in roles and "lat" in roles

@@ -516,3 +516,19 @@ def test_jura_cd_at_validation_sites(data_dir):
     mean_predictor = _rmse(np.nanmean(hidden.Cd.values), truth)
     assert abs(mean_predictor - 0.695) < 0.001
     assert rmse < mean_predictor, (rmse, mean_predictor)
+
+
+def test_grid_in_metres_trains_in_cell_steps_and_new_grids_use_the_same_scales(tmp_path):
+    base = make_gaussian_field((6, 10, 8), missing=0.4, seed=5)
+    steps = {"z": 0.6, "y": 3.0, "x": 6.0}  # thin layers, wide cells, as in a reservoir model
+    ds = base.assign_coords({d: base[d] * 0 + np.arange(base.sizes[d]) * s for d, s in steps.items()})
+    for d in steps:
+        ds[d].attrs["units"] = "m"
+    imp = GPVAEImputer(epochs=2, **FAST).fit(ds)
+    scales = {a.names[0]: a.scale for a in imp.geometry_.axes}
+    assert scales == pytest.approx({d: 1 / s for d, s in steps.items()})
+    # a finer grid is scaled with the training steps, not its own
+    fine = xr.Dataset(coords={"z": np.arange(0, 3.0, 0.3), "y": [0.0, 1.5, 3.0], "x": [0.0, 6.0]})
+    loaded = GPVAEImputer.load(imp.save(tmp_path / "m.pt"), progress=False)
+    assert {a.names[0]: a.scale for a in loaded.geometry_.axes} == scales
+    xr.testing.assert_identical(loaded.predict(fine).drop_attrs(), imp.predict(fine).drop_attrs())

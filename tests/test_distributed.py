@@ -175,7 +175,7 @@ def test_two_gloo_processes_match_a_single_process_run(clean_env, tmp_path):
         "--option",
         "batch_size=32",
     ]
-    res = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=180)
+    res = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     assert main(["impute", str(src), str(one), *job, "--option", "batch_size=64"]) == 0
 

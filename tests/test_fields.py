@@ -336,3 +336,56 @@ def test_locations_on_a_grid_and_on_a_template():
     assert dims2 == ("y", "x") and x2.shape == (6, 2)
     with pytest.raises(InputError, match="lack coordinate 'y'"):
         fields.locations(xr.Dataset(coords={"x": [0.0]}), f.geometry)
+
+
+# --------------------------------------------------------------------------- cell steps
+def _reservoir(steps=(0.6096, 3.048, 6.096), sizes=(4, 6, 5), seed=1):
+    rng = np.random.default_rng(seed)
+    dims = ("z", "y", "x")
+    coords = {d: (d, (np.arange(n) + 0.5) * s, {"units": "m"}) for d, n, s in zip(dims, sizes, steps)}
+    v = rng.normal(size=sizes)
+    v[rng.random(sizes) < 0.3] = np.nan
+    return xr.Dataset({"phi": (dims, v)}, coords=coords)
+
+
+def test_regular_grid_in_metres_is_modelled_in_cell_steps():
+    ds = _reservoir()
+    field = prepare_field(ds, "phi")
+    scales = {a.names[0]: a.scale for a in field.geometry.axes}
+    assert scales == pytest.approx({"z": 1 / 0.6096, "y": 1 / 3.048, "x": 1 / 6.096})
+    # neighbouring cells are one unit apart along every axis
+    for j in range(3):
+        steps = np.diff(np.unique(field.x[:, j]))
+        np.testing.assert_allclose(steps, 1.0, rtol=1e-9)
+    assert "x 0.164" in field.geometry.describe()  # the scale is shown to the user
+
+
+def test_explicit_coord_scale_keeps_units_and_empty_mapping_disables_cell_steps():
+    ds = _reservoir()
+    plain = prepare_field(ds, "phi", coord_scale={})
+    np.testing.assert_allclose(np.diff(np.unique(plain.x[:, 0])), 0.6096, rtol=1e-9)
+    stretched = prepare_field(ds, "phi", coord_scale={"z": 10.0})
+    scales = {a.names[0]: a.scale for a in stretched.geometry.axes}
+    assert scales == {"z": 10.0, "y": 1.0, "x": 1.0}
+
+
+def test_cell_steps_only_for_even_plain_number_grids():
+    uneven = _reservoir()
+    uneven = uneven.assign_coords(x=("x", np.array([0.0, 1.0, 3.0, 4.0, 9.0]), {"units": "m"}))
+    assert all(a.scale == 1.0 for a in prepare_field(uneven, "phi").geometry.axes)
+    # scattered sites keep their units
+    rng = np.random.default_rng(0)
+    sites = xr.Dataset(
+        {"cd": ("site", rng.normal(size=30))},
+        coords={"x": ("site", rng.uniform(0, 5, 30)), "y": ("site", rng.uniform(0, 5, 30))},
+    )
+    sites["cd"][:5] = np.nan
+    assert all(a.scale == 1.0 for a in prepare_field(sites, "cd").geometry.axes)
+    # a time axis keeps days, and the other axes keep their units with it
+    t = xr.Dataset(
+        {"sst": (("time", "y"), rng.normal(size=(4, 6)))},
+        coords={"time": ("time", np.arange(4) * np.timedelta64(6, "h") + np.datetime64("2020-01-01")),
+                "y": ("y", np.arange(6) * 25.0, {"units": "km"})},
+    )
+    t["sst"][0, 0] = np.nan
+    assert all(a.scale == 1.0 for a in prepare_field(t, "sst").geometry.axes)

@@ -907,7 +907,6 @@ def layers(
             return mt.h_pad + 2 * (mt.x_ticks() + mt.x_label()) + cbar_pad + bar
         return mt.h_pad + mt.x_ticks() + mt.x_label()
 
-    auto_size = figsize is None
     if figsize is None:
         h = w * box
         figsize = (width, mt.h_pad + title + nrows * h + (nrows - 1) * between + bottom(w))

@@ -13,7 +13,6 @@ longitude/latitude, masks, duplicates) is described in :mod:`geogpvae.fields`.
 from __future__ import annotations
 
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from .config import GPVAEConfig
 from .engine import GPVAEEngine, InputError, Prediction
 from .fields import Field, Geometry, parse_transforms, prepare_field, stack_field
 from .fields import locations as _locations
+from .io import atomic_torch_save
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
 
@@ -64,43 +64,6 @@ def _unplain(value: Any) -> Any:
     if isinstance(value, list):
         return [_unplain(v) for v in value]
     return value
-
-
-def _atomic_save(obj: Any, path: Path, overwrite: bool) -> Path:
-    """``torch.save`` to a hidden temporary file beside ``path``, fsync, then rename."""
-    path = Path(os.fspath(path)).expanduser()
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write {path}: it is a folder")
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "xb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_folder(path.parent)
-    return path
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (where the platform allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - e.g. Windows
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------- the imputer
@@ -541,7 +504,7 @@ class GPVAEImputer:
                 "fingerprint": self._fingerprint,
             },
         }
-        return _atomic_save(state, Path(path), overwrite)
+        return atomic_torch_save(state, path, overwrite=overwrite)
 
     @classmethod
     def load(

@@ -23,7 +23,7 @@ import xarray as xr
 
 from geogpvae.cf import restore_flag_variables
 
-__all__ = ["CF_VERSION", "open_dataset", "to_netcdf"]
+__all__ = ["CF_VERSION", "atomic_torch_save", "open_dataset", "to_netcdf"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -283,6 +283,56 @@ def _fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then rename.
+
+    A killed process leaves either no file or the previous one at ``path``, never a partial
+    file. Used for saved models and training checkpoints.
+
+    Parameters
+    ----------
+    obj : object
+        Plain values (tensors, numbers, strings, lists, dicts), loadable with
+        ``torch.load(..., weights_only=True)``.
+    path : str or path-like
+        Target file; its folder must exist.
+    overwrite : bool
+        Replace an existing file; otherwise an existing ``path`` raises.
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    FileNotFoundError, IsADirectoryError, FileExistsError
+        The folder is missing, ``path`` is a folder, or it exists and ``overwrite`` is False;
+        nothing is written.
+    """
+    import torch  # noqa: PLC0415 - io is usable without importing torch
+
+    path = Path(os.fspath(path)).expanduser()
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a folder")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        with open(tmp, "xb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
 
 
 def _temp_path(target: Path) -> Path:

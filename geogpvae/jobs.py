@@ -32,7 +32,6 @@ import datetime
 import hashlib
 import json
 import os
-import secrets
 import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -44,6 +43,7 @@ from typing import Any
 import torch
 
 from ._version import __version__
+from .io import atomic_torch_save
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -239,33 +239,6 @@ def checkpoint_path(folder: str | os.PathLike[str], output: str | os.PathLike[st
     return Path(folder) / f"{out.name}.{tag}.ckpt"
 
 
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory handles
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_torch_save(obj: Any, path: Path) -> None:
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(tmp, "xb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_folder(path.parent)
-
-
 def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[str, Any]) -> Path:
     """Write a resumable snapshot and the job's identity to ``path``, atomically.
 
@@ -289,7 +262,7 @@ def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[s
         "job": dict(identity),
         "checkpoint": dict(snapshot),
     }
-    _atomic_torch_save(payload, Path(path))
+    atomic_torch_save(payload, path, overwrite=True)
     return Path(path)
 
 

@@ -159,6 +159,15 @@ def is_lattice(x: np.ndarray) -> bool:
     twice the number of locations (so a grid with up to half of its cells masked counts),
     and every axis has equally spaced distinct values. Scattered locations have nearly N
     distinct values per axis and fail the first test.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, D)
+        Locations, in the engine's coordinate units.
+
+    Returns
+    -------
+    bool
     """
     n, d = x.shape
     if n < 2:
@@ -180,7 +189,18 @@ def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:
     """The SPA ordering and the batching actually used for these locations.
 
     ``"auto"`` resolves to ``("sorted", "spatial")`` on a regular lattice (shared conditioning
-    geometries, compact batches) and to ``("random", "random")`` otherwise.
+    geometries, compact batches) and to ``("random", "random")`` otherwise; explicit choices
+    are kept.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, D)
+        Locations, in the engine's coordinate units.
+    config : GPVAEConfig
+
+    Returns
+    -------
+    ordering, batching : str
     """
     lattice = None
     ordering, batching = config.ordering, config.batching
@@ -193,11 +213,16 @@ def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:
     return ordering, batching
 
 
-def training_neighbours(x: np.ndarray, config: GPVAEConfig) -> np.ndarray:
-    """The neighbour sets the KL term uses: (N, H) indices, -1 padded."""
+def training_neighbours(x: np.ndarray, config: GPVAEConfig, ordering: str | None = None) -> np.ndarray:
+    """The neighbour sets the KL term uses: (N, H) indices, -1 padded.
+
+    ``ordering`` is SPA's resolved ordering (see :func:`resolve_layout`); by default it is
+    resolved here.
+    """
     h = config.neighbours
     if config.engine == "spa":
-        order = order_points(x, resolve_layout(x, config)[0], seed=config.seed)
+        ordering = ordering if ordering is not None else resolve_layout(x, config)[0]
+        order = order_points(x, ordering, seed=config.seed)
         return ordered_neighbours(x, h, order, backend=config.neighbour_backend)
     if h == 0:
         return np.empty((x.shape[0], 0), dtype=np.int64)
@@ -258,8 +283,9 @@ def prepare_field(
         if config.context_scales
         else None
     )
-    nbr = training_neighbours(x, config)
-    order = _morton_order(x) if resolve_layout(x, config)[1] == "spatial" else None
+    ordering, batching = resolve_layout(x, config)
+    nbr = training_neighbours(x, config, ordering)
+    order = _morton_order(x) if batching == "spatial" else None
     stencils = shared_stencils(x, nbr) if use_stencils else None
     if stencils is not None:
         nbr = stencils[3]

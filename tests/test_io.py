@@ -723,3 +723,21 @@ def test_offline_guard_blocks_network(offline):
     requests = pytest.importorskip("requests")
     with pytest.raises(Exception):
         requests.get("https://github.com/cf-convention", timeout=5)
+
+
+def test_atomic_torch_save_refuses_to_overwrite_and_leaves_no_temporary_file(tmp_path):
+    import torch
+
+    target = tmp_path / "state.pt"
+    assert io.atomic_torch_save({"a": torch.arange(3)}, target) == target
+    before = target.read_bytes()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        io.atomic_torch_save({"a": 1}, target)
+    assert target.read_bytes() == before
+    io.atomic_torch_save({"a": 2}, target, overwrite=True)
+    assert torch.load(target, weights_only=True) == {"a": 2}
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        io.atomic_torch_save({"a": 1}, tmp_path / "missing" / "x.pt")
+    with pytest.raises(IsADirectoryError):
+        io.atomic_torch_save({"a": 1}, tmp_path, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt"]

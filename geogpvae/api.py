@@ -443,6 +443,8 @@ class GPVAEImputer:
             "transform": {n: t for n, t in self._transforms.items() if t},
             "config": cfg.to_dict(),
         }
+        if self.engine_ is not None:
+            options["threads"] = str(self.engine_.threads_)
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load

@@ -114,6 +114,10 @@ class GPVAEConfig:
         Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
     device : str
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+    threads : int or None
+        CPU threads for torch. ``None`` chooses from what the process may use: a count set
+        with :func:`torch.set_num_threads`, ``OMP_NUM_THREADS``, else the CPU affinity mask
+        capped by ``SLURM_CPUS_PER_TASK`` (see :mod:`geogpvae.threads`).
     dtype : {"float32", "float64"}
         Floating-point type of the model.
     neighbour_backend : {"auto", "kdtree", "faiss"}
@@ -149,6 +153,7 @@ class GPVAEConfig:
     calibrate: bool = True
     seed: int = 0
     device: str = "auto"
+    threads: int | None = None
     dtype: str = "float32"
     neighbour_backend: str = "auto"
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -188,6 +193,10 @@ class GPVAEConfig:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if self.latent_dim is not None and (not isinstance(self.latent_dim, int) or self.latent_dim < 1):
             raise ValueError(f"latent_dim must be a positive integer or None, got {self.latent_dim!r}")
+        if self.threads is not None and (
+            not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
         if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs < 0):
             raise ValueError(f"epochs must be a non-negative integer or None, got {self.epochs!r}")
         positive = {"outputscale": self.outputscale, "noise": self.noise, "lr": self.lr, "kernel_lr": self.kernel_lr}

@@ -23,6 +23,7 @@ from .config import GPVAEConfig
 from .model import GPVAE
 from .neighbours import knn
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
+from .threads import configure_threads
 from .training import FieldData, TrainState, neighbourhood_context, prepare_field, resolve_device, train
 
 __all__ = ["GPVAEEngine", "Prediction", "InputError", "STATE_FORMAT"]
@@ -110,6 +111,8 @@ class GPVAEEngine:
         base = config or GPVAEConfig()
         self.config = base.replace(**options) if options else base
         self.progress = progress
+        #: the CPU thread count in use and why (see :mod:`geogpvae.threads`)
+        self.threads_ = configure_threads(self.config.threads)
         self.model: GPVAE | None = None
         self.train_state: TrainState | None = None
         self.names: list[str] = []

@@ -1,7 +1,5 @@
 """The engine end to end on synthetic fields: accuracy, calibration, reproducibility, state."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -19,9 +17,7 @@ def field():
 
 @pytest.fixture(scope="module")
 def trained(field):
-    t0 = time.perf_counter()
-    eng = GPVAEEngine(epochs=40, progress=False).fit(field.points, field.values)
-    return eng, time.perf_counter() - t0
+    return GPVAEEngine(epochs=40, progress=False).fit(field.points, field.values)
 
 
 def _rmse(a, b):
@@ -29,7 +25,7 @@ def _rmse(a, b):
 
 
 def test_imputes_synthetic_field_accurately_and_calibrated(field, trained):
-    eng, seconds = trained
+    eng = trained
     hidden = ~field.observed
     pred = eng.predict()
     rmse = _rmse(pred.mean[hidden], field.truth[hidden])
@@ -39,7 +35,6 @@ def test_imputes_synthetic_field_accurately_and_calibrated(field, trained):
     z = np.abs(pred.mean - field.truth)[hidden] / pred.std[hidden]
     coverage = float(np.mean(z < 1.959964))
     assert 0.85 <= coverage <= 0.99, coverage
-    assert seconds < 60, seconds
 
 
 def test_hpa_engine_also_imputes(field):
@@ -51,7 +46,7 @@ def test_hpa_engine_also_imputes(field):
 
 
 def test_all_prediction_modes_and_sources(field, trained):
-    eng, _ = trained
+    eng = trained
     fully_missing = ~field.observed.any(1)
     assert fully_missing.any()
     for mode, code in [("encoder", 0), ("neighbours", 1), ("combined", 2)]:
@@ -87,7 +82,7 @@ def test_plain_vae_with_zero_neighbours(field):
 
 
 def test_loss_history_recorded(trained):
-    eng, _ = trained
+    eng = trained
     h = eng.history
     assert h["epoch"] == list(range(1, 41))
     assert len(h["loss"]) == len(h["kl"]) == len(h["expected_nll"]) == 40
@@ -96,7 +91,7 @@ def test_loss_history_recorded(trained):
 
 
 def test_state_dict_round_trip_gives_identical_predictions(trained, field, tmp_path):
-    eng, _ = trained
+    eng = trained
     path = tmp_path / "model.pt"
     torch.save(eng.state_dict(), path)
     loaded = GPVAEEngine.from_state_dict(torch.load(path, weights_only=True), progress=False)
@@ -149,7 +144,7 @@ def test_log_transform_gives_positive_lognormal_moments():
 
 
 def test_new_locations_and_new_field(trained, field):
-    eng, _ = trained
+    eng = trained
     new = grid_points((5, 5), 0.25)
     p = eng.predict(new, samples=8)
     code = {"encoder": 0, "neighbours": 1, "combined": 2}[eng.predict_mode_["unobserved"]]
@@ -194,7 +189,7 @@ def test_bad_options():
 
 
 def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
-    eng, _ = trained
+    eng = trained
     assert eng.config.predict_mode == "auto"
     chosen = eng.predict_mode_
     assert set(chosen) == {"observed", "unobserved"}
@@ -216,7 +211,7 @@ def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
 
 def test_new_locations_are_predicted_from_context_and_neighbours(field, trained):
     """Far from data the prediction relaxes to the prior; near data it follows the data."""
-    eng, _ = trained
+    eng = trained
     near = field.points[:50] + 1e-3
     p_near = eng.predict(near, samples=16)
     z = np.abs(p_near.mean - field.truth[:50]) / p_near.std
@@ -227,7 +222,7 @@ def test_new_locations_are_predicted_from_context_and_neighbours(field, trained)
 
 
 def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained):
-    eng, _ = trained
+    eng = trained
     rng = np.random.default_rng(0)
     pts = rng.random((40, 2))
     a = eng.predict(pts, samples=16)

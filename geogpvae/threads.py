@@ -1,0 +1,191 @@
+"""How many CPU threads torch may use, chosen so that a job does not oversubscribe its cores.
+
+PyTorch starts as many intra-op threads as it sees cores. On a shared node, in a SLURM
+allocation smaller than the node, or with several data-parallel processes per node, that is
+more threads than the cores the job may use, and oversubscribed threads make CPU training
+several times slower than a single thread. :func:`configure_threads` picks the count from what
+the process is actually allowed to use:
+
+1. an explicit request (``threads=`` / ``--threads``);
+2. a count the caller already set with :func:`torch.set_num_threads` (left alone);
+3. ``OMP_NUM_THREADS`` when it is set;
+4. otherwise the cores in the process's CPU affinity mask (:func:`os.sched_getaffinity`),
+   capped by ``SLURM_CPUS_PER_TASK`` when running under SLURM, and divided among the
+   processes of one node when running data-parallel (``LOCAL_WORLD_SIZE`` from ``torchrun``,
+   or ``SLURM_NTASKS_PER_NODE`` under ``srun``).
+
+The choice and its reason are logged once on the ``geogpvae`` logger (level INFO), kept on the
+engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["ThreadChoice", "available_cores", "choose_threads", "configure_threads"]
+
+logger = logging.getLogger("geogpvae")
+
+# torch's own count when geogpvae was imported: a different count later means that the
+# caller set it, and a count the caller chose is kept
+_TORCH_DEFAULT = torch.get_num_threads()
+_last_reported: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """A thread count and why it was chosen.
+
+    Attributes
+    ----------
+    threads : int
+        Number of torch intra-op threads (at least 1).
+    reason : str
+        Where the number came from, e.g. ``"CPU affinity: 4 cores"``.
+    """
+
+    threads: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.threads} CPU thread{'s' if self.threads != 1 else ''} ({self.reason})"
+
+
+def _positive_int(text: str | None) -> int | None:
+    """The leading positive integer of an environment value (SLURM writes e.g. ``"4(x2)"``)."""
+    if text is None:
+        return None
+    digits = ""
+    for ch in text.strip():
+        if not ch.isdigit():
+            break
+        digits += ch
+    value = int(digits) if digits else 0
+    return value if value > 0 else None
+
+
+def _affinity() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def available_cores(env: Mapping[str, str] | None = None, affinity: int | None = None) -> tuple[int, str]:
+    """Cores this process may use, from its affinity mask and the scheduler's allocation.
+
+    Parameters
+    ----------
+    env : mapping, optional
+        Environment to read (default :data:`os.environ`).
+    affinity : int, optional
+        Size of the CPU affinity mask (default: :func:`os.sched_getaffinity` of this process).
+
+    Returns
+    -------
+    cores : int
+        At least 1.
+    reason : str
+        A short explanation, e.g. ``"CPU affinity: 8 cores; SLURM_CPUS_PER_TASK=4"``.
+
+    Examples
+    --------
+    >>> available_cores({"SLURM_CPUS_PER_TASK": "4"}, affinity=32)
+    (4, 'CPU affinity: 32 cores; SLURM_CPUS_PER_TASK=4')
+    >>> available_cores({"LOCAL_WORLD_SIZE": "4"}, affinity=16)
+    (4, 'CPU affinity: 16 cores; shared by LOCAL_WORLD_SIZE=4 processes')
+    """
+    env = os.environ if env is None else env
+    cores = _affinity() if affinity is None else max(1, int(affinity))
+    parts = [f"CPU affinity: {cores} core{'s' if cores != 1 else ''}"]
+    slurm = _positive_int(env.get("SLURM_CPUS_PER_TASK"))
+    if slurm is not None:
+        # SLURM_CPUS_PER_TASK is per process already
+        if slurm < cores:
+            cores = slurm
+        parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
+    else:
+        for key in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
+            procs = _positive_int(env.get(key))
+            if procs is not None and procs > 1:
+                cores = max(1, cores // procs)
+                parts.append(f"shared by {key}={procs} processes")
+                break
+    return cores, "; ".join(parts)
+
+
+def choose_threads(
+    threads: int | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    affinity: int | None = None,
+    current: int | None = None,
+) -> ThreadChoice:
+    """Decide the torch thread count without changing anything.
+
+    Parameters
+    ----------
+    threads : int, optional
+        An explicit request; wins over everything else. Must be at least 1.
+    env : mapping, optional
+        Environment to read (default :data:`os.environ`).
+    affinity : int, optional
+        Size of the CPU affinity mask (default: this process's).
+    current : int, optional
+        torch's current count (default :func:`torch.get_num_threads`); when it differs from
+        the count torch started with, the caller set it and it is kept.
+
+    Returns
+    -------
+    ThreadChoice
+
+    Examples
+    --------
+    >>> str(choose_threads(3, env={}, affinity=8))
+    '3 CPU threads (requested)'
+    """
+    if threads is not None:
+        if isinstance(threads, bool) or int(threads) != threads or threads < 1:
+            raise ValueError(f"threads must be a positive integer, got {threads!r}")
+        return ThreadChoice(int(threads), "requested")
+    env = os.environ if env is None else env
+    current = torch.get_num_threads() if current is None else current
+    if current != _TORCH_DEFAULT:
+        return ThreadChoice(current, "set with torch.set_num_threads")
+    omp = _positive_int(env.get("OMP_NUM_THREADS"))
+    if omp is not None:
+        return ThreadChoice(omp, f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', '').strip()}")
+    cores, reason = available_cores(env, affinity)
+    return ThreadChoice(cores, reason)
+
+
+def configure_threads(threads: int | None = None) -> ThreadChoice:
+    """Set torch's intra-op thread count as :func:`choose_threads` decides, and log it once.
+
+    Parameters
+    ----------
+    threads : int, optional
+        An explicit thread count.
+
+    Returns
+    -------
+    ThreadChoice
+        What was chosen and why.
+    """
+    global _TORCH_DEFAULT, _last_reported
+    choice = choose_threads(threads)
+    if torch.get_num_threads() != choice.threads:
+        torch.set_num_threads(choice.threads)
+        if choice.reason != "set with torch.set_num_threads":
+            # our own setting is not a caller's: later calls may still change it
+            _TORCH_DEFAULT = choice.threads
+    key = (choice.threads, choice.reason)
+    if key != _last_reported:
+        logger.info("using %s", choice)
+        _last_reported = key
+    return choice

@@ -375,7 +375,8 @@ class GPVAEImputer:
         data_vars: dict[str, xr.DataArray] = {}
         for j, name in enumerate(self.vars_):
             data_vars.update(self._predicted_variable(name, pred, j, dims, shape, coords))
-        out = xr.Dataset(data_vars, coords=coords)
+        title = f"{', '.join(self.vars_)} predicted by geogpvae"
+        out = xr.Dataset(data_vars, coords=coords, attrs={"title": title})
         return self._provenance(out, call="predict")
 
     def _predicted_variable(

@@ -51,6 +51,7 @@ __all__ = [
     "add_provenance",
     "attr_value",
     "imputation_variables",
+    "point_geometry",
     "restore_flag_variables",
 ]
 
@@ -459,4 +460,69 @@ def add_provenance(ds: xr.Dataset, call: str, options: Mapping[str, Any] | None 
 
     out = ds.copy(deep=False)
     out.attrs = attrs
+    return out
+
+
+# standard names that identify a spatiotemporal coordinate without an ``axis`` attribute
+_POSITION_NAMES = frozenset({
+    "longitude", "latitude", "grid_longitude", "grid_latitude", "projection_x_coordinate",
+    "projection_y_coordinate", "depth", "height", "altitude", "time",
+})
+
+
+def point_geometry(ds: xr.Dataset) -> xr.Dataset:
+    """Mark scattered data as a CF discrete sampling geometry of ``featureType`` "point".
+
+    Data on one "site" dimension with auxiliary coordinate variables along it (a survey,
+    station values at one time) is what CF 1.8 chapter 9 calls a collection of points. This
+    sets the global ``featureType = "point"`` and removes the ``axis`` attribute from those
+    auxiliary coordinates whose ``standard_name`` already says what they are: CF reserves
+    ``axis`` for coordinate variables, and tools such as cdo refuse data whose auxiliary
+    coordinates carry it. A Dataset that already declares a ``featureType``, or that is not
+    of this shape (gridded data, several dimensions), is returned unchanged.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Not modified.
+
+    Returns
+    -------
+    xarray.Dataset
+        A shallow copy (data shared) when anything changed, else ``ds`` itself.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ds = xr.Dataset({"Cd": ("site", [1.0, np.nan])}, coords={
+    ...     "x": ("site", [0.0, 1.0], {"standard_name": "projection_x_coordinate", "axis": "X"}),
+    ...     "y": ("site", [0.0, 2.0], {"standard_name": "projection_y_coordinate", "axis": "Y"})})
+    >>> out = point_geometry(ds)
+    >>> out.attrs["featureType"], "axis" in out.x.attrs
+    ('point', False)
+    """
+    if "featureType" in ds.attrs or not ds.data_vars:
+        return ds
+    dims = {v.dims for v in ds.data_vars.values() if v.ndim > 0}
+    if len(dims) != 1:
+        return ds
+    (only,) = dims
+    if len(only) != 1:
+        return ds
+    (dim,) = only
+    positions = [
+        name for name, c in ds.coords.items()
+        if name != dim and c.dims == (dim,) and (
+            c.attrs.get("standard_name") in _POSITION_NAMES or "axis" in c.attrs
+        )
+    ]
+    if not positions:
+        return ds
+    out = ds.copy(deep=False)
+    for name in positions:
+        attrs = dict(out[name].attrs)
+        if "axis" in attrs and attrs.get("standard_name") in _POSITION_NAMES:
+            del attrs["axis"]
+            out.variables[name].attrs = attrs
+    out.attrs = {**ds.attrs, "featureType": "point"}
     return out

@@ -849,12 +849,16 @@ def _downsample(a: np.ndarray, k: int) -> np.ndarray:
     return a if k == 1 else np.ascontiguousarray(a[::k, ::k, ::k])
 
 
+#: One millidarcy as a UDUNITS unit string (UDUNITS has no darcy): the ``units`` of the SPE10
+#: permeabilities, whose ``long_name`` says "(mD)".
+MILLIDARCY = "9.869233e-16 m2"
+
 _SPE10_VAR_ATTRS = {
     "porosity": {"units": "1", "long_name": "porosity",
                  "comment": "pore volume fraction; 0 in inactive (non-reservoir) cells"},
-    "kx": {"units": "mD", "long_name": "permeability in the x direction"},
-    "ky": {"units": "mD", "long_name": "permeability in the y direction"},
-    "kz": {"units": "mD", "long_name": "permeability in the z (vertical) direction"},
+    "kx": {"units": MILLIDARCY, "long_name": "permeability in the x direction (mD)"},
+    "ky": {"units": MILLIDARCY, "long_name": "permeability in the y direction (mD)"},
+    "kz": {"units": MILLIDARCY, "long_name": "permeability in the z (vertical) direction (mD)"},
 }
 
 
@@ -997,9 +1001,11 @@ def _spe10_dataset(arrays: dict[str, np.ndarray], k: int, files: Sequence[str]) 
             "units": "m", "axis": "Z", "positive": "down",
             "long_name": "depth of the cell centre below the top of the model"}),
         "y": ("y", (iy + 0.5) * SPE10_CELL_SIZE["y"], {
-            "units": "m", "axis": "Y", "long_name": "y coordinate of the cell centre"}),
+            "units": "m", "axis": "Y", "standard_name": "projection_y_coordinate",
+            "long_name": "y coordinate of the cell centre"}),
         "x": ("x", (ix + 0.5) * SPE10_CELL_SIZE["x"], {
-            "units": "m", "axis": "X", "long_name": "x coordinate of the cell centre"}),
+            "units": "m", "axis": "X", "standard_name": "projection_x_coordinate",
+            "long_name": "x coordinate of the cell centre"}),
         "layer": ("z", layer.astype(np.int32), {
             "long_name": "layer number, 1 at the top", "units": "1"}),
         "formation": ("z", formation.astype(str), {

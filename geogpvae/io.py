@@ -21,7 +21,7 @@ from typing import Any, Union
 import numpy as np
 import xarray as xr
 
-from geogpvae.cf import restore_flag_variables
+from geogpvae.cf import point_geometry, restore_flag_variables
 
 __all__ = ["CF_VERSION", "atomic_torch_save", "open_dataset", "to_netcdf"]
 
@@ -255,7 +255,7 @@ def _prepare(ds: xr.Dataset, complevel: int) -> xr.Dataset:
                                         (1, 9) if _needs_cf19(out) else (1, 8))
     out.attrs = attrs
     out.encoding = {k: v for k, v in ds.encoding.items() if k == "unlimited_dims"}
-    return out
+    return point_geometry(out)
 
 
 # --------------------------------------------------------------------------- writing
@@ -378,6 +378,9 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
       with other conventions of the input (e.g. ``ACDD-1.3``) kept. A file that holds
       64-bit or unsigned integers (e.g. an int64 ``site`` index) declares ``CF-1.9``, the
       first version to allow those types; dtypes are never changed to fit a version;
+    * scattered data (variables on one site dimension with auxiliary coordinates along it)
+      as a CF discrete sampling geometry, ``featureType = "point"`` (see
+      :func:`geogpvae.cf.point_geometry`), which cdo and other CF tools read;
     * attribute values netCDF cannot hold: booleans become ints, ``None`` is dropped, dicts
       are JSON-encoded.
 

@@ -153,6 +153,9 @@ def label_for(da: xr.DataArray, name: str | None = None) -> str:
     attrs = da.attrs
     text = attrs.get("long_name") or attrs.get("standard_name") or name or da.name or ""
     text = str(text).replace("_", " ") if not attrs.get("long_name") else str(text)
+    shown = pretty_units(attrs.get("units"))
+    if shown and (f"({shown})" in text or f"[{shown}]" in text):
+        return text  # the name already says its units, e.g. "permeability (mD)"
     return text + _units_suffix(attrs.get("units"))
 
 
@@ -163,6 +166,7 @@ _NAMED_UNITS = {
     "degree_e": "\u00b0E", "degrees_north": "\u00b0N", "degree_north": "\u00b0N",
     "degrees_n": "\u00b0N", "degree_n": "\u00b0N", "degrees": "\u00b0", "degree": "\u00b0",
     "percent": "%",
+    "9.869233e-16 m2": "mD", "9.869233e-16 m^2": "mD", "9.869233e-16 m**2": "mD",
 }
 
 
@@ -171,7 +175,8 @@ def pretty_units(units: Any) -> str:
 
     Exponents become superscripts (``"mg kg-1"`` reads mg kg⁻¹, ``"W m-2"`` W m⁻²,
     ``"m2 s-1"`` m² s⁻¹), ``"degrees_east"`` and ``"degrees_north"`` become °E and °N,
-    and ``"**"`` or ``"^"`` exponents are read as well. Anything else is kept as it is.
+    ``"**"`` or ``"^"`` exponents are read as well, and one millidarcy written for UDUNITS
+    (``"9.869233e-16 m2"``) reads mD. Anything else is kept as it is.
 
     Parameters
     ----------

@@ -395,7 +395,10 @@ def test_spe10_full_resolution(spe10: xr.Dataset) -> None:
     assert int(np.isclose(ratio, 1e-4, rtol=1e-4).sum()) == 851697
     assert int(np.isclose(ratio, 0.3, rtol=1e-4).sum()) == 270303
     assert spe10.porosity.attrs["units"] == "1"
-    assert all(spe10[k].attrs["units"] == "mD" for k in ("kx", "ky", "kz"))
+    assert all(spe10[k].attrs["units"] == "9.869233e-16 m2" for k in ("kx", "ky", "kz"))
+    assert all("(mD)" in spe10[k].attrs["long_name"] for k in ("kx", "ky", "kz"))
+    assert spe10.x.attrs["standard_name"] == "projection_x_coordinate"
+    assert spe10.y.attrs["standard_name"] == "projection_y_coordinate"
     assert "Tarbert" in spe10.attrs["formations"] and "Upper Ness" in spe10.attrs["formations"]
 
 

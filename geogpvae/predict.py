@@ -91,8 +91,8 @@ def neighbour_posterior(
     -------
     mean, var : Tensor, shape (M, L)
     """
-    m = x_target.shape[0]
-    h = min(n_neighbours, x_anchor.shape[0] - (0 if self_index is None else 1))
+    m, a = x_target.shape[0], x_anchor.shape[0]
+    h = min(n_neighbours, a)
     prior_var = model.kernel.outputscale * (1.0 + model.jitter)
     if h <= 0 or m == 0:
         return (
@@ -101,15 +101,19 @@ def neighbour_posterior(
         )
     xa = x_anchor.detach().cpu().double().numpy()
     xt = x_target.detach().cpu().double().numpy()
-    _, idx = knn(xa, h + 1, query=xt, backend=backend)
-    if self_index is not None:
-        is_self = idx == np.asarray(self_index)[:, None]
-        drop = np.where(is_self.any(1), is_self.argmax(1), h)
-    else:
-        drop = np.full(m, h)
-    keep = np.ones_like(idx, dtype=bool)
-    keep[np.arange(m), drop] = False
-    idx = idx[keep].reshape(m, h)
+    # one spare candidate, so that a target that is itself an anchor still gets h others
+    kq = min(h + 1, a) if self_index is not None else h
+    _, idx = knn(xa, kq, query=xt, backend=backend)
+    if kq > h or self_index is not None:
+        is_self = np.zeros_like(idx, dtype=bool) if self_index is None else idx == np.asarray(self_index)[:, None]
+        if kq == h:  # every anchor is a candidate: drop the target itself, pad with -1
+            idx = np.where(is_self, -1, idx)
+            idx = np.take_along_axis(idx, np.argsort(idx < 0, axis=1, kind="stable"), axis=1)
+        else:
+            drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)
+            keep = np.ones_like(idx, dtype=bool)
+            keep[np.arange(m), drop] = False
+            idx = idx[keep].reshape(m, h)
     idx_t = torch.as_tensor(idx, device=x_anchor.device)
     means, variances = [], []
     for s in range(0, m, chunk):

@@ -1,0 +1,81 @@
+"""Mutation check of the ELBO tests: break the code on purpose and confirm a test fails.
+
+Not collected by pytest. Run from the repository root::
+
+    python tests/mutants.py            # every mutant against tests/test_elbo.py
+    python tests/mutants.py tests/     # against the whole suite (slow)
+
+Each mutant is applied to a scratch copy of the checkout (the working tree is never
+touched); the script prints CAUGHT with the failing tests, or SURVIVED.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# name: (file, original text, broken text)
+MUTANTS = {
+    "likelihood over missing entries": (
+        "geogpvae/model.py", "(logpdf * observed.to(y.dtype)).sum(-1)", "logpdf.sum(-1)"),
+    "SPA KL scaled by 1/N": (
+        "geogpvae/model.py", "kl_per_location = kl.mean()\n", "kl_per_location = kl.mean() / batch.n_total\n"),
+    "HPA KL not divided by N": (
+        "geogpvae/model.py", "kl_per_location = kl.mean() / batch.n_total", "kl_per_location = kl.mean()"),
+    "log(2 pi s2) dropped": ("geogpvae/model.py", " + torch.log(2 * math.pi * noise))", ")"),
+    "KL sign flipped": (
+        "geogpvae/model.py", "expected_nll + self.beta * kl_per_location", "expected_nll - self.beta * kl_per_location"),
+    "encoder sees missing values": ("geogpvae/model.py", "parts = [y * mask, mask]", "parts = [y, mask]"),
+    "tree path: point its own earlier neighbour": (
+        "geogpvae/neighbours.py", "earlier = (idx < rows[:, None])", "earlier = (idx <= rows[:, None])"),
+    "dense prefix: point its own earlier neighbour": (
+        "geogpvae/neighbours.py", "d2[np.triu_indices(p0)] = np.inf", "d2[np.triu_indices(p0, 1)] = np.inf"),
+    "SPA KL: b'Sb dropped": (
+        "geogpvae/priors/spa.py", "spread = (weights.square() * var_n).sum(-1)",
+        "spread = 0.0 * (weights.square() * var_n).sum(-1)"),
+    "predict: b'Sb dropped": (
+        "geogpvae/predict.py", "variances.append(cond_var + (w.square() * var_n).sum(-1))",
+        "variances.append(cond_var)"),
+    "predict: anchor kept in its own set": (
+        "geogpvae/predict.py", "drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)",
+        "drop = np.full(m, kq - 1)"),
+    "predictive: likelihood noise dropped": (
+        "geogpvae/predict.py", "v_model = comp.var(0, unbiased=False) + noise", "v_model = comp.var(0, unbiased=False)"),
+    "predictive: latent spread dropped": (
+        "geogpvae/predict.py", "dec = model.decode(mu + v.sqrt() * eps)", "dec = model.decode(mu + 0.0 * eps)"),
+    "predictive: scale not squared": (
+        "geogpvae/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
+        "noise = model.noise_var.detach().to(f64) * scale_t"),
+}
+
+
+def main(argv: list[str]) -> int:
+    root = Path(__file__).resolve().parents[1]
+    tests = argv or ["tests/test_elbo.py"]
+    survived = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (path, old, new) in MUTANTS.items():
+            dst = Path(tmp) / "mutant"
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(root, dst, ignore=shutil.ignore_patterns(".git", "notebooks", "docs", "*.nc", "__pycache__"))
+            text = (dst / path).read_text()
+            if old not in text:
+                print(f"{name}: PATTERN NOT FOUND in {path} (update this script)")
+                survived += 1
+                continue
+            (dst / path).write_text(text.replace(old, new))
+            run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=dst,
+                                 env={**os.environ, "PYTHONPATH": str(dst)}, capture_output=True, text=True)
+            failed = sorted({line.split(" ")[1].split("[")[0].split("::")[-1]
+                             for line in run.stdout.splitlines() if line.startswith("FAILED")})
+            print(f"{name}: {'CAUGHT by ' + ', '.join(failed) if run.returncode else 'SURVIVED'}", flush=True)
+            survived += run.returncode == 0
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from geogpvae.config import GPVAEConfig
-from geogpvae.engine import GPVAEEngine
-from geogpvae.synthetic import grid_points, make_field
-from geogpvae.training import epoch_batches, gather_batch, prepare_field, resolve_layout
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.core import GPVAEEngine
+from geogpvae.datasets.synthetic import grid_points, make_field
+from geogpvae.engine.training import epoch_batches, gather_batch, prepare_field, resolve_layout
 
 
 def main() -> None:

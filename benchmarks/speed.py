@@ -19,10 +19,10 @@ import time
 import numpy as np
 import torch
 
-from geogpvae.config import GPVAEConfig
-from geogpvae.engine import GPVAEEngine
-from geogpvae.synthetic import grid_points, make_field
-from geogpvae.training import prepare_field, resolve_device, resolve_layout, train
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.core import GPVAEEngine
+from geogpvae.datasets.synthetic import grid_points, make_field
+from geogpvae.engine.training import prepare_field, resolve_device, resolve_layout, train
 
 
 def machine() -> str:

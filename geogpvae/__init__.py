@@ -17,9 +17,10 @@ GPVAEEngine, GPVAEConfig
 from . import accessor, datasets  # noqa: F401  (accessor registers ds.gpvae)
 from ._version import __version__
 from .api import GPVAEImputer, impute
-from .config import GPVAEConfig
-from .engine import GPVAEEngine, InputError
-from .io import open_dataset, to_netcdf
+from .engine.config import GPVAEConfig
+from .engine.core import GPVAEEngine
+from .errors import InputError
+from .fields.io import open_dataset, to_netcdf
 
 __all__ = [
     "__version__",

@@ -3,7 +3,7 @@
 :func:`impute` fills every hole of the chosen variables of a Dataset and returns the
 Dataset with, for each imputed variable ``v``, ``v`` filled (observed values bit-for-bit
 unchanged), ``v_std`` (predictive standard deviation) and ``v_imputed`` (CF flag), see
-:mod:`geogpvae.cf`. :class:`GPVAEImputer` does the same in steps — fit, impute, predict at
+:mod:`geogpvae.fields.cf`. :class:`GPVAEImputer` does the same in steps — fit, impute, predict at
 new locations — and saves the trained model in one file.
 
 How a Dataset becomes the arrays the engine trains on (layouts, coordinate detection, time,
@@ -22,12 +22,13 @@ import torch
 import xarray as xr
 
 from ._version import __version__
-from .cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
-from .config import GPVAEConfig
-from .engine import GPVAEEngine, InputError, Prediction
-from .fields import Field, Geometry, parse_transforms, prepare_field, stack_field
-from .fields import locations as _locations
-from .io import atomic_torch_save
+from .engine.config import GPVAEConfig
+from .engine.core import GPVAEEngine, Prediction
+from .errors import InputError
+from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
+from .fields.io import atomic_torch_save
+from .fields.stacking import Field, Geometry, parse_transforms, prepare_field, stack_field
+from .fields.stacking import locations as _locations
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
 
@@ -108,7 +109,7 @@ class GPVAEImputer:
     progress : bool or {"bar", "log", "none"}
         Training progress display.
     **options
-        Any other :class:`~geogpvae.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
+        Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
         ``encoder_hidden``, ``samples``, ...); the defaults work without tuning.
 
     Attributes
@@ -119,7 +120,7 @@ class GPVAEImputer:
         The imputed variables.
     dims_ : tuple of str
         Their dims in the training Dataset.
-    geometry_ : geogpvae.fields.Geometry
+    geometry_ : geogpvae.fields.stacking.Geometry
         How coordinates became the model's ``x``.
     config_ : GPVAEConfig
         All engine options.
@@ -127,7 +128,7 @@ class GPVAEImputer:
     Raises
     ------
     ValueError
-        Unknown engine, kernel, transform or option (:class:`~geogpvae.engine.InputError`
+        Unknown engine, kernel, transform or option (:class:`~geogpvae.errors.InputError`
         or the config's ``ValueError``), before any training.
 
     Examples
@@ -267,7 +268,7 @@ class GPVAEImputer:
             dims except flag variables and earlier ``*_std``/``*_imputed`` outputs.
         resume, callback, should_stop
             Checkpointing hooks for batch jobs, passed to
-            :meth:`geogpvae.engine.GPVAEEngine.fit`: resume from an engine checkpoint, a
+            :meth:`geogpvae.engine.core.GPVAEEngine.fit`: resume from an engine checkpoint, a
             function called with the engine after every epoch, and a function polled after
             every epoch that stops training early when it returns True.
 

@@ -18,7 +18,8 @@ from hypothesis.extra import numpy as hnp
 import geogpvae
 from geogpvae import GPVAEImputer, impute
 from geogpvae.datasets import load_jura, make_gaussian_field
-from geogpvae.engine import GPVAEEngine, InputError
+from geogpvae.engine.core import GPVAEEngine
+from geogpvae.errors import InputError
 
 FAST = dict(
     neighbours=8, encoder_hidden=(32, 32), decoder_hidden=(32, 32), samples=16, progress=False

@@ -1,0 +1,86 @@
+"""Exit codes, the command's error types and how its messages reach the terminal."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE"]
+
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+PROG = "geogpvae"
+_GLOB_CHARS = set("*?[")
+
+
+class UsageError(ValueError):
+    """Bad usage of the command (exit code 2)."""
+
+
+class JobFailure(RuntimeError):
+    """A failure during the run, after the input was accepted (exit code 1)."""
+
+
+def _bad_input_types() -> tuple[type[BaseException], ...]:
+    from ..errors import InputError
+
+    return (
+        UsageError,
+        InputError,
+        FileNotFoundError,
+        FileExistsError,
+        IsADirectoryError,
+        NotADirectoryError,
+        PermissionError,
+        ValueError,
+        TypeError,
+        KeyError,
+    )
+
+
+def _one_line(err: BaseException) -> str:
+    text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
+    text = " ".join(str(text).split())
+    return text or type(err).__name__
+
+
+class Reporter:
+    """One-line messages on stderr, from the main process only, unless quiet."""
+
+    def __init__(self, quiet: bool = False, active: bool = True) -> None:
+        self.quiet, self.active = quiet, active
+
+    def __call__(self, message: str) -> None:
+        if self.active and not self.quiet:
+            print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _plain_warnings() -> Iterator[None]:
+    """Show warnings as one line ``geogpvae: warning: ...``."""
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
+
+
+def _progress(mode: str) -> bool | str:
+    return True if mode == "auto" else mode
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    try:
+        dev = torch.device("cuda" if device == "auto" else device)
+    except (RuntimeError, ValueError):
+        raise UsageError(
+            f"--device {device!r} is not a device: use auto, cpu, cuda or cuda:N"
+        ) from None
+    if device != "auto" and dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: CUDA is not available here; use --device auto or cpu")

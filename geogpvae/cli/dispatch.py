@@ -1,0 +1,106 @@
+"""Entry point of the ``geogpvae`` command: parse, run the command, map errors to exit codes."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from collections.abc import Sequence
+
+from .common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    UsageError,
+    _bad_input_types,
+    _one_line,
+    _plain_warnings,
+)
+from .parser import build_parser
+
+__all__ = ["main"]
+
+
+def _rank() -> int:
+    """This process's rank in a torchrun/srun launch (0 when alone or unknown)."""
+    from .jobs import launch_environment
+
+    try:
+        launch = launch_environment()
+    except ValueError:
+        return 0
+    return 0 if launch is None else launch.rank
+
+
+def _report(err: BaseException, debug: bool, prefix: str | None = "error") -> None:
+    if debug:
+        traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+    rank = _rank()
+    name = f"{PROG} (rank {rank})" if rank else PROG
+    lead = f"{name}: {prefix}: " if prefix else f"{name}: "
+    print(f"{lead}{_one_line(err)}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``geogpvae`` command.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The exit code: 0 success, 1 failure, 2 bad usage or input, 128 + N stopped by
+        signal N after checkpointing.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    with _plain_warnings():
+        return _dispatch(argv, debug)
+
+
+def _dispatch(argv: list[str], debug: bool) -> int:
+    from .jobs import JobInterrupted, flush_streams
+
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError(
+                f"choose a command: impute, info, predict, plot or demo (see '{PROG} --help')"
+            )
+        return args.handler(args, argv)
+    except SystemExit as exc:  # --help, --version
+        return (
+            exc.code
+            if isinstance(exc.code, int)
+            else (EXIT_OK if exc.code is None else EXIT_FAILURE)
+        )
+    except JobInterrupted as exc:
+        if _rank() == 0:
+            _report(exc, debug, prefix=None)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except _bad_input_types() as exc:
+        _report(exc, debug)
+        return EXIT_USAGE
+    except Exception as exc:  # noqa: BLE001 - the command's last line of defence
+        if not debug:
+            print(
+                f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)} (run with --debug for "
+                "the traceback)",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            _report(exc, debug)
+        return EXIT_FAILURE
+    finally:
+        flush_streams()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

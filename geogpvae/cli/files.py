@@ -1,0 +1,147 @@
+"""Input and output paths: globs, SLURM array tasks, output templates and target checks."""
+
+from __future__ import annotations
+
+import glob
+import os
+import string
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import _GLOB_CHARS, UsageError
+
+
+def expand_inputs(items: Sequence[str]) -> list[str]:
+    """Input paths with glob patterns expanded (sorted); every file must exist.
+
+    Raises
+    ------
+    FileNotFoundError
+        A file is missing or a pattern matches nothing.
+    """
+    files: list[str] = []
+    for item in items:
+        text = os.path.expanduser(item)
+        if _GLOB_CHARS & set(text) and not os.path.exists(text):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise FileNotFoundError(f"no file matches the pattern {item!r}")
+            files.extend(matches)
+            continue
+        if not os.path.exists(text):
+            raise FileNotFoundError(f"input file {item} not found")
+        if os.path.isdir(text):
+            raise IsADirectoryError(f"input {item} is a folder, not a NetCDF file")
+        files.append(text)
+    return files
+
+
+def select_task(
+    files: list[str], task_index: int | None, concat_dim: str | None, env: Mapping[str, str]
+) -> tuple[list[str], int | None]:
+    """The file of this job-array task, or every file.
+
+    An explicit ``task_index`` always picks one file; ``SLURM_ARRAY_TASK_ID`` does when
+    the inputs are several files and ``concat_dim`` is not given.
+
+    Returns
+    -------
+    files : list of str
+    index : int or None
+        The task index used.
+    """
+    label = "--task-index"
+    if task_index is None and "SLURM_ARRAY_TASK_ID" in env and len(files) > 1 and not concat_dim:
+        try:
+            task_index = int(env["SLURM_ARRAY_TASK_ID"])
+        except ValueError:
+            raise UsageError(
+                f"SLURM_ARRAY_TASK_ID={env['SLURM_ARRAY_TASK_ID']!r} is not an integer"
+            ) from None
+        label = "SLURM_ARRAY_TASK_ID"
+    if task_index is None:
+        return files, None
+    if concat_dim:
+        raise UsageError(
+            "--task-index picks one input file; it cannot be combined with --concat-dim"
+        )
+    if not 0 <= task_index < len(files):
+        raise UsageError(
+            f"{label} {task_index} is outside 0..{len(files) - 1}: the input matches "
+            f"{len(files)} file(s) (task indices are 0-based positions in the sorted list)"
+        )
+    return [files[task_index]], task_index
+
+
+def format_output(template: str, inputs: Sequence[str], index: int | None) -> str:
+    """Fill ``{stem}``, ``{name}`` and ``{index}`` in an output path.
+
+    ``{stem}`` and ``{name}`` are the input file's name without and with its extension
+    (one input file only); ``{index}`` the job-array task index.
+    """
+    fields_used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    if not fields_used:
+        return template
+    unknown = sorted(fields_used - {"stem", "name", "index"})
+    if unknown:
+        raise UsageError(
+            f"output {template!r} has unknown placeholder(s) {unknown}; "
+            "use {stem}, {name} or {index}"
+        )
+    if fields_used & {"stem", "name"} and len(inputs) != 1:
+        raise UsageError(
+            f"output {template!r} uses {{stem}}/{{name}}, but there are {len(inputs)} input files"
+        )
+    if "index" in fields_used and index is None:
+        raise UsageError(
+            f"output {template!r} uses {{index}}, but no task index is set (--task-index or "
+            "SLURM_ARRAY_TASK_ID with several input files)"
+        )
+    first = Path(inputs[0])
+    return template.format(stem=first.stem, name=first.name, index=index)
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_target(
+    path: str, *, inputs: Sequence[str], overwrite: bool, what: str = "output"
+) -> None:
+    """Refuse a target that is an input, exists (unless ``overwrite``) or cannot be written.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is one of ``inputs`` (also through links), even with ``overwrite``.
+    FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
+        As named.
+    """
+    target = Path(path).expanduser()
+    for source in inputs:
+        if _same_file(str(target), source):
+            raise UsageError(
+                f"{what} {path} is the input file {source}: geogpvae never writes over its "
+                "input, not even with --overwrite; choose another name"
+            )
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"cannot write {what} {path}: folder {folder} does not exist")
+    if target.is_dir():
+        raise IsADirectoryError(f"cannot write {what} {path}: it is a folder")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{what} {path} already exists; pass --overwrite to replace it")
+    if not os.access(folder, os.W_OK):
+        raise PermissionError(f"cannot write {what} {path}: folder {folder} is not writable")
+
+
+def _open(inputs: Sequence[str], concat_dim: str | None) -> Any:
+    from ..fields.io import open_dataset
+
+    return open_dataset(list(inputs) if len(inputs) > 1 else inputs[0], concat_dim=concat_dim)

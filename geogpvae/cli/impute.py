@@ -1,0 +1,347 @@
+"""``geogpvae impute``: plan the job, train with checkpoints (resumable), write the result."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    PROG,
+    JobFailure,
+    Reporter,
+    UsageError,
+    _bad_input_types,
+    _check_device,
+    _one_line,
+    _progress,
+)
+from .files import _open, _same_file, check_target, expand_inputs, format_output, select_task
+from .settings import Settings, resolve_settings
+
+
+@dataclass
+class Job:
+    """A resolved ``impute`` job: settings plus the concrete files."""
+
+    settings: Settings
+    inputs: list[str]
+    output: str
+    save_model: str | None
+    task_index: int | None
+    checkpoint: Path | None
+    argv: list[str]
+
+
+def plan_job(settings: Settings, argv: Sequence[str], env: Mapping[str, str] | None = None) -> Job:
+    """Resolve the files of an ``impute`` job and check the targets, before reading data."""
+    env = os.environ if env is None else env
+    _check_device(settings.device)
+    if settings.skip_existing and settings.overwrite:
+        raise UsageError("--skip-existing and --overwrite contradict each other; give one")
+    if settings.resume and not settings.checkpoint_dir:
+        raise UsageError("--resume needs --checkpoint-dir (the folder holding the checkpoint)")
+    files = expand_inputs(settings.inputs)
+    files, index = select_task(files, settings.task_index, settings.concat_dim, env)
+    output = format_output(settings.output, files, index)
+    model = format_output(settings.save_model, files, index) if settings.save_model else None
+    checkpoint = None
+    if settings.checkpoint_dir:
+        from .jobs import checkpoint_path
+
+        checkpoint = checkpoint_path(Path(settings.checkpoint_dir).expanduser(), output)
+    return Job(settings, files, output, model, index, checkpoint, list(argv))
+
+
+def check_job_targets(job: Job) -> None:
+    """Fail fast: OUT, the model file and the checkpoint folder, before any training."""
+    s = job.settings
+    check_target(job.output, inputs=job.inputs, overwrite=s.overwrite)
+    if job.save_model:
+        if _same_file(job.save_model, job.output):
+            raise UsageError(f"--save-model {job.save_model} is the same file as the output")
+        check_target(job.save_model, inputs=job.inputs, overwrite=s.overwrite, what="model file")
+    if job.checkpoint is None:
+        return
+    folder = job.checkpoint.parent
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"--checkpoint-dir {folder} is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    if job.checkpoint.exists() and not (s.resume or s.overwrite):
+        raise FileExistsError(
+            f"checkpoint {job.checkpoint} exists from an earlier run of this job: pass --resume "
+            "to continue it, or --overwrite to start over"
+        )
+
+
+def _identity_options(imputer: Any, settings: Settings) -> dict[str, Any]:
+    from ..fields.stacking import parse_transforms
+
+    config = imputer.config_.to_dict()
+    config.pop("device", None)
+    return {
+        **config,
+        "coords": imputer.coords,
+        "mask": imputer.mask,
+        "transform": parse_transforms(imputer.transform),
+        "coord_scale": imputer.coord_scale,
+        "concat_dim": settings.concat_dim,
+    }
+
+
+def _transform(base: Any, log_vars: Sequence[str]) -> Any:
+    if not log_vars:
+        return base
+    if isinstance(base, str):
+        raise UsageError("give either transform = '...' for every variable or --log-vars, not both")
+    merged = dict(base or {})
+    merged.update({name: "log" for name in log_vars})
+    return merged
+
+
+def make_imputer(settings: Settings, device: str, progress: bool | str) -> Any:
+    """The :class:`~geogpvae.api.GPVAEImputer` of a job (options checked here)."""
+    from ..api import GPVAEImputer
+
+    options = dict(settings.options)
+    transform = _transform(options.pop("transform", None), settings.log_vars)
+    return GPVAEImputer(
+        engine=settings.engine,
+        neighbours=settings.neighbours,
+        coords=settings.coords,
+        mask=settings.mask_var,
+        transform=transform,
+        epochs=settings.epochs,
+        seed=settings.seed,
+        device=device,
+        progress=progress,
+        **options,
+    )
+
+
+class _Checkpointer:
+    """Saves the engine's snapshot every few epochs (main process only)."""
+
+    def __init__(
+        self, path: Path | None, identity: dict[str, Any], every: int, total: int, active: bool
+    ) -> None:
+        self.path, self.identity, self.every, self.total = path, identity, every, total
+        self.active = active and path is not None
+        self.saved_epoch = -1
+
+    def save(self, engine: Any) -> None:
+        from .jobs import save_checkpoint
+
+        epoch = int(engine.train_state.epoch)
+        if self.active and epoch != self.saved_epoch:
+            save_checkpoint(self.path, engine.checkpoint(), self.identity)
+            self.saved_epoch = epoch
+
+    def after_epoch(self, engine: Any) -> None:
+        epoch = int(engine.train_state.epoch)
+        if epoch % self.every == 0 or epoch == self.total:
+            self.save(engine)
+
+    def discard(self) -> None:
+        if self.active and self.path.exists():
+            self.path.unlink()
+
+
+def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Reporter) -> Any:
+    """The snapshot to resume from (or None), decided by rank 0 and shared with the others."""
+    from .jobs import checkpoint_epoch, load_checkpoint
+
+    def decide() -> Any:
+        path = job.checkpoint
+        if path is None or not path.exists():
+            if job.settings.resume:
+                say(f"no checkpoint {path} yet: starting from the beginning")
+            return None
+        if not job.settings.resume:
+            say(f"--overwrite: discarding the checkpoint {path}")
+            path.unlink()
+            return None
+        snapshot = load_checkpoint(path, identity)
+        say(f"resuming from {path} after epoch {checkpoint_epoch(snapshot)}")
+        return snapshot
+
+    if not cluster.parallel:
+        return decide()
+    result: tuple[str, Any] = ("ok", None)
+    if cluster.is_main:
+        try:
+            result = ("ok", decide())
+        except _bad_input_types() as err:
+            result = ("error", _one_line(err))
+            cluster.share(result)
+            raise
+    result = cluster.share(result)
+    if result[0] == "error":
+        raise UsageError(f"rank 0 could not resume: {result[1]}")
+    return result[1]
+
+
+def _train(
+    imputer: Any,
+    field: Any,
+    resume: Any,
+    checkpointer: _Checkpointer,
+    should_stop: Callable[[], bool],
+) -> Any:
+    """Fit, turning errors after the input was accepted into :class:`JobFailure`."""
+    from ..errors import InputError
+    from .jobs import fit_imputer
+
+    try:
+        fit_imputer(
+            imputer,
+            field,
+            resume=resume,
+            callback=checkpointer.after_epoch,
+            should_stop=should_stop,
+        )
+    except InputError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        raise JobFailure(f"training failed: {type(err).__name__}: {_one_line(err)}") from err
+    return imputer.engine_
+
+
+def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
+    from ..fields.io import to_netcdf
+
+    result = imputer.impute(ds)
+    result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
+    if job.save_model:
+        imputer.save(job.save_model, overwrite=job.settings.overwrite)
+        say(f"saved the model to {job.save_model}")
+    to_netcdf(result, job.output, overwrite=job.settings.overwrite)
+    say(f"wrote {job.output}")
+
+
+def _describe_field(field: Any, imputer: Any) -> str:
+    n, k = field.values.shape
+    missing = float(1 - (~_isnan(field.values)).mean())
+    return (
+        f"{n} locations x {k} variables ({', '.join(field.names)}), {missing:.1%} missing; "
+        f"x from {field.geometry.describe()}; engine {imputer.config_.engine}, "
+        f"{imputer.config_.neighbours} neighbours, {imputer.config_.n_epochs(n)} epochs"
+    )
+
+
+def _check_enough_locations(n: int, neighbours: int) -> None:
+    from ..errors import InputError
+
+    if n < neighbours + 1:
+        raise InputError(
+            f"{n} locations (inside the domain) are fewer than neighbours + 1 = {neighbours + 1}; "
+            f"use --neighbours {max(n - 1, 0)} or fewer"
+        )
+
+
+def _isnan(a: Any) -> Any:
+    import numpy as np
+
+    return np.isnan(a)
+
+
+def run_impute(job: Job) -> int:
+    """Run a planned ``impute`` job (targets already checked); returns the exit code."""
+    from .jobs import start_cluster
+
+    s = job.settings
+    if s.distributed == "off":
+        from .jobs import Cluster
+
+        cluster, device = Cluster(), s.device
+    else:
+        cluster, device = start_cluster(s.device, timeout_s=s.dist_timeout)
+    try:
+        return _impute_on(job, cluster, device)
+    finally:
+        cluster.close()
+
+
+def _impute_on(job: Job, cluster: Any, device: str) -> int:
+    from ..fields.stacking import prepare_field
+    from .jobs import JobInterrupted, SignalTrap, job_identity
+
+    s = job.settings
+    say = Reporter(s.quiet, cluster.is_main)
+    if cluster.parallel:
+        say(f"{cluster.world} processes ({cluster.backend}); this is rank 0 on {device}")
+    imputer = make_imputer(s, device, _progress(s.progress) if cluster.is_main else False)
+    say(f"reading {', '.join(job.inputs)}")
+    with _open(job.inputs, s.concat_dim) as ds:
+        field = prepare_field(
+            ds,
+            s.vars,
+            coords=imputer.coords,
+            mask=imputer.mask,
+            transform=imputer.transform,
+            coord_scale=imputer.coord_scale,
+        )
+        _check_enough_locations(field.values.shape[0], imputer.config_.neighbours)
+        say(_describe_field(field, imputer))
+        identity = job_identity(
+            job.inputs, field.names, _identity_options(imputer, s), field.fingerprint()
+        )
+        resume = _starting_point(job, identity, cluster, say)
+        total = imputer.config_.n_epochs(field.values.shape[0])
+        checkpointer = _Checkpointer(
+            job.checkpoint, identity, s.checkpoint_every, total, cluster.is_main
+        )
+        with SignalTrap(announce=say) as trap:
+            stop = {"signum": 0}
+
+            def should_stop() -> bool:
+                stop["signum"] = cluster.max(trap.signum or 0)
+                return stop["signum"] > 0
+
+            engine = _train(imputer, field, resume, checkpointer, should_stop)
+            if engine.interrupted:
+                if cluster.is_main:
+                    checkpointer.save(engine)
+                cluster.max(0)  # everyone waits for the checkpoint
+                raise JobInterrupted(
+                    stop["signum"], job.checkpoint, int(engine.train_state.epoch), total
+                )
+            return _finish(job, imputer, ds, checkpointer, cluster, say)
+
+
+def _finish(
+    job: Job, imputer: Any, ds: Any, checkpointer: _Checkpointer, cluster: Any, say: Reporter
+) -> int:
+    """Rank 0 writes the outputs; every rank waits for it and ends with the same code."""
+    status, error = EXIT_OK, None
+    if cluster.is_main:
+        try:
+            _write_results(job, imputer, ds, say)
+            checkpointer.discard()
+        except Exception as err:  # noqa: BLE001 - re-raised below, after the others are told
+            status, error = EXIT_FAILURE, err
+    status = cluster.max(status)
+    if error is not None:
+        raise error
+    if status != EXIT_OK:
+        raise JobFailure("rank 0 failed to write the output")
+    return EXIT_OK
+
+
+def cmd_impute(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """``geogpvae impute``."""
+    settings = resolve_settings(args, needs_output=True)
+    job = plan_job(settings, argv)
+    if settings.skip_existing and Path(job.output).exists():
+        Reporter(settings.quiet)(f"{job.output} exists: skipping (--skip-existing)")
+        return EXIT_OK
+    check_job_targets(job)
+    return run_impute(job)
+
+

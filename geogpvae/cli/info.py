@@ -1,0 +1,200 @@
+"""``geogpvae info``: what the toolkit sees in a file and the memory a run would need."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .common import EXIT_OK
+from .files import _open, expand_inputs
+from .settings import Settings, resolve_settings
+
+__all__ = ["estimate_memory"]
+
+
+def estimate_memory(
+    n: int, cells: int, d: int, k: int, h: int, context_sizes: int, *, model_bytes: int = 4
+) -> dict[str, int]:
+    """Bytes a run needs, roughly, by part.
+
+    Parameters
+    ----------
+    n : int
+        Locations inside the domain (N).
+    cells : int
+        Cells of the variables' full shape (the output grid).
+    d, k, h : int
+        Columns of x (D), variables (K), neighbours (H).
+    context_sizes : int
+        Number of neighbourhood sizes the encoder summarises (its context has 2K of each).
+    model_bytes : int
+        Bytes of the model's floats (4 for float32, 8 for float64).
+
+    Returns
+    -------
+    dict of str to int
+        ``field`` (x (N, D) and values (N, K) float64 plus the variables as read),
+        ``model`` (the training tensors: x, values, mask, context and neighbour indices:
+        about N (D + 2K + 2K context + H) numbers), ``outputs`` (filled values, std and flags
+        on the grid, and the predictive moments) and ``total``.
+    """
+    field_bytes = 8 * n * (d + k) + 8 * cells * k
+    model = n * (d + k + 2 * k * context_sizes) * model_bytes + n * k + 8 * n * (h + 1)
+    outputs = cells * k * (8 + 8 + 1) + 4 * 8 * n * k
+    return {
+        "field": field_bytes,
+        "model": model,
+        "outputs": outputs,
+        "total": field_bytes + model + outputs,
+    }
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if nbytes < 1024 or unit == "TiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"  # pragma: no cover
+
+
+def _exclusion_reason(ds: Any, name: str, chosen: Sequence[str]) -> str:
+    import numpy as np
+
+    var = ds[name]
+    if not np.issubdtype(var.dtype, np.number):
+        return f"not numeric ({var.dtype})"
+    if not var.dims:
+        return "a scalar"
+    if any(a in var.attrs for a in ("flag_values", "flag_meanings", "flag_masks")):
+        return "a flag variable"
+    for suffix in ("_std", "_imputed"):
+        if name.endswith(suffix) and name[: -len(suffix)] in ds.data_vars:
+            return f"output of an earlier run ({suffix[1:]} of {name[: -len(suffix)]})"
+    if chosen and set(var.dims) != set(ds[chosen[0]].dims):
+        return f"on other dims {tuple(map(str, var.dims))}"
+    return "used as coordinate, mask, bounds or other reference"
+
+
+def _missing_fraction(ds: Any, name: str, domain: Any) -> float:
+    null = ds[name].isnull()
+    if domain is None:
+        return float(null.mean())
+    inside = int(domain.sum())
+    return float((null & domain).sum()) / inside if inside else float("nan")
+
+
+def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
+    """What :func:`cmd_info` reports, as a JSON-friendly dict."""
+    import xarray as xr
+
+    from ..engine.config import GPVAEConfig
+    from ..fields.stacking import (
+        build_geometry,
+        choose_coordinates,
+        domain_mask,
+        select_variables,
+        variable_dims,
+    )
+
+    exclude = ([settings.mask_var] if settings.mask_var else []) + list(settings.coords or [])
+    names = select_variables(ds, settings.vars, exclude=exclude)
+    dims = variable_dims(ds, names)
+    chosen = choose_coordinates(ds, dims, settings.coords)
+    options = {k: v for k, v in settings.options.items() if k not in ("transform", "coord_scale")}
+    geometry = build_geometry(ds, chosen, settings.options.get("coord_scale"))
+    config = GPVAEConfig().replace(
+        engine=settings.engine, neighbours=settings.neighbours, epochs=settings.epochs, **options
+    )
+    sizes = {d: int(ds.sizes[d]) for d in dims}
+    cells = int(math.prod(sizes.values()))
+    domain = None
+    if settings.mask_var:
+        domain = xr.DataArray(domain_mask(ds, settings.mask_var, dims), dims=dims)
+    n = cells if domain is None else int(domain.sum())
+    d, k = geometry.n_columns, len(names)
+    memory = estimate_memory(
+        n,
+        cells,
+        d,
+        k,
+        config.neighbours,
+        len(config.context_scales),
+        model_bytes=8 if config.dtype == "float64" else 4,
+    )
+    return {
+        "dims": sizes,
+        "layout": "scattered" if len(dims) == 1 else "gridded",
+        "locations": n,
+        "cells": cells,
+        "variables": {
+            v: {
+                "dtype": str(ds[v].dtype),
+                "units": ds[v].attrs.get("units"),
+                "missing": _missing_fraction(ds, v, domain),
+            }
+            for v in names
+        },
+        "other_variables": {
+            str(v): _exclusion_reason(ds, str(v), names)
+            for v in ds.data_vars
+            if str(v) not in names
+        },
+        "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
+        "x": {"columns": d, "description": geometry.describe()},
+        "engine": {
+            "engine": config.engine,
+            "neighbours": config.neighbours,
+            "epochs": config.n_epochs(n),
+            "batch_size": config.batch_size,
+            "dtype": config.dtype,
+            "context": list(config.context_scales),
+        },
+        "memory_bytes": memory,
+    }
+
+
+def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
+    dims = " x ".join(f"{d} {s}" for d, s in info["dims"].items())
+    lines = [
+        f"input: {', '.join(files)}",
+        f"layout: {info['layout']} ({dims}); {info['locations']} locations to model",
+    ]
+    lines.append("variables imputed by default (or as chosen):")
+    for name, v in info["variables"].items():
+        units = f" [{v['units']}]" if v["units"] else ""
+        lines.append(f"  {name}{units}: {v['dtype']}, {v['missing']:.1%} missing")
+    for name, reason in info["other_variables"].items():
+        lines.append(f"  (not imputed) {name}: {reason}")
+    coords = ", ".join(f"{c['name']} ({c['role']})" for c in info["coordinates"])
+    lines.append(f"coordinates: {coords}")
+    lines.append(f"model x: {info['x']['columns']} column(s): {info['x']['description']}")
+    e = info["engine"]
+    lines.append(
+        f"run: engine {e['engine']}, {e['neighbours']} neighbours, {e['epochs']} epochs "
+        f"of batches of {e['batch_size']}, {e['dtype']}"
+    )
+    m = info["memory_bytes"]
+    lines.append(
+        f"memory estimate: about {_size(m['total'])} (field {_size(m['field'])}, model tensors "
+        f"{_size(m['model'])}, outputs {_size(m['outputs'])}); an estimate: add about 1 GiB for "
+        "Python and PyTorch, and the model tensors live on the GPU when there is one"
+    )
+    return "\n".join(lines)
+
+
+def cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """``geogpvae info``."""
+    settings = resolve_settings(args, needs_output=False)
+    files = expand_inputs(settings.inputs)
+    with _open(files, settings.concat_dim) as ds:
+        info = describe_input(ds, settings)
+    if args.json:
+        print(json.dumps({"input": files, **info}, indent=2, default=str))
+    else:
+        print(_info_text(files, info))
+    return EXIT_OK
+
+

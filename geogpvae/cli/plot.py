@@ -1,0 +1,97 @@
+"""``geogpvae plot``: layer slices, a map or uncertainty panels of an imputed file."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, Reporter, UsageError
+from .files import _open, check_target, expand_inputs
+
+_PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "tif", "tiff", "eps", "ps")
+
+
+def _plot_kind(args: argparse.Namespace, ndim: int) -> str:
+    if args.layer is not None:
+        return "layers"
+    if args.map:
+        return "map"
+    if args.uncertainty:
+        return "uncertainty"
+    return "layers" if ndim >= 3 else "map"
+
+
+def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) -> Any:
+    from .. import plot
+
+    if kind == "layers":
+        layer = args.layer if args.layer is not None else [0]
+        return plot.layers(
+            ds, var, layer=layer if len(layer) > 1 else layer[0], axis=args.axis, truth=truth
+        )
+    if kind == "map":
+        return plot.field_map(ds, var, truth=truth)
+    return plot.uncertainty(ds, var, truth=truth)
+
+
+def _default_variable(ds: Any) -> str:
+    for name in ds.data_vars:
+        if f"{name}_std" in ds.data_vars:
+            return str(name)
+    raise UsageError("the file holds no imputed variable (v with v_std); name one with --var")
+
+
+def _save_figure(fig: Any, path: Path, dpi: int) -> None:
+    import secrets
+
+    fmt = path.suffix.lstrip(".").lower()
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    try:
+        fig.savefig(tmp, format=fmt, dpi=dpi, bbox_inches="tight")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """``geogpvae plot``."""
+    out = Path(args.output)
+    fmt = out.suffix.lstrip(".").lower()
+    if fmt not in _PLOT_FORMATS:
+        raise UsageError(
+            f"-o {args.output}: unknown figure format {out.suffix or '(none)'!r}; "
+            f"use one of .{', .'.join(_PLOT_FORMATS)}"
+        )
+    files = expand_inputs([args.input])
+    check_target(args.output, inputs=files, overwrite=bool(args.overwrite), what="figure")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    with _open(files, None) as ds:
+        var = args.var or _default_variable(ds)
+        if var not in ds.data_vars:
+            raise UsageError(
+                f"variable {var!r} is not in {args.input}; available: "
+                f"{', '.join(map(str, ds.data_vars))}"
+            )
+        truth = None
+        if args.truth:
+            truth = _open(expand_inputs([args.truth]), None)
+        kind = _plot_kind(args, ds[var].ndim)
+        fig = _figure(ds, var, kind, args, truth)
+        try:
+            _save_figure(fig, out, args.dpi)
+        finally:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
+            if truth is not None:
+                truth.close()
+    Reporter(args.quiet)(f"wrote {args.output} ({kind} of {var})")
+    return EXIT_OK
+
+

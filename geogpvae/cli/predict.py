@@ -1,0 +1,50 @@
+"""``geogpvae predict``: predict at new locations with a saved model."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device
+from .files import _open, check_target, expand_inputs
+
+
+def _load_model(path: str, device: str | None) -> Any:
+    from ..api import GPVAEImputer
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"model file {path} not found")
+    try:
+        return GPVAEImputer.load(path, device=device, progress=False)
+    except (ValueError, KeyError, TypeError):
+        raise
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
+        raise UsageError(
+            f"{path} is not a model written by '{PROG} impute --save-model' "
+            f"(torch.load with weights_only=True failed: {type(err).__name__})"
+        ) from None
+
+
+def cmd_predict(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """``geogpvae predict``."""
+    from ..fields.io import to_netcdf
+
+    say = Reporter(args.quiet)
+    if args.device is not None:
+        _check_device(args.device)
+    coords = expand_inputs([args.coords])
+    check_target(args.output, inputs=[args.model, *coords], overwrite=bool(args.overwrite))
+    device = None if args.device in (None, "auto") else args.device
+    imputer = _load_model(args.model, device)
+    with _open(coords, None) as ds:
+        out = imputer.predict(ds)
+        out.attrs["geogpvae_command"] = shlex.join([PROG, *argv])
+        to_netcdf(out, args.output, overwrite=bool(args.overwrite))
+    where = " x ".join(f"{d} {n}" for d, n in out.sizes.items())
+    say(f"wrote {args.output} ({', '.join(imputer.vars_)} at {where})")
+    return EXIT_OK
+
+

@@ -1,0 +1,440 @@
+"""The data files geogpvae knows: their checksums, where they are published, the data
+directory that holds them and the checks every loader runs before reading a byte."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DataFile", "REGISTRY", "DataFileNotFoundError", "ChecksumError", "data_home", "available", "verify_file"]
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One known data file and how to check it.
+
+    Attributes
+    ----------
+    dataset : str
+        Data set, which is also the sub-folder of the data directory: ``"jura"`` or
+        ``"spe10"``.
+    name : str
+        File name inside that sub-folder.
+    size : int or None
+        Size in bytes, or None where it is not known.
+    sha256 : str or None
+        Lower-case hex sha256 of the whole file, or None where it is not known.
+    git_blob_sha1 : str or None
+        Git blob id, ``sha1(b"blob <size>\\0" + content)``; used to check the file when
+        ``sha256`` is None.
+    description : str
+        What the file is.
+    """
+
+    dataset: str
+    name: str
+    size: int | None
+    sha256: str | None
+    git_blob_sha1: str | None
+    description: str
+
+    @property
+    def key(self) -> str:
+        """Registry key, ``"<dataset>/<name>"``."""
+        return f"{self.dataset}/{self.name}"
+
+
+def _entries(*files: DataFile) -> dict[str, DataFile]:
+    return {f.key: f for f in files}
+
+
+#: Every known data file, keyed by ``"<dataset>/<file name>"``. Checksums are those of the
+#: reference copies described in ``datasets/README.md``.
+REGISTRY: dict[str, DataFile] = _entries(
+    DataFile(
+        "jura", "jura_pred.csv", 17733,
+        "b8807dad4c97c74dd2d83d011fe1f2735468de7a62953c00e71bad7187a20e98", None,
+        "Jura prediction set (gstat jura.pred), 259 sites: "
+        "Xloc,Yloc,Landuse,Rock,Cd,Co,Cr,Cu,Ni,Pb,Zn; land use and rock as labels",
+    ),
+    DataFile(
+        "jura", "jura_val.csv", 6891,
+        "92b64546dda8a803ddc73a91c22f65c419b0f071eb45b21b8e1dabe45f14f4ca", None,
+        "Jura validation set (gstat jura.val), 100 sites, same columns as jura_pred.csv",
+    ),
+    DataFile(
+        "jura", "jura_grid.csv", 162897,
+        "581c562a1341fdfb84454342df4ba0fe73129e052cd91785e7182466d67b227b", None,
+        "Jura prediction grid (gstat jura.grid), 5957 nodes: Xloc,Yloc,Landuse,Rock",
+    ),
+    DataFile(
+        "jura", "jura_pred_lonlat.csv", 12445,
+        "274c28f9f5475f16530318ed075df2a69cc20b1211d3a06444a39937d6998554", None,
+        "WGS84 long/lat of the 259 prediction sites: Xloc,Yloc,long,lat",
+    ),
+    DataFile(
+        "jura", "jura_val_lonlat.csv", 4833,
+        "819be413f161c2c4e4aa7749d7ceb07d1f5d0a0fe31161f2390e3f8611de5f93", None,
+        "WGS84 long/lat of the 100 validation sites: Xloc,Yloc,long,lat",
+    ),
+    DataFile(
+        "jura", "jura_grid_lonlat.csv", 269457,
+        "8514e01180939ab74c3723704946be77e0bebfb72373918966401a3f41b25f7b", None,
+        "WGS84 long/lat of the 5957 grid nodes: Xloc,Yloc,long,lat",
+    ),
+    DataFile(
+        "jura", "prediction_dat.csv", 14042,
+        "afd7e84b5762424a145c4ce15648245ae696612e81ae8da891289d5cef9796e8", None,
+        "gstat prediction.dat: the 259 prediction sites with integer Landuse/Rock codes",
+    ),
+    DataFile(
+        "jura", "validation_dat.csv", 5453,
+        "8dfe16fd3fd8139b5d35e8e95a751097c1a05fcdf1ed9ea7a66b4eac5abc102d", None,
+        "gstat validation.dat: the 100 validation sites with integer Landuse/Rock codes",
+    ),
+    DataFile(
+        "jura", "transect_dat.csv", 2452,
+        "d9a309ede1873d2fcd0fc8081a7919c0003f8af2b9df2353eae56498efc896eb", None,
+        "gstat transect.dat: X,Rock.type,Block.Ni,Cd,Ni; NA marks a missing value",
+    ),
+    DataFile(
+        "jura", "jura.rda", 73612,
+        "fe9453817834fc9e9431d6b3aae231085b90f61346918db075c8a9354aedc5ef", None,
+        "original R data file of gstat 2.1-0 (Debian r-cran-gstat 2.1-0-1); not read by "
+        "geogpvae",
+    ),
+    DataFile(
+        "spe10", "spe10.npz", 26279968,
+        "72d647b4f97bb0ba7251417129d77689a11d6fb43e7c7a8ab1e98bbd5d17e590", None,
+        "SPE10 model 2 as np.savez_compressed arrays phi, kx, ky, kz; float64, "
+        "shape (85, 220, 60) = (z, y, x); porosity fraction, permeability mD",
+    ),
+    DataFile(
+        "spe10", "spe_phi.dat", 19121390,
+        "53f95e004a0803b04293539e0b1d5f82f2d25d341ca300cb117f1414d9dc7d8a",
+        "3f4c10b173eb9d4a7eba44ca2069b86b9868639b",
+        "original SPE10 porosity text file: 1,122,000 values, x fastest, then y, then z",
+    ),
+    DataFile(
+        "spe10", "spe_perm.dat", None, None,
+        "413e51271fba9410dbbe02eb255729b62d63d846",
+        "original SPE10 permeability text file (mD): three whole blocks kx, ky, kz of "
+        "1,122,000 values each, x fastest, then y, then z",
+    ),
+)
+
+_JURA_FILES = (
+    "jura_pred.csv", "jura_val.csv", "jura_pred_lonlat.csv", "jura_val_lonlat.csv",
+)
+_JURA_GRID_FILES = ("jura_grid.csv", "jura_grid_lonlat.csv")
+_SPE10_NPZ = "spe10.npz"
+_SPE10_DAT = ("spe_phi.dat", "spe_perm.dat")
+_WHERE_PUBLISHED = {
+    "jura": (
+        "The Jura data are published with the gstat R package (CRAN, "
+        "https://cran.r-project.org/package=gstat): in R, `library(gstat); data(jura)`; the "
+        "file is data/jura.rda in gstat's sources. Convert jura.rda to the CSV files "
+        "exactly as shown in datasets/README.md of the geogpvae source tree (the checksums "
+        "only match files written that way)."
+    ),
+    "spe10": (
+        "The SPE10 model 2 data are published in the SPE Comparative Solution Project "
+        "archive por_perm_case2a.zip (Tenth SPE CSP, Christie & Blunt 2001, "
+        "https://www.spe.org/web/csp/datasets/set02.htm). Unzip spe_phi.dat and "
+        "spe_perm.dat from it without line-ending conversion (not `unzip -a`); see "
+        "datasets/README.md of the geogpvae source tree."
+    ),
+}
+
+
+
+class DataFileNotFoundError(FileNotFoundError):
+    """A data file is not in the data directory.
+
+    The message says where files are looked for, where to put them and where they are
+    published. ``path`` is the missing file (or folder).
+    """
+
+    def __init__(self, message: str, path: Path | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ChecksumError(ValueError):
+    """A data file does not have the expected checksum (or size).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file.
+    algorithm : str
+        ``"sha256"``, ``"git-blob-sha1"`` or ``"size"``.
+    expected, found : str
+        Expected and found values.
+    """
+
+    def __init__(self, message: str, path: Path, algorithm: str, expected: str,
+                 found: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.algorithm = algorithm
+        self.expected = expected
+        self.found = found
+
+
+
+_ENV_VAR = "GEOGPVAE_DATA_DIR"
+#: ``datasets/`` at the top of a source checkout (unused when it holds no data files).
+_REPO_DATA_DIR = Path(__file__).resolve().parents[2] / "datasets"
+_DATASETS = ("jura", "spe10")
+
+
+def _cache_dir() -> Path:
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "geogpvae"
+
+
+def _check_dataset(dataset: str) -> str:
+    if dataset not in _DATASETS:
+        raise ValueError(f"unknown data set {dataset!r}; choose one of {list(_DATASETS)}")
+    return dataset
+
+
+def _holds(folder: Path, dataset: str) -> bool:
+    """Whether ``folder/<dataset>`` holds any registered file of the data set."""
+    sub = folder / dataset
+    return any(
+        (sub / f.name).is_file() for f in REGISTRY.values() if f.dataset == dataset
+    )
+
+
+def _resolve_root(dataset: str | None, data_dir: str | Path | None) -> tuple[Path, str]:
+    """Data directory and how it was chosen (argument, environment, repository, cache)."""
+    if data_dir is not None:
+        return Path(data_dir).expanduser(), "the data_dir argument"
+    env = os.environ.get(_ENV_VAR)
+    if env:
+        return Path(env).expanduser(), f"${_ENV_VAR}"
+    datasets = _DATASETS if dataset is None else (dataset,)
+    if any(_holds(_REPO_DATA_DIR, d) for d in datasets):
+        return _REPO_DATA_DIR, "the repository's datasets/ folder"
+    return _cache_dir(), "the per-user cache folder"
+
+
+def data_home(dataset: str | None = None, data_dir: str | Path | None = None) -> Path:
+    """Folder in which the loaders look for data files.
+
+    The data directory is, in order: ``data_dir``; the environment variable
+    ``GEOGPVAE_DATA_DIR``; the ``datasets/`` folder of a geogpvae source checkout when it
+    holds files of the data set (any data set when ``dataset`` is None); else the per-user
+    cache folder ``$XDG_CACHE_HOME/geogpvae`` (default ``~/.cache/geogpvae``). Nothing is
+    created.
+
+    Parameters
+    ----------
+    dataset : {"jura", "spe10"} or None
+        When given, return that data set's sub-folder of the data directory (where its
+        files go); else the data directory itself.
+    data_dir : str or Path, optional
+        Explicit data directory; it wins over everything else.
+
+    Returns
+    -------
+    pathlib.Path
+        ``<data dir>/<dataset>`` or ``<data dir>``.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets import data_home
+    >>> data_home("jura", data_dir="/data")
+    PosixPath('/data/jura')
+    """
+    if dataset is not None:
+        _check_dataset(dataset)
+    root, _ = _resolve_root(dataset, data_dir)
+    return root / dataset if dataset is not None else root
+
+
+def _search_order_text() -> str:
+    return (
+        f"geogpvae looks for data in <data dir>/<data set>/, where <data dir> is the first "
+        f"of: the data_dir argument; ${_ENV_VAR}; the datasets/ folder of a source "
+        f"checkout ({_REPO_DATA_DIR}) when it holds the files; the cache folder "
+        f"({_cache_dir()})."
+    )
+
+
+def _not_found(
+    dataset: str, folder: Path, how: str, missing: Sequence[str]
+) -> DataFileNotFoundError:
+    if not folder.is_dir():
+        what = f"the folder {folder} does not exist"
+    else:
+        what = f"{folder} lacks " + ", ".join(missing)
+    msg = (
+        f"{dataset} data not found: {what} (data directory chosen from {how}).\n"
+        f"{_search_order_text()}\n"
+        f"Put the files in {folder}, or in <dir>/{dataset}/ with {_ENV_VAR}=<dir>, or pass "
+        f"data_dir=<dir>.\n{_WHERE_PUBLISHED[dataset]}"
+    )
+    return DataFileNotFoundError(msg, folder if not folder.is_dir() else folder / missing[0])
+
+
+def _require(dataset: str, data_dir: str | Path | None, names: Sequence[str]) -> dict[str, Path]:
+    root, how = _resolve_root(dataset, data_dir)
+    folder = root / dataset
+    paths = {n: folder / n for n in names}
+    missing = [n for n, p in paths.items() if not p.is_file()]
+    if missing:
+        raise _not_found(dataset, folder, how, missing)
+    return paths
+
+
+def available(data_dir: str | Path | None = None) -> dict[str, Path | None]:
+    """Which real data sets are found, and where.
+
+    Only the presence of the files a loader needs is checked, not their checksums (the
+    loaders check those).
+
+    Parameters
+    ----------
+    data_dir : str or Path, optional
+        Explicit data directory (see :func:`data_home`).
+
+    Returns
+    -------
+    dict
+        Data set name -> the folder holding it, or None where it is not found. Keys:
+        ``"jura"`` (:func:`load_jura`), ``"jura_grid"`` (:func:`load_jura_grid`),
+        ``"spe10"`` (:func:`load_spe10`: ``spe10.npz`` or both ``.dat`` files).
+    """
+    out: dict[str, Path | None] = {}
+    wants = {
+        "jura": ("jura", [_JURA_FILES]),
+        "jura_grid": ("jura", [_JURA_GRID_FILES]),
+        "spe10": ("spe10", [(_SPE10_NPZ,), _SPE10_DAT]),
+    }
+    for label, (dataset, alternatives) in wants.items():
+        folder = data_home(dataset, data_dir)
+        ok = any(all((folder / n).is_file() for n in names) for names in alternatives)
+        out[label] = folder if ok else None
+    return out
+
+
+
+# (resolved path, size, mtime_ns, algorithm) -> hex digest found; per process
+_DIGESTS: dict[tuple[str, int, int, str], str] = {}
+_DIGESTS_LOCK = threading.Lock()
+_CHUNK = 1 << 20
+
+
+def _algorithm(entry: DataFile) -> tuple[str, str]:
+    if entry.sha256 is not None:
+        return "sha256", entry.sha256.lower()
+    if entry.git_blob_sha1 is not None:
+        return "git-blob-sha1", entry.git_blob_sha1.lower()
+    raise ValueError(f"registry entry {entry.key} has no checksum")
+
+
+def _new_hash(algorithm: str, size: int) -> Any:  # a hashlib hash object
+    if algorithm == "sha256":
+        return hashlib.sha256()
+    h = hashlib.sha1()  # git blob id, not a security measure
+    h.update(b"blob %d\0" % size)
+    return h
+
+
+def _lookup(key: str | None, path: Path) -> DataFile:
+    if key is None:
+        key = f"{path.parent.name}/{path.name}"
+    try:
+        return REGISTRY[key]
+    except KeyError:
+        raise KeyError(
+            f"{key!r} is not a registered data file; known: {sorted(REGISTRY)}"
+        ) from None
+
+
+def _check(path: Path, entry: DataFile, data: bytes | None = None) -> None:
+    """Verify ``path`` (or its already-read ``data``) against ``entry``, with caching."""
+    st = path.stat()
+    algorithm, expected = _algorithm(entry)
+    advice = (
+        f"The file is damaged, incomplete or a different version. Delete it and install it "
+        f"again as described in datasets/README.md of the geogpvae source tree.\n"
+        f"{_WHERE_PUBLISHED.get(entry.dataset, '')}"
+    )
+    size = st.st_size if data is None else len(data)
+    if entry.size is not None and size != entry.size:
+        raise ChecksumError(
+            f"{entry.name} at {path} has {size} bytes; expected {entry.size} bytes.\n{advice}",
+            path, "size", str(entry.size), str(size),
+        )
+    cache_key = (str(path.resolve()), st.st_size, st.st_mtime_ns, algorithm)
+    with _DIGESTS_LOCK:
+        found = _DIGESTS.get(cache_key)
+    if found is None:
+        h = _new_hash(algorithm, size)
+        if data is not None:
+            h.update(data)
+        else:
+            with open(path, "rb") as fh:
+                while chunk := fh.read(_CHUNK):
+                    h.update(chunk)
+        found = h.hexdigest()
+        if data is None or len(data) == st.st_size:
+            with _DIGESTS_LOCK:
+                _DIGESTS[cache_key] = found
+    if found != expected:
+        raise ChecksumError(
+            f"{entry.name} at {path} has {algorithm} {found}; expected {expected}.\n{advice}",
+            path, algorithm, expected, found,
+        )
+
+
+def verify_file(path: str | Path, key: str | None = None) -> Path:
+    """Check a data file against :data:`REGISTRY`.
+
+    The sha256 is checked where it is known, else the git blob SHA-1. Results are cached
+    per process by path, size and modification time, so a file is hashed once.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file.
+    key : str, optional
+        Registry key ``"<dataset>/<file name>"``; by default the file's parent folder name
+        and file name, e.g. ``".../jura/jura_pred.csv"`` -> ``"jura/jura_pred.csv"``.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``, once checked.
+
+    Raises
+    ------
+    KeyError
+        The file is not registered.
+    FileNotFoundError
+        The file does not exist.
+    ChecksumError
+        The size or checksum differs from the registry's.
+    """
+    path = Path(path).expanduser()
+    _check(path, _lookup(key, path))
+    return path
+
+
+def _read_verified(path: Path, key: str) -> bytes:
+    """Read a whole file and verify the bytes read against the registry."""
+    data = path.read_bytes()
+    _check(path, REGISTRY[key], data)
+    return data
+
+

@@ -1,0 +1,750 @@
+"""The engine as users of plain arrays see it: NumPy in, NumPy out, no xarray.
+
+:class:`GPVAEEngine` checks the inputs, transforms and standardises the variables, chooses the
+data-dependent defaults, trains the model and predicts every variable at every location (or at
+new locations, or on a new field) with its standard deviation, in the original units.
+
+Its state (options, standardisation, weights, calibration and, optionally, the training field)
+is a dictionary of tensors and plain Python values: it saves with :func:`torch.save` and loads
+with ``torch.load(..., weights_only=True)``, which never unpickles arbitrary objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .._version import __version__
+from ..errors import InputError
+from ..gp.neighbours import knn
+from .config import GPVAEConfig
+from .model import GPVAE
+from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
+from .threads import configure_threads
+from .training import FieldData, TrainState, neighbourhood_context, prepare_field, resolve_device, train
+
+__all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+STATE_FORMAT = "geogpvae-engine"
+_STATE_VERSION = 1
+
+
+@dataclass
+class Prediction:
+    """Predictive moments at a set of locations.
+
+    Attributes
+    ----------
+    mean, std : ndarray, shape (M, K)
+        Predictive mean and standard deviation in the original units. For a variable modelled
+        in log space they are the mean and standard deviation of the back-transformed
+        (log-normal mixture) predictive distribution.
+    mean_model, std_model : ndarray, shape (M, K)
+        The predictive mean and standard deviation in the modelled space (the log of the
+        variable for log-transformed ones), where the predictive is close to Gaussian.
+    source : ndarray of int8, shape (M,)
+        Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    mean_model: np.ndarray
+    std_model: np.ndarray
+    source: np.ndarray
+
+
+@dataclass
+class _Field:
+    """Tensors of one field for prediction."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    observed: torch.Tensor
+    context: torch.Tensor | None
+    in_range: torch.Tensor | None = None
+
+
+def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise InputError(f"{what} must have shape (N, D), got {x.shape}")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        raise InputError(
+            f"coordinate {col} has {int(bad[:, col].sum())} NaN or infinite values (first at location {row}); "
+            "every location needs finite coordinates: drop those locations or mask them out"
+        )
+    return x
+
+
+class GPVAEEngine:
+    """Train a neighbour-driven GPVAE on one field and predict from it.
+
+    Parameters
+    ----------
+    config : GPVAEConfig, optional
+        All options; keyword arguments override single options.
+    progress : bool or {"bar", "log", "none"}
+        Training progress display (see :func:`geogpvae.engine.training.train`).
+    **options
+        Any :class:`~geogpvae.engine.config.GPVAEConfig` field, e.g. ``engine="hpa"``.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets.synthetic import grid_points, make_field
+    >>> field = make_field(grid_points((24, 24), 1 / 23), n_vars=3, missing=0.5)
+    >>> engine = GPVAEEngine(epochs=5, progress=False).fit(field.points, field.values)
+    >>> engine.predict().mean.shape
+    (576, 3)
+    """
+
+    def __init__(self, config: GPVAEConfig | None = None, *, progress: bool | str = True, **options: Any) -> None:
+        base = config or GPVAEConfig()
+        self.config = base.replace(**options) if options else base
+        self.progress = progress
+        #: the CPU thread count in use and why (see :mod:`geogpvae.engine.threads`)
+        self.threads_ = configure_threads(self.config.threads)
+        self.model: GPVAE | None = None
+        self.train_state: TrainState | None = None
+        self.names: list[str] = []
+        self.loc = self.scale = None
+        self.log = None
+        self.lengthscale_: float | None = None
+        self.calibration_: np.ndarray | None = None
+        self.n_points_: int | None = None
+        self.predict_mode_: str | dict | None = None
+        self.context_radius_: float = float("inf")
+        self.calibration_nll_: dict[str, float] = {}
+        self._x = self._y = self._observed = None
+        self._data: FieldData | None = None
+        self._anchor: dict[str, torch.Tensor] | None = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def device(self) -> torch.device:
+        """The torch device the model lives on."""
+        return resolve_device(self.config.device)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The model's floating-point type."""
+        return _DTYPES[self.config.dtype]
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """Loss history per epoch (see :class:`~geogpvae.engine.training.TrainState`)."""
+        return {} if self.train_state is None else self.train_state.history
+
+    @property
+    def is_fitted(self) -> bool:
+        """Whether a model has been trained or loaded."""
+        return self.model is not None
+
+    @property
+    def has_training_field(self) -> bool:
+        """Whether the training field is held (needed to predict at new locations)."""
+        return self._x is not None
+
+    def _require_fit(self) -> None:
+        if self.model is None:
+            raise RuntimeError("the engine is not trained yet: call fit() first (or load a saved one)")
+
+    def _to_model_space(self, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """Log-transform where asked and standardise; 0 where not observed."""
+        safe = np.where(observed & self.log, values, 1.0)
+        mod = np.where(self.log, np.log(safe), values)
+        return np.where(observed, (mod - self.loc) / self.scale, 0.0)
+
+    def _check_values(self, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        values = np.asarray(values, dtype=np.float64)
+        k = len(self.names)
+        if values.ndim != 2 or values.shape != (n, k):
+            raise InputError(f"values must have shape ({n}, {k}), got {values.shape}")
+        if np.isinf(values).any():
+            j = int(np.argwhere(np.isinf(values))[0][1])
+            raise InputError(f"{self.names[j]} has infinite values; replace them with NaN (missing) or finite values")
+        observed = np.isfinite(values)
+        for j in np.flatnonzero(self.log):
+            bad = observed[:, j] & (values[:, j] <= 0)
+            if bad.any():
+                raise InputError(
+                    f"cannot log-transform {self.names[j]}: {int(bad.sum())} observed values are <= 0 "
+                    f"(minimum {values[observed[:, j], j].min():g}); use no transform or shift the variable"
+                )
+        return values, observed
+
+    # ------------------------------------------------------------------ fit
+    def fit(
+        self,
+        x: np.ndarray,
+        values: np.ndarray,
+        *,
+        log: np.ndarray | list[bool] | None = None,
+        names: list[str] | None = None,
+        resume: dict[str, Any] | None = None,
+        callback: Callable[..., None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> GPVAEEngine:
+        """Train on a field.
+
+        Parameters
+        ----------
+        x : array, shape (N, D)
+            Coordinates of the N locations, in model units (scale the axes beforehand as
+            wanted: distances in these units define the neighbours and the kernels).
+        values : array, shape (N, K)
+            The K variables, NaN where missing.
+        log : array of bool, shape (K,), optional
+            Variables to model in log space (they must be positive where observed).
+        names : list of str, optional
+            Variable names, used in messages.
+        resume : dict, optional
+            A checkpoint from :meth:`checkpoint`: training continues from its last completed
+            epoch, with its weights and optimiser state, and ends as an uninterrupted run would.
+        callback : callable, optional
+            Called as ``callback(engine)`` after every epoch (e.g. to save :meth:`checkpoint`).
+        should_stop : callable, optional
+            Polled after every epoch; when it returns True training stops early and ``fit``
+            returns with :attr:`interrupted` set (so a checkpoint can be written and the job
+            resumed later).
+
+        Returns
+        -------
+        GPVAEEngine
+            ``self``.
+        """
+        cfg = self.config
+        x = _check_coordinates(x)
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 2 or values.shape[0] != x.shape[0]:
+            raise InputError(f"values must have shape (N, K) with N = {x.shape[0]}, got {values.shape}")
+        n, k = values.shape
+        self.names = list(names) if names is not None else [f"variable {i}" for i in range(k)]
+        if len(self.names) != k:
+            raise InputError(f"{len(self.names)} names for {k} variables")
+        self.log = np.zeros(k, dtype=bool) if log is None else np.asarray(log, dtype=bool)
+        if self.log.shape != (k,):
+            raise InputError(f"log must have one flag per variable ({k}), got shape {self.log.shape}")
+        values, observed = self._check_values(values, n)
+        for j in range(k):
+            if not observed[:, j].any():
+                raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
+        if n < cfg.neighbours + 1:
+            raise InputError(
+                f"{n} locations are fewer than neighbours + 1 = {cfg.neighbours + 1}; use neighbours <= {n - 1}"
+            )
+        # standardisation with statistics of the observed (transformed) values
+        safe = np.where(observed & self.log, values, 1.0)
+        mod = np.where(self.log, np.log(safe), values)
+        self.loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
+        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+        self.scale = np.where(sd > 0, sd, 1.0)
+        y = self._to_model_space(values, observed)
+        self._x, self._y, self._observed = x, y, observed
+        self.n_points_ = n
+
+        if resume is not None:
+            saved = resume["engine"]
+            self.lengthscale_ = float(saved["lengthscale"])
+        elif cfg.lengthscale is None:
+            kk = max(1, min(cfg.neighbours, n - 1))
+            dist, _ = knn(x, kk, exclude_self=True, backend=cfg.neighbour_backend)
+            ls = float(np.median(dist[:, -1]))
+            if not np.isfinite(ls) or ls <= 0:
+                ls = float(np.ptp(x, axis=0).max()) or 1.0
+            self.lengthscale_ = ls
+        else:
+            self.lengthscale_ = float(cfg.lengthscale)
+
+        self.context_radius_ = self._context_radius(x)
+        torch.manual_seed(cfg.seed)
+        self._data = prepare_field(x, y, observed, cfg, device=self.device, dtype=self.dtype)
+        self.model = self._build_model(k, x.shape[1], n)
+        state = None
+        if resume is not None:
+            self.model.load_state_dict(resume["engine"]["weights"])
+            t = resume["train"]
+            state = TrainState(epoch=int(t["epoch"]), history={kk: list(v) for kk, v in t["history"].items()},
+                               optimizer=t["optimizer"], average=t.get("average"), steps=int(t.get("steps", 0)))
+        self.interrupted = False
+        self.calibration_ = np.ones((2, k))
+
+        def _callback(train_state, _model, _opt):
+            self.train_state = train_state
+            if callback is not None:
+                callback(self)
+
+        self.train_state = train(
+            _distributed(self.model, self.device), self._data, cfg, state=state, progress=self.progress,
+            callback=_callback, should_stop=should_stop,
+        )
+        self.interrupted = self.train_state.epoch < cfg.n_epochs(n)
+        self._anchor = self._anchors(self._training_field())
+        if cfg.calibrate and not self.interrupted:
+            self.calibration_ = self._calibrate()
+        return self
+
+    interrupted: bool = False
+
+    def _context_radius(self, x: np.ndarray) -> float:
+        """How far the encoder's context may reach before it stops being trusted.
+
+        1.5 times the largest distance from a training location to its farthest context
+        neighbour: new locations whose context lies farther out than anything seen in
+        training are predicted from the GP conditional alone, which relaxes to the prior far
+        from the data, as it should.
+        """
+        scales = self.config.context_scales
+        if not scales or len(x) < 2:
+            return float("inf")
+        kk = min(max(scales), len(x) - 1)
+        dist, _ = knn(x, kk, exclude_self=True, backend=self.config.neighbour_backend)
+        return 1.5 * float(np.max(dist[:, -1]))
+
+    def _build_model(self, n_vars: int, n_dims: int, n_points: int) -> GPVAE:
+        cfg = self.config
+        torch.manual_seed(cfg.seed)
+        model = GPVAE(
+            n_vars,
+            n_dims,
+            cfg.latent_size(n_vars),
+            engine=cfg.engine,
+            context_dim=2 * n_vars * len(cfg.context_scales),
+            encoder_hidden=cfg.encoder_hidden,
+            decoder_hidden=cfg.decoder_hidden,
+            kernel=cfg.kernel,
+            lengthscale=self.lengthscale_,
+            outputscale=cfg.outputscale,
+            learn_kernel=cfg.learn_kernel,
+            noise=cfg.noise,
+            learn_noise=cfg.learn_noise,
+            beta=cfg.kl_weight(n_points),
+            jitter=cfg.jitter,
+        )
+        return model.to(device=self.device, dtype=self.dtype)
+
+    # ------------------------------------------------------------------ fields and posteriors
+    def _training_field(self) -> _Field:
+        d = self._data
+        return _Field(d.x, d.y, d.observed, d.context)
+
+    def _make_field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> _Field:
+        cfg = self.config
+        ctx = None
+        if cfg.context_scales:
+            ctx = neighbourhood_context(x, y, observed, cfg.context_scales, backend=cfg.neighbour_backend)
+
+        def t(a, dt=self.dtype):
+            return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)
+
+        return _Field(t(x), t(y), t(observed, torch.bool), None if ctx is None else t(ctx))
+
+    @torch.no_grad()
+    def _anchors(self, field: _Field) -> dict[str, torch.Tensor]:
+        """Encoder posterior of every location of ``field`` that has an observed value."""
+        self.model.eval()
+        mean, var = encoder_posterior(self.model, field.y, field.observed, field.context)
+        has_obs = field.observed.any(1)
+        return {"x": field.x[has_obs], "mean": mean[has_obs], "var": var[has_obs],
+                "index": torch.nonzero(has_obs).squeeze(1)}
+
+    @torch.no_grad()
+    def _sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None) -> dict:
+        """Both latent posteriors at the targets: the neighbours' and the encoder's."""
+        cfg, model = self.config, self.model
+        mean_g, var_g = neighbour_posterior(
+            model, anchor["x"], anchor["mean"], anchor["var"], target.x,
+            n_neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
+        )
+        mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
+        return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
+                "has_own": target.observed.any(1), "in_range": getattr(target, "in_range", None)}
+
+    def _regime_modes(self, mode: str) -> dict[str, str]:
+        """The latent source for locations with and without observed values of their own."""
+        if mode == "auto":
+            chosen = getattr(self, "predict_mode_", None)
+            if isinstance(chosen, dict):
+                return dict(chosen)
+            mode = chosen or "combined"
+        unobserved = mode
+        if mode in ("encoder", "combined") and not self.model.context_dim:
+            unobserved = "neighbours"  # the location-only encoder knows nothing there
+        return {"observed": mode, "unobserved": unobserved}
+
+    def _select(self, parts: dict, mode: str | dict) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """The latent posterior of every target under a mode (or per-regime modes).
+
+        Sources: 0 encoder, 1 neighbours (GP conditional), 2 both combined. Locations with
+        observed values of their own follow ``modes["observed"]``, the others
+        ``modes["unobserved"]``; among the latter, those whose context lies beyond what the
+        encoder saw in training (``parts["in_range"]`` False) use the neighbours.
+        """
+        modes = mode if isinstance(mode, dict) else self._regime_modes(mode)
+        has_own = parts["has_own"]
+        in_range = parts.get("in_range")
+        if in_range is None:
+            in_range = torch.ones_like(has_own)
+        prior = self.model.kernel.outputscale.detach() * (1.0 + self.model.jitter)
+        choice = {
+            "encoder": lambda: (parts["mean_e"], parts["var_e"], 0),
+            "neighbours": lambda: (parts["mean_g"], parts["var_g"], 1),
+            "combined": lambda: (*combine_posteriors(parts["mean_e"], parts["var_e"], parts["mean_g"],
+                                                     parts["var_g"], prior), 2),
+        }
+        mean, var = parts["mean_g"].clone(), parts["var_g"].clone()
+        source = np.ones(mean.shape[0], dtype=np.int8)
+        for rows, m in ((has_own, modes["observed"]), (~has_own & in_range, modes["unobserved"])):
+            if m == "neighbours" or not bool(rows.any()):
+                continue
+            mc, vc, code = choice[m]()
+            sel = rows.unsqueeze(1)
+            mean, var = torch.where(sel, mc, mean), torch.where(sel, vc, var)
+            source[rows.cpu().numpy()] = code
+        return mean, var, source
+
+    def _latent(
+        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
+    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        return self._select(self._sources(target, anchor, self_index), mode)
+
+    def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None) -> tuple[np.ndarray, ...]:
+        """Predictive moments; calibrated with the factors of each location's regime."""
+        factors = self.calibration_ if calibrated else None
+        if factors is None:
+            return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
+                                      samples=samples, seed=seed)
+        factors = np.atleast_2d(factors)
+        own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
+        out = [np.empty((mean.shape[0], len(self.loc))) for _ in range(4)]
+        for regime, rows in ((0, own), (min(1, len(factors) - 1), ~own)):
+            if not rows.any():
+                continue
+            idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
+            res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
+                                     log=self.log, samples=samples, seed=seed, var_factor=factors[regime])
+            for o, r in zip(out, res):
+                o[rows] = r
+        return tuple(out)
+
+    # ------------------------------------------------------------------ predict
+    @torch.no_grad()
+    def predict(
+        self,
+        x: np.ndarray | None = None,
+        values: np.ndarray | None = None,
+        *,
+        mode: str | None = None,
+        samples: int | None = None,
+        seed: int | None = None,
+        calibrated: bool = True,
+    ) -> Prediction:
+        """Predict every variable, with its uncertainty.
+
+        Parameters
+        ----------
+        x : array, shape (M, D), optional
+            Locations. Without ``values`` these are new locations with nothing observed,
+            predicted from the training field. Default: the training locations.
+        values : array, shape (M, K), optional
+            A field (NaN where missing) at ``x`` to impute with the trained model: its own
+            observed values are encoded and its neighbours drawn from itself.
+        mode : {"auto", "encoder", "neighbours", "combined"}, optional
+            Source of the latent posterior at locations with observations (default: the
+            config's ``predict_mode``). Locations without any use the neighbours.
+        samples : int, optional
+            Monte Carlo samples of z (default: the config's ``samples``).
+        seed : int, optional
+            Seed of the Monte Carlo samples (default: the config's ``seed``).
+        calibrated : bool
+            Apply the variance calibration learnt after training.
+
+        Returns
+        -------
+        Prediction
+        """
+        self._require_fit()
+        cfg = self.config
+        mode = mode or cfg.predict_mode
+        if mode not in ("auto", "encoder", "neighbours", "combined"):
+            raise ValueError(f"unknown mode {mode!r}; choose auto, encoder, neighbours or combined")
+        samples = samples or cfg.samples
+        seed = cfg.seed if seed is None else seed
+        self.model.eval()
+        if values is not None:
+            if x is None:
+                raise InputError("values need their coordinates x")
+            xq = _check_coordinates(x)
+            if xq.shape[1] != self.model.n_dims:
+                raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
+            vals, observed = self._check_values(values, xq.shape[0])
+            field = self._make_field(xq, self._to_model_space(vals, observed), observed)
+            anchor = self._anchors(field)
+            self_index = np.full(xq.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            mean, var, source = self._latent(field, anchor, self_index, mode)
+            has_own = field.observed.any(1).cpu().numpy()
+        elif x is None:
+            if self._data is None:
+                raise RuntimeError(
+                    "this engine holds no training field (saved without data): pass x (and values)"
+                )
+            field = self._training_field()
+            anchor = self._anchor
+            self_index = np.full(field.x.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            mean, var, source = self._latent(field, anchor, self_index, mode)
+            has_own = field.observed.any(1).cpu().numpy()
+        else:
+            xq = _check_coordinates(x, "new locations")
+            if xq.shape[1] != self.model.n_dims:
+                raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
+            if self._anchor is None:
+                raise RuntimeError("this engine holds no training field to predict from")
+            target = self._new_locations(xq)
+            mean, var, source = self._latent(target, self._anchor, None, mode)
+            has_own = np.zeros(xq.shape[0], dtype=bool)
+        m, s, mm, sm = self._moments(mean, var, samples=samples, seed=seed, calibrated=calibrated, has_own=has_own)
+        return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
+
+    def _new_locations(self, xq: np.ndarray) -> _Field:
+        """A target field at new locations: nothing observed, context from the training field."""
+        m, k = xq.shape[0], self.model.n_vars
+        ctx = None
+        if self.config.context_scales:
+            if self._x is None:
+                raise RuntimeError("this engine holds no training field to predict from")
+            ctx = neighbourhood_context(self._x, self._y, self._observed, self.config.context_scales,
+                                        query=xq, backend=self.config.neighbour_backend)
+        dev, dt = self.device, self.dtype
+        target = _Field(
+            torch.as_tensor(xq, dtype=dt, device=dev),
+            torch.zeros((m, k), dtype=dt, device=dev),
+            torch.zeros((m, k), dtype=torch.bool, device=dev),
+            None if ctx is None else torch.as_tensor(ctx, dtype=dt, device=dev),
+        )
+        if ctx is not None and np.isfinite(self.context_radius_):
+            kk = min(max(self.config.context_scales), len(self._x))
+            dist, _ = knn(self._x, kk, query=xq, backend=self.config.neighbour_backend)
+            target.in_range = torch.as_tensor(dist[:, -1] <= self.context_radius_, device=dev)
+        return target
+
+    # ------------------------------------------------------------------ calibration
+    @torch.no_grad()
+    def _calibrate(
+        self, rounds: int = 5, fraction: float = 0.1, whole: float = 0.05, max_targets: int = 20000
+    ) -> np.ndarray:
+        """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
+
+        In each round a random ``fraction`` of the observed values, plus every value of a
+        random ``whole`` fraction of the locations, is hidden (from the locations' own inputs,
+        their neighbours' context and the anchors alike), the field is predicted, and the
+        standardised errors of the hidden values are collected, separately for targets that
+        keep observed values of their own and targets that keep none. For each of these two
+        regimes and each variable the factor is the mean squared standardised error (the
+        factor that minimises the Gaussian negative log-likelihood of the hidden values, so
+        that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
+        every candidate source (encoder, neighbours, combined) is scored in each regime and
+        the one with the lowest calibrated negative log-likelihood is kept
+        (:attr:`predict_mode_`). Cells with fewer than 20 hidden values keep factor 1 (or the
+        other regime's factor).
+
+        Returns
+        -------
+        ndarray, shape (2, K)
+            Factors for locations with (row 0) and without (row 1) observed values.
+        """
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed + 7)
+        k = len(self.names)
+        regimes = ("observed", "unobserved")
+        if cfg.predict_mode == "auto":
+            candidates = {"observed": ["encoder", "combined", "neighbours"],
+                          "unobserved": ["neighbours"] + (["encoder", "combined"] if self.model.context_dim else [])}
+        else:
+            fixed = self._regime_modes(cfg.predict_mode)
+            candidates = {r: [fixed[r]] for r in regimes}
+        stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)]) for r in regimes for m in candidates[r]}
+        obs = self._observed
+        for _ in range(rounds):
+            hide = obs & (rng.random(obs.shape) < fraction)
+            hide |= obs & (rng.random(obs.shape[0]) < whole)[:, None]
+            for j in range(k):  # never hide every observed value of a variable
+                if hide[:, j].sum() >= obs[:, j].sum():
+                    hide[np.flatnonzero(hide[:, j])[0], j] = False
+            visible = obs & ~hide
+            rows = np.flatnonzero(hide.any(1))
+            if rows.size > max_targets:
+                rows = np.sort(rng.choice(rows, max_targets, replace=False))
+            if rows.size == 0:
+                continue
+            field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
+            anchor = self._anchors(field)
+            self_index = np.full(field.x.shape[0], -1)
+            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+            rows_t = torch.as_tensor(rows, device=self.device)
+            target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
+                            None if field.context is None else field.context[rows_t])
+            parts = self._sources(target, anchor, self_index[rows])
+            own = visible[rows].any(1)
+            truth = self.loc + self.scale * self._y[rows]
+            for regime, in_regime in (("observed", own), ("unobserved", ~own)):
+                if not in_regime.any():
+                    continue
+                for mode in candidates[regime]:
+                    mean, var, _ = self._select(parts, {"observed": mode, "unobserved": mode})
+                    sub = torch.as_tensor(np.flatnonzero(in_regime), device=self.device)
+                    _, _, mm, sm = self._moments(mean[sub], var[sub], samples=cfg.samples,
+                                                 seed=cfg.seed + 11, calibrated=False)
+                    z = (truth[in_regime] - mm) / sm
+                    sq, lv = stats[(regime, mode)]
+                    for j in range(k):
+                        sel = hide[rows[in_regime], j]
+                        sq[j].append(z[sel, j] ** 2)
+                        lv[j].append(2 * np.log(sm[sel, j]))
+        factors = np.ones((2, k))
+        chosen: dict[str, str] = {}
+        self.calibration_nll_ = {}
+        for r_i, regime in enumerate(regimes):
+            best, best_nll = candidates[regime][0], np.inf
+            for mode in candidates[regime]:
+                sq, lv = stats[(regime, mode)]
+                f, nll, n_used = np.ones(k), 0.0, 0
+                for j in range(k):
+                    vals = np.concatenate(sq[j]) if sq[j] else np.empty(0)
+                    if vals.size >= 20:
+                        f[j] = float(np.mean(vals))
+                    if vals.size:
+                        logv = np.concatenate(lv[j])
+                        nll += float(np.mean(0.5 * (np.log(2 * np.pi) + logv + np.log(f[j])) + 0.5 * vals / f[j]))
+                        n_used += 1
+                if n_used:
+                    self.calibration_nll_[f"{regime}:{mode}"] = nll / n_used
+                    if nll / n_used < best_nll:
+                        best, best_nll, factors[r_i] = mode, nll / n_used, f
+            chosen[regime] = best
+        for j in range(k):  # a regime without enough held-out values borrows the other's factor
+            for r_i in range(2):
+                if factors[r_i, j] == 1.0 and factors[1 - r_i, j] != 1.0:
+                    factors[r_i, j] = factors[1 - r_i, j]
+        self.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
+        return factors
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:
+        """Everything needed to predict again: options, scalers, weights, calibration.
+
+        Parameters
+        ----------
+        include_data : bool
+            Also store the training field (coordinates, standardised values, mask), which
+            :meth:`predict` needs for new locations. Without it only ``predict(x, values)``
+            works after loading.
+
+        Returns
+        -------
+        dict
+            Tensors, NumPy-free plain Python values and nested dicts only.
+        """
+        self._require_fit()
+        state: dict[str, Any] = {
+            "format": STATE_FORMAT,
+            "version": _STATE_VERSION,
+            "package_version": __version__,
+            "config": self.config.to_dict(),
+            "names": list(self.names),
+            "loc": torch.as_tensor(self.loc, dtype=torch.float64),
+            "scale": torch.as_tensor(self.scale, dtype=torch.float64),
+            "log": torch.as_tensor(self.log, dtype=torch.bool),
+            "lengthscale": float(self.lengthscale_),
+            "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
+            "predict_mode": self.predict_mode_,
+            "context_radius": float(self.context_radius_),
+            "n_points": int(self.n_points_),
+            "n_dims": int(self.model.n_dims),
+            "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "history": {k: list(map(float, v)) for k, v in self.history.items()},
+        }
+        if include_data:
+            state["field"] = {
+                "x": torch.as_tensor(self._x, dtype=torch.float64),
+                "y": torch.as_tensor(self._y, dtype=torch.float64),
+                "observed": torch.as_tensor(self._observed, dtype=torch.bool),
+            }
+        return state
+
+    def checkpoint(self) -> dict[str, Any]:
+        """A resumable snapshot: :meth:`state_dict` (without data) plus optimiser and epoch."""
+        ts = self.train_state
+        return {
+            "format": STATE_FORMAT + "-checkpoint",
+            "engine": self.state_dict(include_data=False),
+            "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
+                      "average": ts.average, "steps": int(ts.steps)},
+        }
+
+    @classmethod
+    def from_state_dict(
+        cls, state: dict[str, Any], *, device: str | None = None, progress: bool | str = True
+    ) -> GPVAEEngine:
+        """Rebuild a trained engine from :meth:`state_dict` output.
+
+        Parameters
+        ----------
+        state : dict
+        device : str, optional
+            Override the saved device (e.g. load a GPU-trained model on a CPU).
+        progress : bool or str
+        """
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError("not a geogpvae engine state (format tag missing or different)")
+        if int(state.get("version", 0)) > _STATE_VERSION:
+            raise ValueError(
+                f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
+            )
+        cfg = GPVAEConfig.from_dict(state["config"])
+        if device is not None:
+            cfg = cfg.replace(device=device)
+        eng = cls(cfg, progress=progress)
+        eng.names = list(state["names"])
+        eng.loc = state["loc"].numpy()
+        eng.scale = state["scale"].numpy()
+        eng.log = state["log"].numpy().astype(bool)
+        eng.lengthscale_ = float(state["lengthscale"])
+        eng.calibration_ = state["calibration"].numpy()
+        eng.predict_mode_ = state.get("predict_mode")
+        eng.context_radius_ = float(state.get("context_radius", float("inf")))
+        eng.n_points_ = int(state["n_points"])
+        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
+        eng.model.load_state_dict(state["weights"])
+        eng.model.eval()
+        eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
+        if "field" in state:
+            f = state["field"]
+            eng._x, eng._y, eng._observed = f["x"].numpy(), f["y"].numpy(), f["observed"].numpy()
+            field = eng._make_field(eng._x, eng._y, eng._observed)
+            eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
+            eng._anchor = eng._anchors(field)
+        return eng
+
+
+def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:
+    """Wrap the model for data-parallel training when a process group is running.
+
+    Launched under ``torchrun`` or ``srun`` with ``torch.distributed`` initialised (NCCL on
+    GPUs, gloo on CPUs), every rank trains on its share of each epoch's mini-batches and the
+    gradients are averaged across ranks; with one process the model is returned as it is.
+    """
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return model
+    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+
+    ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=ids)

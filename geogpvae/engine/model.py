@@ -1,0 +1,280 @@
+"""The neighbour-driven GPVAE: encoder, decoder, latent GP prior and the mini-batch ELBO.
+
+Shapes: N locations with D-dimensional coordinates, K variables, L latent channels, H
+neighbours, B locations in a mini-batch and U distinct locations that the batch needs encoded
+(the batch and its neighbours).
+
+The ELBO estimators are those of the paper (eq. 8 for HPA, eq. 10 for SPA), with the
+likelihood and KL mini-batches equal (I = J):
+
+* SPA: ``N/B sum_i E_q[log p(y_i | z_i)] - beta N/B sum_i E_q KL[q(z_i) || p(z_i | Z_n(i))]``
+* HPA: ``N/B sum_i E_q[log p(y_i | z_i)] - beta 1/B sum_i KL[q(Z_n(i)) || p(Z_n(i))]``
+
+The module returns the *negative ELBO divided by N* as its loss, so that the learning rate does
+not depend on the size of the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..gp.kernels import LatentKernel
+from ..gp.priors._blocks import prior_block
+from ..gp.priors.hpa import gaussian_kl_blocks, hpa_kl
+from ..gp.priors.spa import spa_conditional, spa_kl_given_conditional
+
+__all__ = ["Batch", "GPVAE", "mlp"]
+
+_MIN_VAR = 1e-6
+
+
+def mlp(sizes: Sequence[int]) -> nn.Sequential:
+    """A ReLU multilayer perceptron with the given layer widths (input first, output last)."""
+    layers: list[nn.Module] = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def _softplus_inverse(value: float) -> float:
+    return value + math.log(-math.expm1(-value))
+
+
+class Batch(NamedTuple):
+    """One mini-batch, already gathered into tensors.
+
+    Attributes
+    ----------
+    y : Tensor, shape (U, K)
+        Standardised values of the locations to encode (0 where missing).
+    observed : Tensor of bool, shape (U, K)
+        Which values exist.
+    visible : Tensor of bool, shape (U, K)
+        Which values the encoder may see (a subset of ``observed``).
+    context : Tensor, shape (U, C) or None
+        Neighbourhood summaries for the encoder.
+    batch_pos : Tensor of int64, shape (B,)
+        Rows of the batch locations among the U encoded ones.
+    nbr_pos : Tensor of int64, shape (B, H)
+        Rows of each batch location's neighbours among the U (0 at padded slots).
+    nbr_valid : Tensor of bool, shape (B, H)
+        False at padded slots.
+    x_batch : Tensor, shape (B, D)
+        Coordinates of the batch locations.
+    x_nbr : Tensor, shape (B, H, D)
+        Coordinates of the neighbours.
+    n_total : int
+        N, the number of locations in the field.
+    stencil_offsets : Tensor, shape (S, H, D), optional
+        When neighbour geometries repeat (grids): the distinct neighbour offsets in this batch.
+    stencil_valid : Tensor of bool, shape (S, H), optional
+    stencil_index : Tensor of int64, shape (B,), optional
+        The stencil of every batch location; its neighbours are listed in stencil order.
+    """
+
+    y: torch.Tensor
+    observed: torch.Tensor
+    visible: torch.Tensor
+    context: torch.Tensor | None
+    batch_pos: torch.Tensor
+    nbr_pos: torch.Tensor
+    nbr_valid: torch.Tensor
+    x_batch: torch.Tensor
+    x_nbr: torch.Tensor
+    n_total: int
+    stencil_offsets: torch.Tensor | None = None
+    stencil_valid: torch.Tensor | None = None
+    stencil_index: torch.Tensor | None = None
+
+
+class GPVAE(nn.Module):
+    """A GP variational autoencoder with a neighbour-driven (SPA or HPA) latent prior.
+
+    Parameters
+    ----------
+    n_vars : int
+        K, the number of variables.
+    n_dims : int
+        D, the number of coordinates.
+    latent_dim : int
+        L, the number of latent GP channels.
+    engine : {"spa", "hpa"}
+        Which prior approximation the KL term uses.
+    context_dim : int
+        Width C of the neighbourhood summary fed to the encoder (0 for none).
+    encoder_hidden, decoder_hidden : sequence of int
+        Hidden widths of the two MLPs.
+    kernel : str
+        Latent kernel family.
+    lengthscale, outputscale : float
+        Initial kernel hyperparameters.
+    learn_kernel : bool
+        Whether they are trained.
+    noise : float
+        Initial likelihood variance of every variable (standardised units).
+    learn_noise : bool
+        Whether the K likelihood variances are trained.
+    beta : float
+        KL weight.
+    jitter : float
+        Relative nugget of the prior.
+    """
+
+    def __init__(
+        self,
+        n_vars: int,
+        n_dims: int,
+        latent_dim: int,
+        *,
+        engine: str = "spa",
+        context_dim: int = 0,
+        encoder_hidden: Sequence[int] = (128, 128),
+        decoder_hidden: Sequence[int] = (128, 128),
+        kernel: str = "matern32",
+        lengthscale: float = 1.0,
+        outputscale: float = 1.0,
+        learn_kernel: bool = True,
+        noise: float = 0.1,
+        learn_noise: bool = True,
+        beta: float = 1.0,
+        jitter: float = 1e-4,
+    ) -> None:
+        super().__init__()
+        if engine not in ("spa", "hpa"):
+            raise ValueError(f"unknown engine {engine!r}; choose 'spa' or 'hpa'")
+        self.n_vars, self.n_dims, self.latent_dim = int(n_vars), int(n_dims), int(latent_dim)
+        self.engine = engine
+        self.context_dim = int(context_dim)
+        self.beta = float(beta)
+        self.jitter = float(jitter)
+        self.encoder = mlp([2 * self.n_vars + self.context_dim, *encoder_hidden, 2 * self.latent_dim])
+        self.decoder = mlp([self.latent_dim, *decoder_hidden, self.n_vars])
+        self.kernel = LatentKernel(
+            kernel, self.latent_dim, self.n_dims, lengthscale=lengthscale, outputscale=outputscale,
+            learn_lengthscale=learn_kernel, learn_outputscale=learn_kernel,
+        )
+        raw_noise = torch.full((self.n_vars,), _softplus_inverse(noise))
+        if learn_noise:
+            self.raw_noise = nn.Parameter(raw_noise)
+        else:
+            self.register_buffer("raw_noise", raw_noise)
+
+    # ------------------------------------------------------------------ pieces
+    @property
+    def noise_var(self) -> torch.Tensor:
+        """Likelihood variance of each variable, shape (K,), standardised units."""
+        return F.softplus(self.raw_noise) + _MIN_VAR
+
+    def encode(
+        self, y: torch.Tensor, visible: torch.Tensor, context: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean-field posterior ``q(z | y)`` of each location.
+
+        Parameters
+        ----------
+        y : Tensor, shape (M, K)
+            Standardised values (anything at hidden entries: they are zeroed here).
+        visible : Tensor of bool, shape (M, K)
+            Entries the encoder sees.
+        context : Tensor, shape (M, C), optional
+
+        Returns
+        -------
+        mean, var : Tensor, shape (M, L)
+        """
+        mask = visible.to(y.dtype)
+        parts = [y * mask, mask]
+        if self.context_dim:
+            if context is None:
+                raise ValueError("this model's encoder needs neighbourhood context")
+            parts.append(context)
+        out = self.encoder(torch.cat(parts, dim=-1))
+        mean, raw = out.split(self.latent_dim, dim=-1)
+        return mean, F.softplus(raw) + _MIN_VAR
+
+    def decode(self, z: torch.Tensor) -> torch.Tensor:
+        """Mean of ``p(y | z)``, shape ``z.shape[:-1] + (K,)``."""
+        return self.decoder(z)
+
+    def expected_loglik(
+        self,
+        y: torch.Tensor,
+        observed: torch.Tensor,
+        mean: torch.Tensor,
+        var: torch.Tensor,
+        n_samples: int = 1,
+    ) -> torch.Tensor:
+        """Reparameterised estimate of ``E_q(z_i)[log p(y_i | z_i)]`` over observed entries.
+
+        Parameters
+        ----------
+        y : Tensor, shape (B, K)
+        observed : Tensor of bool, shape (B, K)
+        mean, var : Tensor, shape (B, L)
+            The encoder posterior of each location.
+        n_samples : int
+
+        Returns
+        -------
+        Tensor, shape (B,)
+            Nats per location.
+        """
+        eps = torch.randn((n_samples, *mean.shape), dtype=mean.dtype, device=mean.device)
+        z = mean + var.sqrt() * eps
+        pred = self.decode(z)  # (S, B, K)
+        noise = self.noise_var
+        logpdf = -0.5 * ((y - pred).square() / noise + torch.log(2 * math.pi * noise))
+        return (logpdf * observed.to(y.dtype)).sum(-1).mean(0)
+
+    # ------------------------------------------------------------------ ELBO
+    def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Mini-batch ELBO terms.
+
+        Returns
+        -------
+        dict
+            ``loss`` (negative ELBO estimate / N, the quantity minimised), ``expected_nll``
+            (minus the mean expected log-likelihood per location) and ``kl`` (the KL
+            estimate / N, unweighted), all scalars.
+        """
+        mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
+        pos = batch.batch_pos
+        loglik = self.expected_loglik(
+            batch.y[pos], batch.observed[pos], mean_u[pos], var_u[pos], n_samples=self._train_samples
+        )
+        nbr = batch.nbr_pos
+        shared = batch.stencil_index is not None
+        if self.engine == "spa":
+            if shared:  # one factorisation per distinct neighbour geometry, centre at the origin
+                offsets = batch.stencil_offsets
+                centre = offsets.new_zeros((offsets.shape[0], offsets.shape[-1]))
+                w, cond_var = spa_conditional(self.kernel, centre, offsets, batch.stencil_valid, self.jitter)
+                w, cond_var = w[batch.stencil_index], cond_var[batch.stencil_index]
+            else:
+                w, cond_var = spa_conditional(self.kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid, self.jitter)
+            kl = spa_kl_given_conditional(w, cond_var, mean_u[pos], var_u[pos], mean_u[nbr], var_u[nbr])
+            kl_per_location = kl.mean()
+        else:
+            if shared:
+                cov = prior_block(self.kernel, batch.stencil_offsets, batch.stencil_valid, self.jitter)
+                kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, mean_u[nbr], var_u[nbr])
+            else:
+                kl = hpa_kl(self.kernel, batch.x_nbr, batch.nbr_valid, mean_u[nbr], var_u[nbr], self.jitter)
+            kl_per_location = kl.mean() / batch.n_total
+        expected_nll = -loglik.mean()
+        loss = expected_nll + self.beta * kl_per_location
+        return {"loss": loss, "expected_nll": expected_nll, "kl": kl_per_location}
+
+    _train_samples: int = 1
+
+    def set_train_samples(self, n: int) -> None:
+        """Monte Carlo samples of z per location in the training likelihood."""
+        self._train_samples = int(n)

@@ -1,0 +1,41 @@
+"""The package's exception and warning types, and how its warnings name the caller.
+
+This module imports nothing from the package (and nothing beyond the standard library), so
+every layer, from the xarray boundary to the torch engine, can raise the same errors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+__all__ = ["CoordinateWarning", "InputError", "warn_caller"]
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+class InputError(ValueError):
+    """Input that the package cannot work with; the message says what to do."""
+
+
+class CoordinateWarning(UserWarning):
+    """A coordinate was chosen or replaced in a way the user may not expect."""
+
+
+def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
+    """Warn, attributing the warning to the first caller outside geogpvae.
+
+    Parameters
+    ----------
+    message : str
+        The warning text.
+    category : type of Warning, default UserWarning
+        The warning class.
+    """
+    frame, level = sys._getframe(0), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        _PACKAGE + os.sep
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -1,0 +1,286 @@
+"""Calibration of the predictive uncertainty: interval coverage and z-score panels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+from .conventions import _Field
+from .style import HALF_NORMAL_MEAN, _plt, _style_colorbar, _units_suffix, is_log_variable
+
+__all__ = ["interval_coverage", "uncertainty"]
+
+
+def _log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std of ln(v) from a lognormal's point estimate and standard deviation."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = (std / value) ** 2
+        if point == "median":  # value = exp(mu); var = exp(2mu) u (u - 1), u = exp(s^2)
+            u = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * r2))
+            s = np.sqrt(np.log(u))
+            mu = np.log(value)
+        elif point == "mean":  # value = exp(mu + s^2/2); var = value^2 (exp(s^2) - 1)
+            s2 = np.log1p(r2)
+            s = np.sqrt(s2)
+            mu = np.log(value) - 0.5 * s2
+        else:
+            raise ValueError("log_point must be 'median' or 'mean'")
+    return mu, s
+
+
+def _calibration_pairs(
+    ds: xr.Dataset, var: str, truth: Any, space: str, log_point: str | None
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Predictive std and absolute error at the imputed cells, in the modelling space."""
+    f = _Field(ds, var, truth)
+    if f.truth is None:
+        raise ValueError("truth is required")
+    if f.std is None:
+        raise KeyError(f"the Dataset has no std for {var!r}")
+    if space not in ("auto", "linear", "log"):
+        raise ValueError("space must be 'auto', 'linear' or 'log'")
+    if space == "auto":
+        space = "log" if is_log_variable(f.value) else "linear"
+    value = np.asarray(f.value.values, dtype=float).ravel()
+    sdev = np.asarray(f.std.transpose(*f.value.dims).values, dtype=float).ravel()
+    true = np.asarray(f.truth.values, dtype=float).ravel()
+    if f.flag is not None:
+        imputed = np.asarray(f.flag.transpose(*f.value.dims).values, dtype=float).ravel() == 1
+    else:
+        imputed = sdev > 0
+    if space == "log":
+        point = log_point or str(f.value.attrs.get("geogpvae_point_estimate", "median"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mu, sigma = _log_moments(value, sdev, point)
+            err = np.abs(np.log(true) - mu)
+    else:
+        sigma, err = sdev, np.abs(true - value)
+    ok = imputed & np.isfinite(sigma) & np.isfinite(err) & (sigma > 0)
+    return sigma[ok], err[ok], space
+
+
+def interval_coverage(
+    ds: xr.Dataset,
+    var: str,
+    truth: xr.DataArray | xr.Dataset,
+    levels: Sequence[float] = (0.5, 0.8, 0.95),
+    *,
+    space: str = "auto",
+    log_point: str | None = None,
+) -> dict[float, float]:
+    """Empirical coverage of central Gaussian predictive intervals at the imputed cells.
+
+    A cell counts as covered at level ``p`` when ``|truth - mean| <= z * sigma``, where
+    ``z`` is the standard normal quantile at ``(1 + p) / 2``.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The output of :func:`geogpvae.impute`.
+    var : str
+        Name of the imputed variable.
+    truth : xarray.DataArray or xarray.Dataset
+        The true field.
+    levels : sequence of float
+        Nominal levels in (0, 1).
+    space : {"auto", "linear", "log"}
+        Where the Gaussian intervals live. ``"auto"`` uses log space for a variable with
+        ``geogpvae_transform = "log"``, where the model is Gaussian, and linear space
+        otherwise. In log space, the intervals ``mu +- z s`` of ``ln v`` correspond to
+        the asymmetric intervals ``[exp(mu - z s), exp(mu + z s)]`` in the original
+        units.
+    log_point : {"median", "mean"}, optional
+        How the log-space moments ``mu`` and ``s`` are recovered from ``v`` and ``v_std``,
+        which are in the original units. ``"median"`` means that ``v = exp(mu)`` and
+        ``v_std`` is the lognormal standard deviation,
+        ``v_std**2 = exp(2 mu) u (u - 1)`` with ``u = exp(s**2)``. ``"mean"`` means that
+        ``v = exp(mu + s**2 / 2)``, the lognormal mean, with
+        ``v_std**2 = v**2 (exp(s**2) - 1)``. The default is the variable's
+        ``geogpvae_point_estimate`` attr, or ``"median"`` without it.
+
+    Returns
+    -------
+    dict of float to float
+        The fraction covered at each nominal level, NaN when there is no imputed cell with
+        a finite truth and a positive std.
+    """
+    sigma, err, _ = _calibration_pairs(ds, var, truth, space, log_point)
+    return _coverage(sigma, err, levels)
+
+
+def _coverage(sigma: np.ndarray, err: np.ndarray, levels: Sequence[float]) -> dict[float, float]:
+    out = {}
+    for p in levels:
+        p = float(p)
+        if not 0 < p < 1:
+            raise ValueError(f"coverage level {p} is not in (0, 1)")
+        z = NormalDist().inv_cdf(0.5 + p / 2.0)
+        out[p] = float(np.mean(err <= z * sigma)) if sigma.size else float("nan")
+    return out
+
+
+def uncertainty(
+    ds: xr.Dataset,
+    var: str,
+    truth: xr.DataArray | xr.Dataset | None = None,
+    *,
+    levels: Sequence[float] = (0.5, 0.8, 0.95),
+    space: str = "auto",
+    log_point: str | None = None,
+    max_scatter: int = 4000,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """Calibration of the predictive std: against the error, and interval coverage.
+
+    With ``truth``, there are two panels:
+
+    - ``|error|`` against the predictive std ``sigma`` at the imputed cells, as points,
+      or as a hexbin of counts above ``max_scatter`` points. A calibrated Gaussian model
+      has ``E|error| = sqrt(2/pi) sigma``, about ``0.80 sigma``, drawn as a line. Binned
+      means of ``|error|`` (deciles of ``sigma``) show whether it follows that line.
+    - the empirical coverage of the central intervals at ``levels`` next to the nominal
+      coverage, as paired bars with the numbers written on them.
+
+    Without ``truth``, a single panel shows the histogram of the std at the imputed
+    cells, with log-spaced bins for a log-marked variable.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The output of :func:`geogpvae.impute`.
+    var : str
+        Name of the imputed variable.
+    truth : xarray.DataArray or xarray.Dataset, optional
+        The true field.
+    levels : sequence of float
+        Nominal coverage levels.
+    space : {"auto", "linear", "log"}
+        Space of the Gaussian intervals and of the error plot. See
+        :func:`interval_coverage`. For a log-marked variable, ``"auto"`` means log space,
+        where the errors are those of ``ln v``.
+    log_point : {"median", "mean"}, optional
+        See :func:`interval_coverage`.
+    max_scatter : int
+        Above this number of points, a hexbin replaces the scatter.
+    figsize : tuple of float, optional
+        Figure size in inches.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure. With ``truth``, its panels have gids ``"std-vs-error"`` and
+        ``"coverage"``, and the empirical bars the gid ``"empirical"``. Without it, the
+        panel has the gid ``"std-histogram"``.
+    """
+    plt = _plt()
+    f = _Field(ds, var, truth)
+    name = str(f.value.attrs.get("long_name") or var)
+    units = f.value.attrs.get("units")
+    if f.truth is None:
+        if f.std is None:
+            raise KeyError(f"the Dataset has no std for {var!r}")
+        s = np.asarray(f.std.values, dtype=float).ravel()
+        if f.flag is not None:
+            s = s[np.asarray(f.flag.transpose(*f.std.dims).values, dtype=float).ravel() == 1]
+        s = s[np.isfinite(s) & (s > 0)]
+        fig, ax = plt.subplots(figsize=figsize or (4.0, 3.0), layout="constrained")
+        ax.set_gid("std-histogram")
+        if s.size:
+            if is_log_variable(f.value) and s.max() > s.min():
+                bins = np.geomspace(s.min(), s.max(), 31)
+                ax.set_xscale("log")
+            else:
+                bins = 30
+            ax.hist(s, bins=bins, color="0.45", edgecolor="white", linewidth=0.4)
+            med = float(np.median(s))
+            ax.axvline(med, color="C1", linewidth=1.2, label=f"median {med:.3g}")
+            ax.legend(fontsize="small")
+        else:
+            ax.text(0.5, 0.5, "no imputed cell", transform=ax.transAxes, ha="center")
+        unit_text = _units_suffix(units)
+        ax.set_xlabel(f"predictive std of {name}{unit_text}")
+        ax.set_ylabel("imputed cells")
+        ax.set_title(f"std at {s.size} imputed cells", fontsize="medium")
+        return fig
+
+    sigma, err, used = _calibration_pairs(ds, var, truth, space, log_point)
+    cov = _coverage(sigma, err, levels)
+    hexbin = sigma.size > max_scatter
+    # the hexbin's colourbar sits between the panels: a wider figure, with more space
+    # between the panels, keeps its label clear of the coverage panel's
+    default_size = (8.4, 3.4) if hexbin else (7.6, 3.4)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize or default_size, layout="constrained",
+                                   width_ratios=(1.25, 1.0))
+    if hexbin:
+        fig.get_layout_engine().set(wspace=0.06)
+    ax1.set_gid("std-vs-error")
+    ax2.set_gid("coverage")
+    if used == "log":
+        xlabel, ylabel = f"predictive std of ln({name})", f"|error| of ln({name})"
+    else:
+        u = _units_suffix(units)
+        xlabel, ylabel = f"predictive std{u}", f"|imputed \u2212 truth|{u}"
+    if sigma.size:
+        xmax = float(np.quantile(sigma, 0.995)) * 1.05
+        ymax = float(np.quantile(err, 0.995)) * 1.05
+        if not ymax > 0:  # every error 0: keep the axis, and the calibrated line, in view
+            ymax = HALF_NORMAL_MEAN * xmax
+        if hexbin:
+            hb = ax1.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
+                            extent=(0, xmax, 0, ymax), linewidths=0)
+            hb.set_gid("points")
+            cb = fig.colorbar(hb, ax=ax1, label="cells per bin", shrink=0.9, pad=0.02)
+            _style_colorbar(cb)
+            cb.ax.set_gid("colorbar:count")
+        else:
+            sc = ax1.scatter(sigma, err, s=6, color="0.35", alpha=0.6, linewidths=0)
+            sc.set_gid("points")
+        xs = np.array([0.0, xmax])
+        (line,) = ax1.plot(xs, HALF_NORMAL_MEAN * xs, color="C3", linewidth=1.4,
+                           label=r"calibrated: $E|e| = \sqrt{2/\pi}\,\sigma \approx 0.8\sigma$")
+        line.set_gid("expected")
+        nb = min(10, max(1, sigma.size // 20))
+        if nb > 1:
+            edges = np.quantile(sigma, np.linspace(0, 1, nb + 1))
+            which = np.clip(np.searchsorted(edges, sigma, side="right") - 1, 0, nb - 1)
+            xm = np.array([sigma[which == i].mean() for i in range(nb) if np.any(which == i)])
+            ym = np.array([err[which == i].mean() for i in range(nb) if np.any(which == i)])
+            (bm,) = ax1.plot(xm, ym, "o-", color="C0", markersize=4, linewidth=1,
+                             label="mean |error| per decile of \u03c3")
+            bm.set_gid("binned")
+        ax1.set_xlim(0, xmax)
+        ax1.set_ylim(0, ymax)
+        ax1.legend(fontsize="small", loc="upper left")
+    ax1.set_xlabel(xlabel)
+    ax1.set_ylabel(ylabel)
+    ax1.set_title(f"{sigma.size} imputed cells", fontsize="medium")
+
+    lv = list(cov)
+    x = np.arange(len(lv))
+    nominal = np.array([100 * p for p in lv])
+    empirical = np.array([100 * cov[p] for p in lv])
+    w = 0.38
+    bn = ax2.bar(x - w / 2, nominal, w, color="0.8", edgecolor="0.5", label="nominal")
+    be = ax2.bar(x + w / 2, np.nan_to_num(empirical), w, color="C0", label="empirical")
+    for b in bn:
+        b.set_gid("nominal")
+    for b, e in zip(be, empirical, strict=True):
+        b.set_gid("empirical")
+        ax2.annotate(f"{e:.1f}%", (b.get_x() + b.get_width() / 2, b.get_height()),
+                     xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                     fontsize="small")
+    ax2.set_xticks(x, [f"{p:.0f}%" for p in nominal])
+    ax2.set_xlabel("central interval")
+    ax2.set_ylabel("coverage [%]")
+    ax2.set_ylim(0, 110)
+    ax2.legend(fontsize="small", loc="upper left")
+    ax2.set_title("coverage" + (" (in log space)" if used == "log" else ""), fontsize="medium")
+    fig.suptitle(f"Calibration of {name}")
+    return fig
+
+

@@ -1,0 +1,374 @@
+"""Layer slices of a gridded field: observed, imputed, truth, std and error panels."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+
+from .conventions import (
+    _axis_label,
+    _centres,
+    _choose_label,
+    _coord,
+    _Field,
+    _is_vertical,
+    _Metrics,
+    _orient,
+    _positive_down,
+    _short_label,
+    _status,
+    _tick_chars,
+    _units_of,
+)
+from .style import (
+    UNCERTAINTY_CMAP,
+    VALUE_CMAP,
+    _cmap,
+    _draw_domain,
+    _edges,
+    _layer_note,
+    _masked,
+    _plt,
+    _scalar_notes,
+    _style_colorbar,
+    _units_suffix,
+    is_log_variable,
+    label_for,
+    make_norm,
+    robust_limits,
+)
+
+__all__ = ["layers"]
+
+
+def layers(
+    ds: xr.Dataset,
+    var: str,
+    layer: int | Sequence[int] = 0,
+    axis: str = "z",
+    truth: xr.DataArray | xr.Dataset | None = None,
+    *,
+    log: bool | None = None,
+    cmap: Any = None,
+    std_cmap: Any = UNCERTAINTY_CMAP,
+    percentiles: tuple[float, float] = (1.0, 99.0),
+    share: str = "all",
+    aspect: str | float | None = "auto",
+    panel_width: float = 2.1,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """Layers of a 3-D field: observed, imputed, std and, with ``truth``, truth and error.
+
+    Each row is one layer. Its panels, left to right, are:
+
+    - the observed values, with the holes left as holes (grey);
+    - the imputed field;
+    - the truth, when ``truth`` is given;
+    - the predictive standard deviation at the imputed cells;
+    - ``|imputed - truth|`` at the imputed cells, when ``truth`` is given.
+
+    Cells without a value are grey: the holes in the observed panel, and the observed
+    cells in the std and error panels. Cells outside the domain are white. Without a
+    ``v_imputed`` flag, a cell counts as imputed where its std is positive and as
+    observed where it is 0, as :func:`geogpvae.impute` writes them.
+
+    The value panels share one norm, and so do the std and error panels. Both are in the
+    units of the variable, so the std and the error can be compared by colour. A
+    log-marked variable gets a log norm on both.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The output of :func:`geogpvae.impute`.
+    var : str
+        Name of the imputed variable.
+    layer : int or sequence of int
+        Layer index or indices along ``axis``, 0-based as in Python. Negative indices count
+        from the end. The titles of horizontal layers give the layer number and the
+        coordinate value, such as "layer 21 (z = 12.5 m)". The number is the value of a
+        ``layer`` coordinate along ``axis`` when the Dataset has one (SPE10 loaded with
+        ``downsample=2`` keeps every other layer, so index 10 is layer 21), and otherwise
+        the 1-based index, as geologists count. Vertical sections (``axis`` ``"x"`` or
+        ``"y"``) are titled with the coordinate value only. Values are rounded to 3
+        significant digits, or more where neighbouring values need them to differ.
+    axis : str
+        Dimension to slice along. The default ``"z"`` gives horizontal layers, and ``"x"``
+        or ``"y"`` give vertical sections. A variable with 2 dims, neither of them
+        ``axis``, is drawn as one row without a layer number.
+    truth : xarray.DataArray or xarray.Dataset, optional
+        The complete field on the same grid, or a Dataset that holds ``var``.
+    log : bool, optional
+        Use a log colour norm. The default follows ``geogpvae_transform == "log"``.
+    cmap, std_cmap : str or Colormap, optional
+        Colour maps for the values and for std and error.
+    percentiles : tuple of float
+        Robust colour limits, in percent of the finite values drawn.
+    share : {"all", "row"}
+        Share the colour limits across all rows, with one pair of colourbars below the
+        panels, or within each row, with colourbars beside each row.
+    aspect : "auto", "equal", float or None
+        Axes aspect. With ``"auto"``, the aspect is equal when both axes have the same
+        units and neither of them is vertical. A vertical section (along ``x`` or ``y``)
+        keeps a free aspect, because vertical exaggeration is the norm there.
+    panel_width : float
+        Width of one panel, in inches.
+    figsize : tuple of float, optional
+        Figure size in inches. It overrides the size computed from ``panel_width``. By
+        default, panels with a fixed aspect get the height that the aspect asks for, with
+        no space to spare between the rows, their titles and the colourbars.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure. The panels carry gids ``"observed"``, ``"imputed"``, ``"truth"``,
+        ``"std"`` and ``"error"``, and their QuadMeshes the same gids. Only the bottom row
+        has x labels and only the first column y labels: a coordinate's ``long_name``
+        with its units, or its name with its units (``"x [m]"``) where the long one would
+        be wider than the panel.
+
+    Notes
+    -----
+    The cells are drawn with ``pcolormesh`` on cell edges computed from the coordinates.
+    Descending coordinates therefore land where they belong: ``x`` increases to the right
+    and ``y`` upwards. A coordinate with ``positive: "down"`` (depth) increases downwards.
+    """
+    plt = _plt()
+    if share not in ("all", "row"):
+        raise ValueError("share must be 'all' or 'row'")
+    f = _Field(ds, var, truth)
+    da = f.value
+    if axis in da.dims:
+        n = da.sizes[axis]
+        requested = [layer] if np.ndim(layer) == 0 else list(layer)  # type: ignore[arg-type]
+        if not requested:
+            raise ValueError("no layer requested")
+        indices = []
+        for k in requested:
+            k = int(k)
+            if not -n <= k < n:
+                raise IndexError(f"layer {k} out of range for {axis!r} of size {n}")
+            indices.append(k % n)
+        selections: list[dict[str, int]] = [{axis: k} for k in indices]
+    elif da.ndim == 2:
+        selections = [{}]
+    else:
+        raise ValueError(f"{var!r} has dims {da.dims}; axis {axis!r} is not one of them")
+    use_log = is_log_variable(da) if log is None else bool(log)
+    with_truth = f.truth is not None
+
+    rows = []
+    for sel in selections:
+        v = da.isel(sel)
+        if v.ndim != 2:
+            raise ValueError(f"a layer of {var!r} has dims {v.dims}; expected 2")
+        hdim, vdim = _orient(v)
+        order = (vdim, hdim)
+        v = v.transpose(*order)
+        flag = f.flag.isel(sel).transpose(*order) if f.flag is not None else None
+        std = f.std.isel(sel).transpose(*order) if f.std is not None else None
+        observed, imputed, inside = _status(v, std, flag)
+        if flag is None and std is None:
+            imputed = None  # nothing tells the cells apart: no mask on the error panel
+        value = _masked(v)
+        panels: dict[str, np.ma.MaskedArray] = {
+            "observed": np.ma.masked_where(~observed, value),
+            "imputed": value,
+        }
+        if with_truth:
+            t = _masked(f.truth.isel(sel).transpose(*order))
+            panels["truth"] = t
+        if std is not None:
+            s = _masked(std)
+            panels["std"] = np.ma.masked_where(~imputed, s) if imputed is not None else s
+        if with_truth:
+            err = np.ma.abs(value - t)
+            panels["error"] = np.ma.masked_where(~imputed, err) if imputed is not None else err
+        rows.append((sel, v, hdim, vdim, panels, inside))
+
+    value_keys = [k for k in ("observed", "imputed", "truth") if k in rows[0][4]]
+    unc_keys = [k for k in ("std", "error") if k in rows[0][4]]
+    keys = value_keys + unc_keys
+    value_cmap = _cmap(cmap or VALUE_CMAP)
+    unc_cmap = _cmap(std_cmap)
+
+    def norms(row_panels: Iterable[dict[str, np.ma.MaskedArray]]):
+        row_panels = list(row_panels)
+        vn = make_norm(
+            *robust_limits(
+                *[p[k] for p in row_panels for k in value_keys],
+                percentiles=percentiles,
+                log=use_log,
+            ),
+            log=use_log,
+        )
+        un = None
+        if unc_keys:
+            lo, hi = robust_limits(
+                *[p[k] for p in row_panels for k in unc_keys],
+                percentiles=percentiles,
+                log=use_log,
+            )
+            un = make_norm(lo if use_log else 0.0, hi, log=use_log)
+        return vn, un
+
+    # geometry of one panel
+    _, v0, hdim0, vdim0, _, _ = rows[0]
+    hedges0, vedges0 = _edges(_centres(v0, hdim0)), _edges(_centres(v0, vdim0))
+    hunits, vunits = _units_of(v0, hdim0), _units_of(v0, vdim0)
+    vertical = _is_vertical(vdim0, _coord(v0, vdim0)) or _is_vertical(hdim0, _coord(v0, hdim0))
+    if aspect == "auto":
+        aspect = "equal" if (hunits is not None and hunits == vunits and not vertical) else None
+    hext = float(np.ptp(hedges0)) or 1.0
+    vext = float(np.ptp(vedges0)) or 1.0
+    if aspect == "equal":
+        box = vext / hext
+    elif isinstance(aspect, (int, float)):
+        box = aspect * vext / hext
+    else:
+        box = 0.75
+    box = float(np.clip(box, 0.35, 2.6))
+    ncols, nrows = len(keys), len(rows)
+    nv, nu = len(value_keys), len(unc_keys)
+    wheres = []
+    for sel, v, *_ in rows:
+        if sel:
+            (dim, k), = sel.items()
+            wheres.append(_layer_note(da, dim, k, number=_is_vertical(dim, _coord(da, dim))))
+        else:
+            wheres.append(", ".join(_scalar_notes(v)))
+
+    # the size of the figure and of its panels, estimated from the text around them
+    mt = _Metrics()
+    title = mt.title(2 if any(wheres) else 1)
+    left = (mt.w_pad + mt.lines(mt.label_font) + mt.label_pad + mt.tick
+            + mt.digits(_tick_chars(float(vedges0.min()), float(vedges0.max()))))
+    right = mt.w_pad + 0.03
+    gap = 2 * mt.w_pad + mt.tick_mark  # between panels, which share their y tick labels
+    between = title + mt.tick_mark + 2 * mt.h_pad + 0.02  # between rows
+    cbar_pad = 0.1  # inches
+    ncb = 2 if unc_keys else 1
+    if share == "all":
+        width = panel_width * ncols + 0.8 if figsize is None else float(figsize[0])
+        w = (width - left - right - (ncols - 1) * gap) / ncols
+    else:  # colourbars right of each group: pad, bar (its height / 18), ticks and label
+        fixed = cbar_pad + mt.tick + mt.digits(3) + mt.x_label() + mt.w_pad
+        width = panel_width * ncols + 0.8 + 1.1 if figsize is None else float(figsize[0])
+        w = ((width - left - right - (ncols - ncb) * gap - ncb * fixed)
+             / (ncols + ncb * 0.9 * box / 18.0))
+    w = max(w, 0.3)
+
+    def bottom(w: float) -> float:
+        if share == "all":  # ticks and label, under the panels and under the colourbars
+            bar = 0.9 * (max(nv, nu) * w + (max(nv, nu) - 1) * gap) / 25.0
+            return mt.h_pad + 2 * (mt.x_ticks() + mt.x_label()) + cbar_pad + bar
+        return mt.h_pad + mt.x_ticks() + mt.x_label()
+
+    if figsize is None:
+        h = w * box
+        figsize = (width, mt.h_pad + title + nrows * h + (nrows - 1) * between + bottom(w))
+    else:
+        h = (float(figsize[1]) - mt.h_pad - title - (nrows - 1) * between - bottom(w)) / nrows
+        h = max(h, 0.3)
+        if aspect is not None:  # the aspect shrinks the panels to fit
+            w, h = min(w, h / box), min(h, w * box)
+    # a colourbar's pad is a fraction of the extent of its panels
+    if share == "all":
+        rows_h = nrows * h + (nrows - 1) * between
+        cbar_pads = {"value": cbar_pad / rows_h, "uncertainty": cbar_pad / rows_h}
+    else:
+        cbar_pads = {"value": cbar_pad / (nv * w + (nv - 1) * gap),
+                     "uncertainty": cbar_pad / max(nu * w + (nu - 1) * gap, 0.1)}
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=figsize, squeeze=False, sharex=True, sharey=True,
+        # "compressed" pulls panels of a fixed aspect, their titles and colourbars together
+        layout="compressed" if aspect is not None else "constrained",
+    )
+    titles = {
+        "observed": "observed",
+        "imputed": "imputed",
+        "truth": "truth",
+        "std": "predictive std",
+        "error": "|imputed \u2212 truth|",
+    }
+    all_norms = norms(r[4] for r in rows) if share == "all" else None
+    meshes: dict[str, Any] = {}
+    for r, (sel, v, hdim, vdim, panels, inside) in enumerate(rows):
+        vn, un = all_norms if all_norms is not None else norms([panels])
+        hedges = _edges(_centres(v, hdim))
+        vedges = _edges(_centres(v, vdim))
+        where = wheres[r]
+        for c, key in enumerate(keys):
+            ax = axes[r, c]
+            is_value = key in value_keys
+            m = ax.pcolormesh(
+                hedges, vedges, panels[key],
+                cmap=value_cmap if is_value else unc_cmap,
+                norm=vn if is_value else un,
+                shading="flat",
+                rasterized=True,
+            )
+            m.set_gid(key)
+            ax.set_gid(key)
+            _draw_domain(ax, hedges, vedges, inside)
+            ax.set_title(f"{titles[key]}\n{where}" if where else titles[key], fontsize="medium")
+            meshes.setdefault(key, []).append(m)
+            if r == nrows - 1:
+                ax.set_xlabel(_axis_label(v, hdim))
+            if c == 0:
+                ax.set_ylabel(_axis_label(v, vdim))
+        ax0 = axes[r, 0]
+        ax0.set_xlim(hedges.min(), hedges.max())
+        if _positive_down(_coord(v, vdim)):
+            ax0.set_ylim(vedges.max(), vedges.min())
+        else:
+            ax0.set_ylim(vedges.min(), vedges.max())
+        if aspect is not None:
+            for ax in axes[r]:
+                ax.set_aspect(aspect)
+        if share == "row":
+            _colourbars(fig, axes[r], meshes, value_keys, unc_keys, f, r, "right", cbar_pads)
+    if share == "all":
+        _colourbars(fig, axes, meshes, value_keys, unc_keys, f, 0, "bottom", cbar_pads)
+    for ax in axes.ravel():
+        ax.set_anchor("N")  # a panel shorter than its box stays under its title
+    # long axis labels that would run into their neighbours' give way to "x [m]"
+    for ax in axes[-1]:
+        _choose_label(ax.xaxis.label, _short_label(rows[-1][1], rows[-1][2]), w + gap - 0.1, mt)
+    for ax, (_, v, _, vd, _, _) in zip(axes[:, 0], rows, strict=True):
+        _choose_label(ax.yaxis.label, _short_label(v, vd), h, mt)
+    return fig
+
+
+def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, location, pads):
+    """One colourbar under (or beside) the value panels, one for std and error.
+
+    ``pads`` gives the pad of each, ``"value"`` and ``"uncertainty"``, as a fraction of
+    the extent of its panels.
+    """
+    axes = np.atleast_2d(axes)
+    nv = len(value_keys)
+    kw = {"location": location, "shrink": 0.9, "aspect": 25 if location == "bottom" else 18}
+    kw["pad"] = pads["value"]
+    cb = fig.colorbar(meshes[value_keys[0]][row], ax=axes[:, :nv].ravel().tolist(), **kw)
+    cb.set_label(label_for(f.value, f.var))
+    _style_colorbar(cb)
+    cb.ax.set_gid("colorbar:value")
+    if unc_keys:
+        kw["pad"] = pads["uncertainty"]
+        cb = fig.colorbar(meshes[unc_keys[0]][row], ax=axes[:, nv:].ravel().tolist(), **kw)
+        cb.set_label(_uncertainty_label(f, unc_keys))
+        _style_colorbar(cb)
+        cb.ax.set_gid("colorbar:uncertainty")
+
+
+def _uncertainty_label(f: _Field, unc_keys: Sequence[str]) -> str:
+    what = " and ".join({"std": "std", "error": "|error|"}[k] for k in unc_keys)
+    name = f.value.attrs.get("long_name") or f.var
+    units = f.value.attrs.get("units")
+    return f"{what} of {name}" + _units_suffix(units)
+
+

@@ -1,0 +1,385 @@
+"""Colours, norms, unit and label typesetting shared by every figure."""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from typing import Any
+
+import matplotlib
+import numpy as np
+import xarray as xr
+from matplotlib import colors as mcolors
+
+__all__ = ["is_log_variable", "label_for", "make_norm", "pretty_units", "robust_limits"]
+
+
+#: Colour behind masked cells (holes, outside the domain, std at observed cells).
+MASKED_COLOUR = "0.86"
+#: Default colour map for values.
+VALUE_CMAP = "viridis"
+#: Default colour map for std and |error|: magma without its palest 15 %, whose near-white
+#: top end could be taken for the grey of the cells without a value.
+UNCERTAINTY_CMAP = mcolors.ListedColormap(
+    matplotlib.colormaps["magma"](np.linspace(0.0, 0.85, 256)), name="magma_no_white"
+)
+#: E|e| for e ~ N(0, sigma^2) is sqrt(2/pi) sigma, about 0.80 sigma.
+HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
+
+_WARNED: set[str] = set()
+
+def _warn_once(key: str, message: str, stacklevel: int = 4) -> None:
+    """Emit ``message`` as a UserWarning, at most once per process for ``key``.
+
+    The default ``stacklevel`` points at the caller of a public function that called a
+    helper that called this.
+    """
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def _plt():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def is_log_variable(da: xr.DataArray) -> bool:
+    """Whether a variable was modelled in log space.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        The imputed variable.
+
+    Returns
+    -------
+    bool
+        True when ``da.attrs["geogpvae_transform"]`` is ``"log"`` (any case).
+    """
+    return str(da.attrs.get("geogpvae_transform", "")).strip().lower() == "log"
+
+
+def label_for(da: xr.DataArray, name: str | None = None) -> str:
+    """A colourbar or axis label, ``"long name [units]"``, built from attrs.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        Variable or coordinate.
+    name : str, optional
+        Fallback when the variable has neither ``long_name`` nor ``standard_name``.
+        Defaults to ``da.name``.
+
+    Returns
+    -------
+    str
+        The label. The units part is left out when ``units`` is missing or empty.
+    """
+    attrs = da.attrs
+    text = attrs.get("long_name") or attrs.get("standard_name") or name or da.name or ""
+    text = str(text).replace("_", " ") if not attrs.get("long_name") else str(text)
+    shown = pretty_units(attrs.get("units"))
+    if shown and (f"({shown})" in text or f"[{shown}]" in text):
+        return text  # the name already says its units, e.g. "permeability (mD)"
+    return text + _units_suffix(attrs.get("units"))
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
+                                           "\u2077\u2078\u2079")
+_NAMED_UNITS = {
+    "degrees_east": "\u00b0E", "degree_east": "\u00b0E", "degrees_e": "\u00b0E",
+    "degree_e": "\u00b0E", "degrees_north": "\u00b0N", "degree_north": "\u00b0N",
+    "degrees_n": "\u00b0N", "degree_n": "\u00b0N", "degrees": "\u00b0", "degree": "\u00b0",
+    "percent": "%",
+    "9.869233e-16 m2": "mD", "9.869233e-16 m^2": "mD", "9.869233e-16 m**2": "mD",
+}
+
+
+def pretty_units(units: Any) -> str:
+    """Units as they should read in a figure, from a CF/UDUNITS string.
+
+    Exponents become superscripts (``"mg kg-1"`` reads mg kg⁻¹, ``"W m-2"`` W m⁻²,
+    ``"m2 s-1"`` m² s⁻¹), ``"degrees_east"`` and ``"degrees_north"`` become °E and °N,
+    ``"**"`` or ``"^"`` exponents are read as well, and one millidarcy written for UDUNITS
+    (``"9.869233e-16 m2"``) reads mD. Anything else is kept as it is.
+
+    Parameters
+    ----------
+    units : str or None
+        The ``units`` attribute.
+
+    Returns
+    -------
+    str
+        The text, or ``""`` for a missing, empty or dimensionless (``"1"``) unit.
+    """
+    if units is None:
+        return ""
+    text = str(units).strip()
+    if text in ("", "1"):
+        return ""
+    if text.lower() in _NAMED_UNITS:
+        return _NAMED_UNITS[text.lower()]
+    if " since " in text:  # a time reference: not a unit to typeset
+        return text
+    words = []
+    for word in text.split():
+        m = re.fullmatch(r"([A-Za-z\u00b0\u00b5\u03bc%]+)(?:\*\*|\^)?(-?[0-9]+)", word)
+        words.append(m.group(1) + m.group(2).translate(_SUPERSCRIPT) if m else word)
+    return " ".join(words)
+
+
+def _units_suffix(units: Any) -> str:
+    """``" [mg kg⁻¹]"`` for a label, or ``""`` without units."""
+    text = pretty_units(units)
+    return f" [{text}]" if text else ""
+
+
+def robust_limits(
+    *arrays: Any,
+    percentiles: tuple[float, float] = (1.0, 99.0),
+    log: bool = False,
+    vmin: float | None = None,
+    vmax: float | None = None,
+) -> tuple[float, float]:
+    """Colour limits from robust percentiles of the finite values of several arrays.
+
+    Parameters
+    ----------
+    *arrays : array_like
+        Arrays (NumPy, masked, or xarray) whose values the limits must cover. Masked
+        and non-finite entries are ignored. With ``log=True``, so are non-positive ones.
+    percentiles : tuple of float
+        Lower and upper percentiles, in percent. ``(0, 100)`` gives the full range.
+    log : bool
+        Limits for a logarithmic norm: the percentiles are taken of ``log10`` of the
+        positive values, and the result is positive.
+    vmin, vmax : float, optional
+        Fixed limits that override the computed ones.
+
+    Returns
+    -------
+    tuple of float
+        ``(vmin, vmax)`` with ``vmin < vmax``. Without any usable value this is
+        ``(0, 1)``, or ``(1, 10)`` for log limits.
+    """
+    parts = []
+    for a in arrays:
+        if a is None:
+            continue
+        v = np.ma.filled(np.ma.asarray(getattr(a, "values", a), dtype=float), np.nan).ravel()
+        v = v[np.isfinite(v)]
+        if log:
+            v = v[v > 0]
+        parts.append(v)
+    values = np.concatenate(parts) if parts else np.empty(0)
+    if values.size > 2_000_000:  # percentiles of a regular thinning are plenty
+        values = values[:: values.size // 1_000_000]
+    if values.size:
+        data = np.log10(values) if log else values
+        lo, hi = np.percentile(data, percentiles)
+        if log:
+            lo, hi = 10.0**lo, 10.0**hi
+    else:
+        lo, hi = (1.0, 10.0) if log else (0.0, 1.0)
+    lo = float(lo if vmin is None else vmin)
+    hi = float(hi if vmax is None else vmax)
+    if log and lo <= 0:
+        lo = hi / 1e3 if hi > 0 else 1.0
+        hi = max(hi, lo * 10)
+    if not hi > lo:
+        if log:
+            lo, hi = lo / 2.0, lo * 2.0
+        else:
+            pad = abs(lo) * 0.05 or 0.5
+            lo, hi = lo - pad, hi + pad
+    return lo, hi
+
+
+def make_norm(vmin: float, vmax: float, log: bool = False) -> mcolors.Normalize:
+    """A colour norm for ``[vmin, vmax]``.
+
+    Parameters
+    ----------
+    vmin, vmax : float
+        Limits. For a log norm, ``vmin`` must be positive. A non-positive one is replaced
+        by ``vmax / 1000``.
+    log : bool
+        Return a :class:`~matplotlib.colors.LogNorm` instead of a linear
+        :class:`~matplotlib.colors.Normalize`.
+
+    Returns
+    -------
+    matplotlib.colors.Normalize
+        The norm, clipping nothing: values outside the limits take the colour map's
+        under and over colours.
+    """
+    if log:
+        if not vmin > 0:
+            vmin = vmax / 1e3 if vmax > 0 else 1.0
+        if not vmax > vmin:
+            vmax = vmin * 10.0
+        return mcolors.LogNorm(vmin=vmin, vmax=vmax)
+    return mcolors.Normalize(vmin=vmin, vmax=vmax)
+
+
+def _cmap(name: Any) -> mcolors.Colormap:
+    cmap = matplotlib.colormaps[name] if isinstance(name, str) else name
+    # masked cells are transparent: the grey domain drawn below shows through
+    return cmap.with_extremes(bad=(0.0, 0.0, 0.0, 0.0))
+
+
+def _draw_domain(ax, hedges, vedges, inside: np.ndarray, **kwargs) -> None:
+    """Grey under the cells inside the domain; outside stays the axes colour (white).
+
+    Masked cells of the data drawn on top are transparent, so holes (and observed cells
+    in the std panels) show grey while cells outside the domain show white.
+    """
+    grey = mcolors.ListedColormap([MASKED_COLOUR])
+    under = ax.pcolormesh(hedges, vedges, np.ma.masked_where(~inside, np.zeros(inside.shape)),
+                          cmap=grey, vmin=0.0, vmax=1.0, shading="flat", rasterized=True,
+                          zorder=0.5, **kwargs)
+    under.set_gid("domain")
+
+
+def _outline(ax, hedges, vedges, mask: np.ndarray, **kwargs) -> None:
+    """Outline the cells where ``mask`` is set along the cell edges (a LineCollection)."""
+    from matplotlib.collections import LineCollection
+
+    m = np.pad(np.asarray(mask, dtype=bool), 1)
+    segments = []
+    rows, cols = np.nonzero(m[1:-1, 1:] != m[1:-1, :-1])  # vertical edges, at hedges[cols]
+    for i, j in zip(rows, cols, strict=True):
+        segments.append([(hedges[j], vedges[i]), (hedges[j], vedges[i + 1])])
+    rows, cols = np.nonzero(m[1:, 1:-1] != m[:-1, 1:-1])  # horizontal edges, at vedges[rows]
+    for i, j in zip(rows, cols, strict=True):
+        segments.append([(hedges[j], vedges[i]), (hedges[j + 1], vedges[i])])
+    if segments:
+        lc = LineCollection(segments, colors="k", linewidths=0.45, alpha=0.8, zorder=3,
+                            **kwargs)
+        lc.set_gid("outline")
+        ax.add_collection(lc, autolim=False)
+
+
+def _masked(a: Any) -> np.ma.MaskedArray:
+    return np.ma.masked_invalid(np.asarray(getattr(a, "values", a), dtype=float))
+
+
+def _edges(centres: np.ndarray) -> np.ndarray:
+    """Cell edges from 1-D cell centres (ascending or descending)."""
+    c = np.asarray(centres, dtype=float)
+    if c.size == 1:
+        return np.array([c[0] - 0.5, c[0] + 0.5])
+    mid = 0.5 * (c[1:] + c[:-1])
+    return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
+
+
+def _coord_note(name: str, coord: xr.DataArray | None, value: Any) -> str:
+    """``"z = 4.2 m"``: a coordinate value, rounded for a title, with its units."""
+    if coord is not None and name == "layer":
+        return f"layer {_fmt_value(value)}"
+    units = pretty_units(coord.attrs.get("units")) if coord is not None else ""
+    text = _fmt_value(value, _spacing(coord))
+    return f"{name} = {text}" + (f" {units}" if units else "")
+
+
+def _scalar_notes(da: xr.DataArray) -> list[str]:
+    """Notes for the scalar coordinates of ``da``, such as a layer already selected.
+
+    A ``layer`` coordinate comes first and reads ``"layer 21"``.
+    """
+    scalars = [(str(n), c) for n, c in da.coords.items() if c.ndim == 0]
+    scalars.sort(key=lambda item: item[0] != "layer")
+    return [_coord_note(n, c, c.values) for n, c in scalars]
+
+
+def _spacing(coord: xr.DataArray | None) -> float | None:
+    """The smallest step between the distinct values of a numeric 1-D coordinate."""
+    if coord is None or coord.ndim != 1 or coord.size < 2:
+        return None
+    values = np.asarray(coord.values)
+    if not np.issubdtype(values.dtype, np.number):
+        return None
+    steps = np.diff(np.unique(values[np.isfinite(values)].astype(float)))
+    steps = steps[steps > 0]
+    return float(steps.min()) if steps.size else None
+
+
+def _fmt_value(value: Any, step: float | None = None, digits: int = 3) -> str:
+    """A coordinate value for a title: ``digits`` significant digits, never an exponent.
+
+    More decimals are kept where ``step``, the spacing of the coordinate, needs them to
+    tell neighbouring values apart (``1500.3`` and ``1500.6`` rather than ``1500`` twice).
+    Integers are printed whole, and trailing zeros are dropped.
+    """
+    value = np.asarray(value)
+    if np.issubdtype(value.dtype, np.datetime64):
+        return str(np.datetime_as_string(value, unit="D"))
+    if np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.bool_):
+        return str(int(value))
+    if np.issubdtype(value.dtype, np.number):
+        x = float(value)
+        if not math.isfinite(x):
+            return str(x)
+        if x == int(x) and abs(x) < 1e15:
+            return str(int(x))
+        decimals = digits - 1 - math.floor(math.log10(abs(x))) if x else 0
+        if step is not None and step > 0:
+            decimals = max(decimals, math.ceil(-math.log10(step) - 1e-9))
+        decimals = int(min(max(decimals, 0), 12))
+        text = f"{x:.{decimals}f}"
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    return str(value.item() if value.ndim == 0 else value)
+
+
+def _layer_note(da: xr.DataArray, dim: str, k: int, *, number: bool) -> str:
+    """``"layer 21 (z = 12.5 m)"``: the layer at index ``k`` along ``dim``, for a title.
+
+    The layer number is the value of a ``layer`` coordinate along ``dim`` when there is
+    one, and otherwise ``k + 1``; it is given only when ``number`` is set (a horizontal
+    layer). The coordinate value of ``dim`` follows in brackets.
+    """
+    coord = _coord(da, dim)
+    note = _coord_note(dim, coord, coord.values[k]) if coord is not None and coord.ndim == 1 \
+        else ""
+    if not number:
+        return note or f"{dim} index {k}"
+    layer = da.coords.get("layer")
+    if layer is not None and layer.dims == (dim,):
+        head = f"layer {_fmt_value(layer.values[k])}"
+        if dim == "layer":  # the dim itself is the layer number: nothing to add
+            return head
+    else:
+        head = f"layer {k + 1}"
+    return f"{head} ({note})" if note else head
+
+
+def _coord(da: xr.DataArray, dim: str) -> xr.DataArray | None:
+    return da[dim] if dim in da.coords else None
+
+
+def _style_colorbar(cb) -> None:
+    """Readable ticks on a log colourbar: 1-2-5 steps over short ranges, plain numbers."""
+    if not isinstance(cb.norm, mcolors.LogNorm):
+        return
+    from matplotlib import ticker
+
+    decades = math.log10(cb.norm.vmax / cb.norm.vmin)
+    if decades > 4:
+        subs: tuple[float, ...] = (1.0,)
+    elif decades > 1.2:
+        subs = (1.0, 2.0, 5.0)
+    else:
+        subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    cb.locator = ticker.LogLocator(subs=subs)
+    cb.formatter = ticker.FuncFormatter(lambda v, _: f"{v:g}" if 1e-4 <= v < 1e6 else f"{v:.0e}")
+    cb.minorformatter = ticker.NullFormatter()
+    long_axis = cb.ax.xaxis if cb.orientation == "horizontal" else cb.ax.yaxis
+    long_axis.set_minor_formatter(ticker.NullFormatter())
+    cb.update_ticks()

@@ -1,0 +1,584 @@
+"""The ``geogpvae`` command end to end: impute, info, predict, plot, demo, exit codes, signals.
+
+Most runs go through ``main([...])`` in this process (fast); a few start ``python -m
+geogpvae`` to check the real entry point, SIGTERM handling and a SIGKILL during the write.
+Training is kept tiny: a few epochs on 16 x 16 grids with small networks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import geogpvae
+from geogpvae.cli import common as cli_common
+from geogpvae.cli import files as cli_files
+from geogpvae.cli import impute as cli_impute
+from geogpvae.cli import info as cli_info
+from geogpvae.cli import jobs
+from geogpvae.cli import settings as cli_settings
+from geogpvae.cli import main
+from geogpvae.datasets import make_gaussian_field
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    "--option",
+    "encoder_hidden=[16,16]",
+    "--option",
+    "decoder_hidden=[16,16]",
+    "--option",
+    "samples=8",
+    "--option",
+    "calibrate=false",
+]
+TINY = ["--neighbours", "4", "--epochs", "3", *SMALL, "-q"]
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+
+
+def _write(ds: xr.Dataset, path: Path) -> Path:
+    geogpvae.to_netcdf(ds, path)
+    return path
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err, "no message on stderr"
+    return err[-1]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One torch thread: two are very slow when other jobs hold the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    """A gridded and a scattered file, and one tiny imputation of the grid with its model."""
+    root = tmp_path_factory.mktemp("cli")
+    grid = _write(make_gaussian_field((16, 16), seed=0), root / "grid.nc")
+    points = _write(make_gaussian_field(n_points=150, seed=1), root / "points.nc")
+    out, model = root / "grid_filled.nc", root / "grid.pt"
+    assert main(["impute", str(grid), str(out), *TINY, "--save-model", str(model)]) == 0
+    return {"root": root, "grid": grid, "points": points, "out": out, "model": model}
+
+
+# =========================================================================== basics
+def test_version_through_python_m():
+    res = subprocess.run(
+        [sys.executable, "-m", "geogpvae", "--version"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,  # a hang guard, not a speed limit
+    )
+    assert res.returncode == 0
+    assert res.stdout.strip().startswith(f"geogpvae {geogpvae.__version__}")
+
+
+@pytest.mark.parametrize("command", ["impute", "info", "predict", "plot", "demo"])
+def test_help_has_examples(command, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"geogpvae {command}" in out
+
+
+def test_no_command_is_a_usage_error(capsys):
+    assert main([]) == 2
+    assert "choose a command" in _error_line(capsys)
+
+
+# =========================================================================== impute
+def test_impute_gridded(data):
+    src = xr.open_dataset(data["grid"])
+    with xr.open_dataset(data["out"]) as out:
+        for v in ("v0", "v1", "v2"):
+            observed = src[v].notnull().values
+            np.testing.assert_array_equal(out[v].values[observed], src[v].values[observed])
+            assert np.isfinite(out[v].values).all()
+            assert (out[f"{v}_std"].values[~observed] > 0).all()
+            assert set(np.unique(out[f"{v}_imputed"].values)) == {0, 1}
+        assert out.attrs["geogpvae_command"].startswith("geogpvae impute ")
+        assert int(out.attrs["geogpvae_neighbours"]) == 4
+    assert data["model"].is_file()
+    src.close()
+
+
+def test_impute_scattered_with_named_vars_and_coords(data, tmp_path):
+    out = tmp_path / "pts.nc"
+    args = ["impute", str(data["points"]), str(out), "--vars", "v0,v2", "--coords", "x,y", *TINY]
+    assert main(args) == 0
+    with xr.open_dataset(out) as ds:
+        assert {"v0_std", "v2_std"} <= set(ds.data_vars) and "v1_std" not in ds.data_vars
+        assert ds.v0.dims == ("site",) and np.isfinite(ds.v0.values).all()
+
+
+def test_config_file_with_flags_overriding_it(data, tmp_path):
+    sub = tmp_path / "job"
+    sub.mkdir()
+    config = sub / "job.toml"
+    config.write_text(
+        textwrap.dedent(f"""
+        input = "{data["grid"]}"
+        output = "from_config.nc"      # relative to the config file's folder
+        vars = ["v0", "v1"]
+        neighbours = 6
+        epochs = 2
+        [options]
+        samples = 8
+        calibrate = false
+        encoder_hidden = [16, 16]
+        decoder_hidden = [16, 16]
+        coord_scale = {{ x = 2.0 }}
+        batch_size = 128
+    """)
+    )
+    argv = [
+        "impute",
+        "--config",
+        str(config),
+        "--neighbours",
+        "5",
+        "--option",
+        "batch_size=64",
+        "-q",
+    ]
+    assert main(argv) == 0
+    with xr.open_dataset(sub / "from_config.nc") as ds:
+        assert int(ds.attrs["geogpvae_neighbours"]) == 5  # the flag wins
+        assert int(ds.attrs["geogpvae_epochs"]) == 2  # from the file
+        config_used = json.loads(ds.attrs["geogpvae_config"])
+        assert config_used["batch_size"] == 64 and config_used["samples"] == 8
+        assert "x x 2" in ds.attrs["geogpvae_coordinates"]
+        assert "v2_std" not in ds.data_vars
+
+
+def test_option_values_are_toml_or_json_literals():
+    assert cli_settings.parse_option("batch_size=512") == {"batch_size": 512}
+    assert cli_settings.parse_option("encoder_hidden=[64, 64]") == {"encoder_hidden": [64, 64]}
+    assert cli_settings.parse_option("coord_scale={z = 5}") == {"coord_scale": {"z": 5}}
+    assert cli_settings.parse_option('coord_scale={"z": 5}') == {"coord_scale": {"z": 5}}
+    assert cli_settings.parse_option("coord_scale.z=5.5") == {"coord_scale": {"z": 5.5}}
+    assert cli_settings.parse_option("kernel=matern52") == {"kernel": "matern52"}
+    assert cli_settings.parse_option("lengthscale=null") == {"lengthscale": None}
+    assert cli_settings.parse_option("calibrate=false") == {"calibrate": False}
+
+
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("unknown_var", ["'nope'", "available: v0, v1, v2"]),
+        ("missing_file", ["not found"]),
+        ("missing_pattern", ["no file matches"]),
+        ("bad_option", ["unknown option", "foo"]),
+        ("bad_option_syntax", ["KEY=VALUE"]),
+        ("bad_option_value", ["batch_size"]),
+        ("out_exists", ["already exists", "--overwrite"]),
+        ("out_is_in", ["is the input file", "never writes over"]),
+        ("out_links_to_in", ["is the input file"]),
+        ("no_folder", ["does not exist"]),
+        ("bad_engine", ["invalid choice", "--engine"]),
+        ("bad_config_key", ["unknown key", "colour"]),
+        ("resume_without_folder", ["--resume needs --checkpoint-dir"]),
+        ("too_few_points", ["fewer than neighbours + 1"]),
+        ("only_output", ["input file(s) and then the output"]),
+        ("cuda_missing", ["cuda"]),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(case, words, data, tmp_path, capsys, monkeypatch):
+    grid = str(data["grid"])
+    out = tmp_path / "out.nc"
+    args = {
+        "unknown_var": [grid, str(out), "--vars", "v0,nope"],
+        "missing_file": [str(tmp_path / "absent.nc"), str(out)],
+        "missing_pattern": [str(tmp_path / "none*.nc"), str(out)],
+        "bad_option": [grid, str(out), "--option", "foo=1"],
+        "bad_option_syntax": [grid, str(out), "--option", "batch_size"],
+        "bad_option_value": [grid, str(out), "--option", "batch_size=-3"],
+        "out_exists": [grid, str(data["out"])],
+        "out_is_in": [grid, grid, "--overwrite"],
+        "out_links_to_in": [grid, str(tmp_path / "link.nc"), "--overwrite"],
+        "no_folder": [grid, str(tmp_path / "no" / "out.nc")],
+        "bad_engine": [grid, str(out), "--engine", "krige"],
+        "bad_config_key": [grid, str(out), "--config", str(tmp_path / "bad.toml")],
+        "resume_without_folder": [grid, str(out), "--resume"],
+        "too_few_points": [grid, str(out), "--neighbours", "300"],
+        "only_output": [str(out)],
+        "cuda_missing": [grid, str(out), "--device", "cuda"],
+    }[case]
+    if case == "out_links_to_in":
+        (tmp_path / "link.nc").symlink_to(grid)
+    if case == "bad_config_key":
+        (tmp_path / "bad.toml").write_text('colour = "red"\n')
+    if case == "cuda_missing" and torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    monkeypatch.setattr(jobs, "fit_imputer", _no_training)
+    before = data["out"].stat().st_mtime_ns
+    assert main(["impute", *args, "--epochs", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("geogpvae: error: "), err
+    for word in words:
+        assert word in lines[0]
+    assert "Traceback" not in err
+    assert not out.exists()
+    assert data["out"].stat().st_mtime_ns == before
+
+
+def _no_training(*args, **kwargs):
+    raise AssertionError("bad input must be refused before training")
+
+
+def test_debug_shows_the_traceback(data, tmp_path, capsys):
+    out = tmp_path / "out.nc"
+    assert main(["impute", str(data["grid"]), str(out), "--vars", "nope", "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_other_failures_exit_1(data, tmp_path, capsys, monkeypatch):
+    def explode(*args, **kwargs):
+        raise FloatingPointError("training diverged at epoch 2")
+
+    monkeypatch.setattr(jobs, "fit_imputer", explode)
+    assert main(["impute", str(data["grid"]), str(tmp_path / "o.nc"), *TINY]) == 1
+    assert "training diverged" in _error_line(capsys)
+    assert not (tmp_path / "o.nc").exists()
+
+
+def test_overwrite_only_when_asked(data, tmp_path):
+    out = tmp_path / "out.nc"
+    out.write_bytes(b"old")
+    args = ["impute", str(data["grid"]), str(out), *TINY]
+    assert main(args) == 2
+    assert out.read_bytes() == b"old"
+    assert main([*args, "--skip-existing"]) == 0
+    assert out.read_bytes() == b"old"
+    assert main([*args, "--overwrite"]) == 0
+    assert out.read_bytes()[:4] == b"\x89HDF"
+
+
+# =========================================================================== checkpoints
+def _interrupt_at(monkeypatch, epoch: int) -> None:
+    """Send this process SIGTERM after ``epoch`` (as a scheduler would)."""
+    original = cli_impute._Checkpointer.after_epoch
+
+    def after_epoch(self, engine):
+        original(self, engine)
+        if engine.train_state.epoch == epoch:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(cli_impute._Checkpointer, "after_epoch", after_epoch)
+
+
+def test_checkpoint_belongs_to_its_job(data, tmp_path, capsys, monkeypatch):
+    out, ck = tmp_path / "out.nc", tmp_path / "ck"
+    args = [
+        "impute",
+        str(data["grid"]),
+        str(out),
+        "--neighbours",
+        "4",
+        "--epochs",
+        "5",
+        *SMALL,
+        "--checkpoint-dir",
+        str(ck),
+        "--checkpoint-every",
+        "100",
+        "-q",
+    ]
+    _interrupt_at(monkeypatch, 2)
+    assert main(args) == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM after epoch 2 of 5" in _error_line(capsys)
+    assert not out.exists()
+    (ckpt,) = ck.glob("*.ckpt")
+    payload = torch.load(ckpt, weights_only=True)
+    assert payload["format"] == jobs.CHECKPOINT_FORMAT
+    assert payload["checkpoint"]["train"]["epoch"] == 2
+    assert payload["job"]["vars"] == ["v0", "v1", "v2"]
+    monkeypatch.undo()
+
+    assert main(args) == 2  # neither --resume nor --overwrite
+    assert "pass --resume" in _error_line(capsys)
+    assert main([*args, "--seed", "7", "--resume"]) == 2
+    line = _error_line(capsys)
+    assert "different job" in line and "seed 0 -> 7" in line
+    assert main([*args, "--resume"]) == 0
+    assert out.exists() and not ckpt.exists()
+
+
+def _wait_for(
+    pattern: str, folder: Path, proc: subprocess.Popen, timeout: float = 600
+) -> list[Path]:
+    # the timeout only guards against a hang: a loaded machine may be slow to get there
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(folder.glob(pattern))
+        if found:
+            return found
+        time.sleep(0.05)
+    return list(folder.glob(pattern))
+
+
+def test_sigterm_then_resume_equals_uninterrupted_run(data, tmp_path):
+    out, ck, ref = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "ref.nc"
+    job = ["--neighbours", "4", "--epochs", "80", *SMALL, "--seed", "3", "-q"]
+    args = [
+        "impute",
+        str(data["grid"]),
+        str(out),
+        *job,
+        "--checkpoint-dir",
+        str(ck),
+        "--checkpoint-every",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geogpvae", *args],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        found = _wait_for("*.ckpt", ck, proc)
+        assert found and proc.poll() is None, "the job ended before it could be interrupted"
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=600)  # a hang guard
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert rc == 143, err
+    assert "stopped by SIGTERM" in err and "--resume" in err
+    assert not out.exists()
+    saved = torch.load(found[0], weights_only=True)["checkpoint"]["train"]["epoch"]
+    assert 1 <= saved < 80
+
+    assert main([*args, "--resume"]) == 0
+    assert not found[0].exists()
+    assert main(["impute", str(data["grid"]), str(ref), *job]) == 0
+    with xr.open_dataset(out) as a, xr.open_dataset(ref) as b:
+        for name in a.data_vars:
+            np.testing.assert_allclose(a[name].values, b[name].values, atol=1e-5, rtol=0)
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    import geogpvae.fields.io as io
+    from geogpvae.cli import main
+
+    original = io._write_netcdf
+
+    def stalling(ds, tmp, engine):
+        original(ds, tmp, engine)   # the temporary file is complete but not renamed yet
+        print("STALLING", flush=True)
+        time.sleep(120)
+
+    io._write_netcdf = stalling
+    sys.exit(main(sys.argv[1:]))
+    """
+)
+
+
+def test_sigkill_during_the_write_leaves_no_output(data, tmp_path):
+    out = tmp_path / "out.nc"
+    script = tmp_path / "run.py"
+    script.write_text(_KILL_SCRIPT)
+    proc = subprocess.Popen(
+        [sys.executable, str(script), "impute", str(data["grid"]), str(out), *TINY],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line, deadline = "", time.monotonic() + 600  # a hang guard, not a speed limit
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+            if ready:
+                line = proc.stdout.readline()
+                if line.strip() == "STALLING" or not line:
+                    break
+        assert line.strip() == "STALLING", proc.stderr.read()
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert not out.exists()
+    assert len(list(tmp_path.glob(".out.nc.*.tmp"))) == 1  # only the hidden temporary file
+
+
+# =========================================================================== job arrays
+def test_job_array_task_processes_its_file(data, tmp_path, monkeypatch):
+    tiles, outs = tmp_path / "tiles", tmp_path / "filled"
+    tiles.mkdir()
+    outs.mkdir()
+    for i, name in enumerate(["c", "a", "b"]):
+        _write(make_gaussian_field((10, 10), seed=10 + i), tiles / f"{name}.nc")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    args = ["impute", str(tiles / "*.nc"), str(outs / "{stem}_{index}.nc"), *TINY]
+    assert main(args) == 0
+    assert sorted(p.name for p in outs.iterdir()) == ["b_1.nc"]  # sorted: a, b, c
+    assert main([*args, "--task-index", "3"]) == 2
+
+
+def test_task_selection_and_output_names():
+    files = ["a.nc", "b.nc", "c.nc"]
+    assert cli_files.select_task(files, None, None, {}) == (files, None)
+    assert cli_files.select_task(files, 2, None, {}) == (["c.nc"], 2)
+    assert cli_files.select_task(files, None, None, {"SLURM_ARRAY_TASK_ID": "0"}) == (["a.nc"], 0)
+    # one file, or files combined along a dim: the array id does not pick
+    assert cli_files.select_task(["a.nc"], None, None, {"SLURM_ARRAY_TASK_ID": "4"}) == (["a.nc"], None)
+    assert cli_files.select_task(files, None, "time", {"SLURM_ARRAY_TASK_ID": "1"}) == (files, None)
+    with pytest.raises(cli_common.UsageError, match="concat-dim"):
+        cli_files.select_task(files, 1, "time", {})
+    with pytest.raises(cli_common.UsageError, match="outside 0..2"):
+        cli_files.select_task(files, 3, None, {})
+    assert cli_files.format_output("out/{stem}_f.nc", ["in/x.nc"], 4) == "out/x_f.nc"
+    assert cli_files.format_output("o_{index:03d}.nc", ["x.nc"], 4) == "o_004.nc"
+    assert cli_files.format_output("plain.nc", files, None) == "plain.nc"
+    with pytest.raises(cli_common.UsageError, match="placeholder"):
+        cli_files.format_output("{date}.nc", ["x.nc"], 0)
+    with pytest.raises(cli_common.UsageError, match="no task index"):
+        cli_files.format_output("{index}.nc", ["x.nc"], None)
+
+
+# =========================================================================== info
+def _climate_file(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    t2m = rng.normal(280, 5, (3, 6, 8))
+    t2m[rng.random(t2m.shape) < 0.25] = np.nan
+    ds = xr.Dataset(
+        {
+            "t2m": (("time", "lat", "lon"), t2m, {"units": "K"}),
+            "land": (
+                ("lat", "lon"),
+                (rng.random((6, 8)) < 0.5).astype("int8"),
+                {"flag_values": np.array([0, 1], "int8"), "flag_meanings": "sea land"},
+            ),
+        },
+        coords={
+            "time": np.array(["2020-01-01", "2020-01-02", "2020-01-04"], dtype="datetime64[ns]"),
+            "lat": ("lat", np.linspace(40, 45, 6), {"units": "degrees_north"}),
+            "lon": ("lon", np.linspace(5, 12, 8), {"units": "degrees_east"}),
+        },
+    )
+    return _write(ds, path)
+
+
+def test_info_describes_variables_coordinates_and_memory(tmp_path, capsys):
+    path = _climate_file(tmp_path / "t2m.nc")
+    assert main(["info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["layout"] == "gridded" and info["locations"] == 3 * 6 * 8
+    assert list(info["variables"]) == ["t2m"]
+    with xr.open_dataset(path) as ds:
+        expected = float(ds.t2m.isnull().mean())
+    assert info["variables"]["t2m"]["missing"] == pytest.approx(expected)
+    assert "flag" in info["other_variables"]["land"]
+    roles = {c["name"]: c["role"] for c in info["coordinates"]}
+    assert roles == {"time": "time", "lat": "lat", "lon": "lon"}
+    assert info["x"]["columns"] == 4  # days + 3 sphere columns
+    assert "days since" in info["x"]["description"] and "sphere" in info["x"]["description"]
+    assert info["memory_bytes"]["total"] > 8 * 144 * 4
+
+    assert main(["info", str(path), "--neighbours", "8"]) == 0
+    text = capsys.readouterr().out
+    for word in (
+        "gridded",
+        "t2m [K]",
+        "missing",
+        "(not imputed) land",
+        "8 neighbours",
+        "memory estimate",
+        "an estimate",
+    ):
+        assert word in text
+
+
+def test_memory_estimate_grows_with_the_field():
+    small = cli_info.estimate_memory(1000, 1000, 2, 3, 20, 1)
+    big = cli_info.estimate_memory(10_000, 10_000, 2, 3, 20, 1)
+    assert big["total"] == pytest.approx(10 * small["total"])
+    assert small["total"] == small["field"] + small["model"] + small["outputs"]
+    # x (N, D) and values (N, K) in float64 are part of it
+    assert small["field"] >= 8 * 1000 * (2 + 3)
+
+
+# =========================================================================== predict, plot, demo
+def test_predict_at_new_locations(data, tmp_path, capsys):
+    coords = _write(
+        xr.Dataset(coords={"y": np.linspace(0, 1, 5), "x": np.linspace(0, 1, 7)}),
+        tmp_path / "grid.nc",
+    )
+    out = tmp_path / "pred.nc"
+    assert main(["predict", str(data["model"]), str(coords), str(out), "-q"]) == 0
+    with xr.open_dataset(out) as ds:
+        assert {"v0", "v0_std", "v2", "v2_std"} <= set(ds.data_vars)
+        assert ds.v0.dims == ("y", "x") and ds.v0.shape == (5, 7)
+        assert np.isfinite(ds.v0.values).all() and (ds.v0_std.values > 0).all()
+    assert main(["predict", str(data["grid"]), str(coords), str(tmp_path / "p2.nc")]) == 2
+    assert "not a model" in _error_line(capsys)
+    assert main(["predict", str(data["model"]), str(coords), str(coords), "--overwrite"]) == 2
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [([], "map.png"), (["--layer", "0"], "layers.pdf"), (["--uncertainty"], "std.png")],
+)
+def test_plot_writes_a_figure(extra, name, data, tmp_path):
+    fig = tmp_path / name
+    assert main(["plot", str(data["out"]), "--var", "v1", *extra, "-o", str(fig), "-q"]) == 0
+    magic = b"\x89PNG" if name.endswith(".png") else b"%PDF"
+    assert fig.read_bytes()[:4] == magic
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_plot_refuses_bad_requests(data, tmp_path, capsys):
+    fig = tmp_path / "f.png"
+    assert main(["plot", str(data["out"]), "--var", "zz", "-o", str(fig)]) == 2
+    assert "'zz'" in _error_line(capsys)
+    assert main(["plot", str(data["out"]), "-o", str(tmp_path / "f.xyz")]) == 2
+    assert "format" in _error_line(capsys)
+    assert main(["plot", str(data["out"]), "--map", "--layer", "1", "-o", str(fig)]) == 2
+    assert not fig.exists()
+
+
+def test_demo_scores_and_writes(tmp_path, capsys):
+    out = tmp_path / "demo.nc"
+    args = ["demo", str(out), "--shape", "12,12", "--epochs", "3", *SMALL, "-q"]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "mean-fill RMSE" in text and "coverage" in text and "RMSE" in text.splitlines()[-1]
+    with xr.open_dataset(out) as ds:
+        assert {"v0", "v0_std", "v0_imputed"} <= set(ds.data_vars)
+    assert main(args) == 2  # exists

@@ -1,0 +1,233 @@
+"""The engine end to end on synthetic fields: accuracy, calibration, reproducibility, state."""
+
+import numpy as np
+import pytest
+import torch
+
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.core import GPVAEEngine
+from geogpvae.errors import InputError
+from geogpvae.datasets.synthetic import grid_points, make_field
+
+
+@pytest.fixture(scope="module")
+def field():
+    return make_field(grid_points((36, 36), 1 / 35), n_vars=3, n_latent=2, lengthscale=0.15,
+                      missing=0.5, noise=0.05, rng=0)
+
+
+@pytest.fixture(scope="module")
+def trained(field):
+    return GPVAEEngine(epochs=40, progress=False).fit(field.points, field.values)
+
+
+def _rmse(a, b):
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def test_imputes_synthetic_field_accurately_and_calibrated(field, trained):
+    eng = trained
+    hidden = ~field.observed
+    pred = eng.predict()
+    rmse = _rmse(pred.mean[hidden], field.truth[hidden])
+    mean_imp = np.where(hidden, np.nanmean(field.values, 0), field.truth)
+    rmse_mean = _rmse(mean_imp[hidden], field.truth[hidden])
+    assert rmse < 0.7 * rmse_mean, (rmse, rmse_mean)
+    z = np.abs(pred.mean - field.truth)[hidden] / pred.std[hidden]
+    coverage = float(np.mean(z < 1.959964))
+    assert 0.85 <= coverage <= 0.99, coverage
+
+
+def test_hpa_engine_also_imputes(field):
+    eng = GPVAEEngine(engine="hpa", epochs=25, progress=False).fit(field.points, field.values)
+    hidden = ~field.observed
+    pred = eng.predict()
+    mean_imp = np.where(hidden, np.nanmean(field.values, 0), field.truth)
+    assert _rmse(pred.mean[hidden], field.truth[hidden]) < 0.7 * _rmse(mean_imp[hidden], field.truth[hidden])
+
+
+def test_all_prediction_modes_and_sources(field, trained):
+    eng = trained
+    fully_missing = ~field.observed.any(1)
+    assert fully_missing.any()
+    for mode, code in [("encoder", 0), ("neighbours", 1), ("combined", 2)]:
+        pred = eng.predict(mode=mode, samples=8)
+        assert np.isfinite(pred.mean).all() and (pred.std > 0).all()
+        # the neighbourhood-aware encoder also informs locations with nothing observed
+        assert (pred.source == code).all()
+
+
+def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):
+    pts, vals = field.points[:400], field.values[:400]
+    eng = GPVAEEngine(context=0, epochs=2, progress=False, calibrate=False).fit(pts, vals)
+    fully_missing = ~np.isfinite(vals).any(1)
+    pred = eng.predict(mode="encoder", samples=4)
+    assert (pred.source[fully_missing] == 1).all() and (pred.source[~fully_missing] == 0).all()
+
+
+def test_same_seed_same_result(field):
+    pts, vals = field.points[:400], field.values[:400]
+    a = GPVAEEngine(epochs=3, progress=False, seed=5).fit(pts, vals).predict(samples=8)
+    b = GPVAEEngine(epochs=3, progress=False, seed=5).fit(pts, vals).predict(samples=8)
+    c = GPVAEEngine(epochs=3, progress=False, seed=6).fit(pts, vals).predict(samples=8)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.std, b.std)
+    assert not np.array_equal(a.mean, c.mean)
+
+
+def test_plain_vae_with_zero_neighbours(field):
+    pts, vals = field.points[:300], field.values[:300]
+    for engine in ("spa", "hpa"):
+        eng = GPVAEEngine(engine=engine, neighbours=0, epochs=3, progress=False).fit(pts, vals)
+        assert np.isfinite(eng.predict(samples=4).mean).all()
+
+
+def test_loss_history_recorded(trained):
+    eng = trained
+    h = eng.history
+    assert h["epoch"] == list(range(1, 41))
+    assert len(h["loss"]) == len(h["kl"]) == len(h["expected_nll"]) == 40
+    assert h["loss"][-1] < h["loss"][0]
+
+
+def test_state_dict_round_trip_gives_identical_predictions(trained, field, tmp_path):
+    eng = trained
+    path = tmp_path / "model.pt"
+    torch.save(eng.state_dict(), path)
+    loaded = GPVAEEngine.from_state_dict(torch.load(path, weights_only=True), progress=False)
+    a, b = eng.predict(samples=16), loaded.predict(samples=16)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    np.testing.assert_array_equal(a.std, b.std)
+    new = np.random.default_rng(0).random((25, 2))
+    np.testing.assert_array_equal(eng.predict(new, samples=8).mean, loaded.predict(new, samples=8).mean)
+    # without the training field, a new field can still be imputed
+    bare = GPVAEEngine.from_state_dict(eng.state_dict(include_data=False), progress=False)
+    with pytest.raises(RuntimeError, match="no training field"):
+        bare.predict()
+    np.testing.assert_array_equal(
+        bare.predict(field.points, field.values, samples=8).mean, eng.predict(field.points, field.values, samples=8).mean
+    )
+
+
+def test_resume_from_checkpoint_matches_uninterrupted_run(field):
+    pts, vals = field.points[:500], field.values[:500]
+    opts = dict(epochs=6, progress=False, calibrate=False, seed=3)
+    full = GPVAEEngine(**opts).fit(pts, vals)
+    saved = {}
+
+    def keep(engine):
+        if engine.train_state.epoch == 3:
+            saved["ckpt"] = engine.checkpoint()
+
+    stopped = GPVAEEngine(**opts).fit(pts, vals, callback=keep, should_stop=lambda: "ckpt" in saved)
+    assert stopped.interrupted and stopped.train_state.epoch == 3
+    resumed = GPVAEEngine(**opts).fit(pts, vals, resume=saved["ckpt"])
+    assert resumed.train_state.epoch == 6 and not resumed.interrupted
+    assert resumed.history["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
+    for name, value in full.model.state_dict().items():
+        torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_log_transform_gives_positive_lognormal_moments():
+    f = make_field(grid_points((20, 20), 1 / 19), n_vars=2, missing=0.4, rng=2)
+    vals = np.exp(f.values)  # a positive, skewed variable
+    eng = GPVAEEngine(epochs=15, progress=False).fit(f.points, vals, log=[True, False])
+    pred = eng.predict(samples=16)
+    assert (pred.mean[:, 0] > 0).all()
+    # mean of a lognormal exceeds its median exp(mean of the log)
+    assert (pred.mean[:, 0] >= np.exp(pred.mean_model[:, 0]) * (1 - 1e-9)).all()
+    # std in original units consistent with the log-space spread: sd ~ mean * sqrt(exp(s^2) - 1)
+    approx = pred.mean[:, 0] * np.sqrt(np.expm1(pred.std_model[:, 0] ** 2))
+    assert np.median(np.abs(pred.std[:, 0] / approx - 1)) < 0.25
+
+
+def test_new_locations_and_new_field(trained, field):
+    eng = trained
+    new = grid_points((5, 5), 0.25)
+    p = eng.predict(new, samples=8)
+    code = {"encoder": 0, "neighbours": 1, "combined": 2}[eng.predict_mode_["unobserved"]]
+    assert p.mean.shape == (25, 3) and (p.source == code).all()
+    p2 = eng.predict(field.points[::3], field.values[::3], samples=8)
+    assert p2.mean.shape == (len(field.points[::3]), 3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(values=np.full((50, 2), np.nan)), "no observed value"),
+        (dict(x=np.full((50, 2), np.nan), values=np.ones((50, 2))), "NaN or infinite"),
+        (dict(values=np.ones((50, 3)) * np.inf), "infinite values"),
+        (dict(values=np.ones((49, 2))), "shape"),
+        (dict(log=[True, False], values=-np.ones((50, 2))), "cannot log-transform"),
+    ],
+)
+def test_bad_input_is_refused_before_training(kwargs, match):
+    x = kwargs.pop("x", np.random.default_rng(0).random((50, 2)))
+    values = kwargs.pop("values")
+    with pytest.raises(InputError, match=match):
+        GPVAEEngine(epochs=1, progress=False).fit(x, values, **kwargs)
+
+
+def test_too_few_points_for_neighbours():
+    with pytest.raises(InputError, match="fewer than neighbours"):
+        GPVAEEngine(neighbours=20, epochs=1, progress=False).fit(np.random.random((10, 2)), np.random.random((10, 1)))
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="unknown engine"):
+        GPVAEConfig(engine="svgp")
+    with pytest.raises(ValueError, match="unknown kernel"):
+        GPVAEEngine(kernel="laplace")
+    with pytest.raises(ValueError, match="unknown option"):
+        GPVAEConfig.from_dict({"neighbors": 3})
+    with pytest.raises(ValueError, match="neighbours must be"):
+        GPVAEConfig(neighbours=-1)
+    with pytest.raises(RuntimeError, match="not trained"):
+        GPVAEEngine().predict()
+
+
+def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
+    eng = trained
+    assert eng.config.predict_mode == "auto"
+    chosen = eng.predict_mode_
+    assert set(chosen) == {"observed", "unobserved"}
+    for regime in ("observed", "unobserved"):
+        scored = {k.split(":")[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
+        assert len(scored) == 3  # encoder, neighbours, combined
+        assert chosen[regime] == min(scored, key=scored.get)
+    assert eng.calibration_.shape == (2, 3)
+    code = {"encoder": 0, "neighbours": 1, "combined": 2}
+    pred = eng.predict(samples=8)
+    has_obs = eng._observed.any(1)
+    assert (pred.source[has_obs] == code[chosen["observed"]]).all()
+    assert (pred.source[~has_obs] == code[chosen["unobserved"]]).all()
+    # the choice survives save/load
+    again = GPVAEEngine.from_state_dict(eng.state_dict(include_data=False), progress=False)
+    assert again.predict_mode_ == chosen
+    np.testing.assert_array_equal(again.calibration_, eng.calibration_)
+
+
+def test_new_locations_are_predicted_from_context_and_neighbours(field, trained):
+    """Far from data the prediction relaxes to the prior; near data it follows the data."""
+    eng = trained
+    near = field.points[:50] + 1e-3
+    p_near = eng.predict(near, samples=16)
+    z = np.abs(p_near.mean - field.truth[:50]) / p_near.std
+    assert np.mean(z < 1.96) > 0.8
+    far = field.points[:5] + 50.0
+    p_far = eng.predict(far, samples=16)
+    assert (p_far.std.mean(0) > p_near.std.mean(0)).all()
+
+
+def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained):
+    eng = trained
+    rng = np.random.default_rng(0)
+    pts = rng.random((40, 2))
+    a = eng.predict(pts, samples=16)
+    perm = rng.permutation(40)
+    b = eng.predict(pts[perm], samples=16)
+    np.testing.assert_allclose(a.mean[perm], b.mean, rtol=1e-6, atol=1e-7)  # float32 round-off only
+    # far from the data every location gets the same (prior) prediction, without MC speckle
+    far = pts + 100.0
+    p = eng.predict(far, samples=16)
+    np.testing.assert_allclose(p.mean, np.broadcast_to(p.mean[:1], p.mean.shape), rtol=1e-6, atol=1e-8)

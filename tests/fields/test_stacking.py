@@ -1,0 +1,391 @@
+"""Datasets to engine arrays and back: layouts, coordinates, masks, transforms (no training)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from geogpvae.errors import CoordinateWarning, InputError
+from geogpvae.fields import stacking
+from geogpvae.fields.stacking import EARTH_RADIUS_KM, Geometry, prepare_field
+
+
+def _grid(dims=("y", "x"), sizes=(4, 5), seed=0, coords=True, missing=0.3):
+    rng = np.random.default_rng(seed)
+    shape = tuple(sizes)
+    data = {}
+    for name in ("a", "b"):
+        v = rng.normal(size=shape)
+        v[rng.random(shape) < missing] = np.nan
+        data[name] = (dims, v, {"units": "1"})
+    c = (
+        {
+            d: (d, np.sort(rng.uniform(0, 10, n)), {"units": "m"})
+            for d, n in zip(dims, shape, strict=True)
+        }
+        if coords
+        else {}
+    )
+    return xr.Dataset(data, coords=c)
+
+
+def _sites(n=30, seed=0, lonlat=True):
+    rng = np.random.default_rng(seed)
+    coords = {
+        "x": ("site", rng.uniform(0, 5, n), {"units": "km"}),
+        "y": ("site", rng.uniform(0, 5, n), {"units": "km"}),
+    }
+    if lonlat:
+        coords["lon"] = ("site", 6.8 + rng.uniform(0, 0.05, n), {"units": "degrees_east"})
+        coords["lat"] = ("site", 47.1 + rng.uniform(0, 0.05, n), {"units": "degrees_north"})
+    cd = rng.lognormal(0, 0.5, n)
+    cd[:5] = np.nan
+    return xr.Dataset(
+        {
+            "Cd": ("site", cd, {"units": "mg kg-1"}),
+            "Ni": ("site", rng.normal(20, 5, n), {"units": "mg kg-1"}),
+            "Rock": (
+                "site",
+                rng.integers(1, 4, n).astype(np.int8),
+                {"flag_values": np.array([1, 2, 3], np.int8), "flag_meanings": "a b c"},
+            ),
+        },
+        coords=coords,
+    )
+
+
+# ------------------------------------------------------------------ gridded layouts
+def test_grid_2d_stacks_in_c_order_with_coordinates():
+    ds = _grid()
+    f = prepare_field(ds)
+    assert f.names == ["a", "b"] and f.dims == ("y", "x") and f.shape == (4, 5)
+    yy, xx = np.meshgrid(ds.y.values, ds.x.values, indexing="ij")
+    np.testing.assert_array_equal(f.x, np.stack([yy.ravel(), xx.ravel()], 1))
+    np.testing.assert_array_equal(f.values[:, 0], ds.a.values.ravel())
+    assert f.geometry.names == ["y", "x"] and f.x.dtype == np.float64
+
+
+def test_grid_3d_dims_in_any_order_descending_irregular():
+    ds = _grid(dims=("z", "y", "x"), sizes=(3, 4, 5))
+    ds = ds.assign_coords(z=("z", [30.0, 12.5, 1.0], {"units": "m"}))  # descending, uneven
+    turned = ds.transpose("x", "z", "y")
+    a, b = prepare_field(ds), prepare_field(turned)
+    assert b.dims == ("x", "z", "y")
+    # the same cells with the same coordinates, only in another order
+    rows_a = {tuple(r[[2, 0, 1]]): v for r, v in zip(a.x, a.values[:, 0], strict=True)}
+    for r, v in zip(b.x, b.values[:, 0], strict=True):
+        got = rows_a[tuple(r[[0, 1, 2]])]
+        assert (np.isnan(got) and np.isnan(v)) or got == v
+    assert b.geometry.names == ["x", "z", "y"]
+    np.testing.assert_array_equal(np.unique(a.x[:, 0]), [1.0, 12.5, 30.0])
+
+
+def test_grid_dim_without_coordinate_uses_positions_with_warning():
+    ds = _grid(coords=False)
+    with pytest.warns(CoordinateWarning) as caught:
+        f = prepare_field(ds)
+    assert [str(w.message)[:34] for w in caught] == [
+        f"dim {d!r} has no coordinate variable" for d in ("y", "x")
+    ]
+    assert caught[0].filename == __file__  # attributed to the caller, not to geogpvae
+    np.testing.assert_array_equal(np.unique(f.x[:, 0]), np.arange(4.0))
+    assert [a.kind for a in f.geometry.axes] == ["index", "index"]
+    # naming a dim in coords= uses its positions without complaint
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g = prepare_field(ds, coords=["x", "y"])
+    assert g.geometry.names == ["x", "y"]
+
+
+def test_grid_dim_with_unrecognised_coordinate_uses_it():
+    ds = _grid(dims=("layer", "x"), sizes=(3, 4)).assign_coords(layer=("layer", [1.0, 2.0, 4.0]))
+    f = prepare_field(ds)
+    assert f.geometry.names == ["x", "layer"]  # detected ones first, then the grid's others
+    np.testing.assert_array_equal(np.unique(f.x[:, 1]), [1.0, 2.0, 4.0])
+
+
+def test_mixed_layout_station_time_series():
+    rng = np.random.default_rng(1)
+    t = np.array(["2020-01-01", "2020-01-03", "2020-01-10"], dtype="datetime64[ns]")
+    ds = xr.Dataset(
+        {"v": (("time", "site"), rng.normal(size=(3, 4)))},
+        coords={"time": t, "x": ("site", rng.random(4)), "y": ("site", rng.random(4))},
+    )
+    f = prepare_field(ds)
+    assert f.geometry.names == ["time", "x", "y"]
+    np.testing.assert_array_equal(np.unique(f.x[:, 0]), [0.0, 2.0, 9.0])
+
+
+# ------------------------------------------------------------------ scattered layouts
+def test_scattered_prefers_projected_xy_over_lonlat_and_skips_flags():
+    ds = _sites()
+    f = prepare_field(ds)
+    assert f.names == ["Cd", "Ni"]  # Rock is a flag variable
+    assert f.geometry.names == ["x", "y"] and f.x.shape == (30, 2)
+    np.testing.assert_array_equal(f.x[:, 0], ds.x.values)
+    g = prepare_field(ds, coords=["lon", "lat"])
+    assert [a.kind for a in g.geometry.axes] == ["sphere"] and g.x.shape == (30, 3)
+
+
+def test_scattered_without_coordinates_is_refused_with_advice():
+    ds = _sites().drop_vars(["x", "y", "lon", "lat"]).assign_coords(site=np.arange(30))
+    with pytest.raises(InputError, match=r"coords=\[") as err:
+        prepare_field(ds)
+    assert "'site'" in str(err.value)
+    f = prepare_field(ds, coords="site")  # the user may choose the index
+    assert f.x.shape == (30, 1)
+
+
+def test_data_variable_coordinates_only_when_named():
+    ds = _sites(lonlat=False).reset_coords(["x", "y"])  # x, y as data variables
+    with pytest.raises(InputError, match="no coordinates found"):
+        prepare_field(ds, ["Cd", "Ni"])
+    f = prepare_field(ds, coords=["x", "y"])  # named: used, and not imputed
+    assert f.names == ["Cd", "Ni"] and f.geometry.names == ["x", "y"]
+
+
+def test_duplicate_locations_are_kept_as_separate_points():
+    ds = _sites(lonlat=False)
+    ds = ds.assign_coords(
+        x=ds.x.copy(data=np.repeat(ds.x.values[::2], 2)),
+        y=ds.y.copy(data=np.repeat(ds.y.values[::2], 2)),
+    )
+    f = prepare_field(ds)
+    assert f.x.shape == (30, 2) and len(np.unique(f.x, axis=0)) == 15
+    np.testing.assert_array_equal(f.values[:, 1], ds.Ni.values)
+
+
+# ------------------------------------------------------------------ lon/lat and time
+def test_sphere_positions_across_dateline_and_near_pole():
+    pos = stacking.sphere_positions(
+        np.array([179.9, -179.9, 0.0, 180.0]), np.array([0.0, 0.0, 89.9, 89.9])
+    )
+    np.testing.assert_allclose(np.linalg.norm(pos, axis=1), EARTH_RADIUS_KM)
+    dateline = np.linalg.norm(pos[0] - pos[1])
+    pole = np.linalg.norm(pos[2] - pos[3])
+    great_circle = EARTH_RADIUS_KM * np.deg2rad(0.2)
+    assert abs(dateline - great_circle) < 1e-3 * great_circle  # ~22 km, not 359.8 degrees
+    assert abs(pole - great_circle) < 1e-3 * great_circle
+
+
+def test_lonlat_grid_neighbours_across_dateline():
+    lon = np.array([178.0, 179.0, 179.9, -179.9, -179.0, -178.0])
+    ds = xr.Dataset(
+        {"v": (("lat", "lon"), np.ones((2, 6)))},
+        coords={
+            "lat": ("lat", [10.0, 11.0], {"units": "degrees_north"}),
+            "lon": ("lon", lon, {"units": "degrees_east"}),
+        },
+    )
+    f = prepare_field(ds)
+    assert f.geometry.axes[0].kind == "sphere" and f.x.shape == (12, 3)
+    d = np.linalg.norm(f.x[2] - f.x, axis=1)  # from (10N, 179.9E)
+    nearest = int(np.argsort(d)[1])
+    assert lon[nearest % 6] == -179.9  # the next point is across the dateline
+
+
+def test_curvilinear_lonlat_and_latitude_range():
+    lon = np.array([[0.0, 1.0], [0.5, 1.5]])
+    lat = np.array([[60.0, 60.0], [61.0, 61.0]])
+    ds = xr.Dataset(
+        {"v": (("j", "i"), np.ones((2, 2)))},
+        coords={"lon": (("j", "i"), lon), "lat": (("j", "i"), lat)},
+    )
+    f = prepare_field(ds)
+    np.testing.assert_allclose(f.x, stacking.sphere_positions(lon.ravel(), lat.ravel()))
+    bad = ds.assign_coords(lat=(("j", "i"), lat + 40))
+    with pytest.raises(InputError, match=r"'lat' has values outside \[-90, 90\]"):
+        prepare_field(bad)
+
+
+def test_time_becomes_days_since_earliest_and_keeps_origin():
+    t = np.array(["2021-03-02T12:00", "2021-03-01", "2021-03-05"], dtype="datetime64[ns]")
+    ds = xr.Dataset({"v": (("time", "x"), np.ones((3, 2)))}, coords={"time": t, "x": [0.0, 1.0]})
+    f = prepare_field(ds, coord_scale={"time": 2.0})
+    axis = f.geometry.axes[0]
+    assert axis.kind == "time" and axis.origin.startswith("2021-03-01T00:00")
+    np.testing.assert_allclose(np.unique(f.x[:, 0]), [0.0, 3.0, 8.0])  # 0, 1.5, 4 days x 2
+    later = ds.assign_coords(time=t + np.timedelta64(1, "D"))
+    g = stacking.stack_field(later, ["v"], f.geometry, {"v": None})
+    np.testing.assert_allclose(np.unique(g.x[:, 0]), [2.0, 5.0, 10.0])  # same origin
+
+
+def test_cftime_coordinate():
+    cftime = pytest.importorskip("cftime")
+    t = [cftime.DatetimeNoLeap(2001, 2, 28), cftime.DatetimeNoLeap(2001, 3, 1)]
+    ds = xr.Dataset({"v": (("time", "x"), np.ones((2, 2)))}, coords={"time": t, "x": [0.0, 1.0]})
+    f = prepare_field(ds)
+    assert f.geometry.axes[0].kind == "cftime" and f.geometry.axes[0].calendar == "noleap"
+    np.testing.assert_allclose(np.unique(f.x[:, 0]), [0.0, 1.0])
+
+
+# ------------------------------------------------------------------ scaling
+def test_coord_scale_multiplies_and_is_checked():
+    ds = _grid(dims=("z", "y", "x"), sizes=(2, 3, 3))
+    f = prepare_field(ds, coord_scale={"z": 10.0})
+    np.testing.assert_allclose(np.unique(f.x[:, 0]), 10 * ds.z.values)
+    with pytest.raises(InputError, match=r"coord_scale names \['depth'\]"):
+        prepare_field(ds, coord_scale={"depth": 2.0})
+    with pytest.raises(InputError, match="positive number"):
+        prepare_field(ds, coord_scale={"z": -1.0})
+    sites = _sites()
+    g = prepare_field(sites, coords=["lon", "lat"], coord_scale={"lat": 2.0})
+    np.testing.assert_allclose(np.linalg.norm(g.x, axis=1), 2 * EARTH_RADIUS_KM)
+    with pytest.raises(InputError, match="different scales"):
+        prepare_field(sites, coords=["lon", "lat"], coord_scale={"lat": 2.0, "lon": 3.0})
+
+
+def test_geometry_round_trips_through_plain_values():
+    ds = _sites()
+    f = prepare_field(ds, coords=["lon", "lat"], coord_scale={"lon": 0.5})
+    assert Geometry.from_dict(f.geometry.to_dict()) == f.geometry
+    assert "sphere" in f.geometry.describe()
+
+
+# ------------------------------------------------------------------ variables, masks, transforms
+def test_default_variables_skip_outputs_bounds_and_other_dims():
+    ds = _grid()
+    ds["a_std"] = ds.a.fillna(0.0)
+    ds["a_imputed"] = ds.a.notnull().astype(np.int8)
+    ds["y_bnds"] = (("y", "nv"), np.zeros((4, 2)))
+    ds["y"].attrs["bounds"] = "y_bnds"
+    ds["label"] = (("y", "x"), np.full((4, 5), "s"))
+    ds["orography"] = ("x", np.ones(5))
+    with pytest.warns(CoordinateWarning, match="left out orography"):
+        assert stacking.select_variables(ds) == ["a", "b"]
+    with pytest.raises(TypeError, match="'label' has dtype"):
+        stacking.select_variables(ds, ["a", "label"])
+    with pytest.raises(InputError, match="available: a, b"):
+        stacking.select_variables(ds, ["c"])
+    tie = xr.Dataset({"p": ("i", [1.0]), "q": ("j", [1.0])})
+    with pytest.raises(InputError, match="different dims"):
+        stacking.select_variables(tie)
+
+
+def test_mask_as_dataarray_and_as_name():
+    ds = _grid()
+    inside = ds.x > 4.0
+    f = prepare_field(ds, mask=inside)
+    assert f.domain.shape == (4, 5) and f.domain.sum() == 4 * int(inside.sum())
+    assert f.x.shape[0] == f.domain.sum() and (f.x[:, 1] > 4.0).all()
+    g = prepare_field(ds.assign(inside=inside), mask="inside")  # bool: never imputed itself
+    np.testing.assert_array_equal(f.domain, g.domain)
+    h = prepare_field(ds.assign(keep=inside.astype(np.int8)), mask="keep")  # 0/1: not imputed
+    assert h.names == ["a", "b"]
+    with pytest.raises(InputError, match="must lie on the variables' dims"):
+        prepare_field(ds, mask=xr.DataArray([True, False], dims="other"))
+    with pytest.raises(InputError, match="mask 'nope' is not a variable"):
+        prepare_field(ds, mask="nope")
+
+
+def test_nonfinite_coordinates_named_only_inside_the_domain():
+    ds = _sites(lonlat=False)
+    x = ds.x.values.copy()
+    x[3] = np.nan
+    bad = ds.assign_coords(x=ds.x.copy(data=x))
+    with pytest.raises(InputError, match="coordinate 'x' is NaN or infinite at 1 of"):
+        prepare_field(bad)
+    keep = xr.DataArray(np.isfinite(x), dims="site")
+    f = prepare_field(bad, mask=keep)
+    assert f.x.shape == (29, 2) and np.isfinite(f.x).all()
+
+
+def test_transforms_parsed_and_checked():
+    assert stacking.parse_transforms({"Cd": "LOG", "Ni": "identity"}, ["Cd", "Ni"]) == {
+        "Cd": "log",
+        "Ni": None,
+    }
+    assert stacking.parse_transforms("log", ["Cd"]) == {"Cd": "log"}
+    with pytest.raises(InputError, match="unknown transform 'sqrt' for 'Cd'"):
+        stacking.parse_transforms({"Cd": "sqrt"}, ["Cd"])
+    with pytest.raises(InputError, match="not imputed"):
+        stacking.parse_transforms({"Zn": "log"}, ["Cd"])
+    ds = _sites()
+    ds["Ni"][0] = -1.0
+    with pytest.raises(
+        InputError, match=r"cannot log-transform 'Ni': 1 observed values .*minimum -1"
+    ):
+        prepare_field(ds, transform={"Ni": "log"})
+    f = prepare_field(ds, transform={"Cd": "log"})
+    np.testing.assert_array_equal(f.log, [True, False])
+
+
+# ------------------------------------------------------------------ dask and new locations
+def test_dask_backed_input_gives_the_same_field():
+    pytest.importorskip("dask")
+    ds = _grid(dims=("z", "y", "x"), sizes=(3, 4, 5))
+    lazy = ds.chunk({"z": 1})
+    a, b = prepare_field(ds), prepare_field(lazy)
+    np.testing.assert_array_equal(a.x, b.x)
+    np.testing.assert_array_equal(a.values, b.values)
+    assert a.fingerprint() == b.fingerprint()
+    assert lazy.a.chunks is not None  # the input stays lazy
+
+
+def test_locations_on_a_grid_and_on_a_template():
+    f = prepare_field(_sites(lonlat=False))
+    grid = xr.Dataset(coords={"y": ("y", [0.0, 1.0, 2.0]), "x": ("x", [0.5, 1.5])})
+    x, dims, coords = stacking.locations(grid, f.geometry)
+    assert dims == ("x", "y") and x.shape == (6, 2)  # geometry order: x, then y
+    np.testing.assert_array_equal(x[:3, 0], 0.5)
+    tmpl = xr.DataArray(np.zeros((3, 2)), dims=("y", "x"), coords=grid.coords)
+    x2, dims2, _ = stacking.locations(tmpl, f.geometry)
+    assert dims2 == ("y", "x") and x2.shape == (6, 2)
+    with pytest.raises(InputError, match="lack coordinate 'y'"):
+        stacking.locations(xr.Dataset(coords={"x": [0.0]}), f.geometry)
+
+
+# --------------------------------------------------------------------------- cell steps
+def _reservoir(steps=(0.6096, 3.048, 6.096), sizes=(4, 6, 5), seed=1):
+    rng = np.random.default_rng(seed)
+    dims = ("z", "y", "x")
+    coords = {d: (d, (np.arange(n) + 0.5) * s, {"units": "m"}) for d, n, s in zip(dims, sizes, steps)}
+    v = rng.normal(size=sizes)
+    v[rng.random(sizes) < 0.3] = np.nan
+    return xr.Dataset({"phi": (dims, v)}, coords=coords)
+
+
+def test_regular_grid_in_metres_is_modelled_in_cell_steps():
+    ds = _reservoir()
+    field = prepare_field(ds, "phi")
+    scales = {a.names[0]: a.scale for a in field.geometry.axes}
+    assert scales == pytest.approx({"z": 1 / 0.6096, "y": 1 / 3.048, "x": 1 / 6.096})
+    # neighbouring cells are one unit apart along every axis
+    for j in range(3):
+        steps = np.diff(np.unique(field.x[:, j]))
+        np.testing.assert_allclose(steps, 1.0, rtol=1e-9)
+    assert "x 0.164" in field.geometry.describe()  # the scale is shown to the user
+
+
+def test_explicit_coord_scale_keeps_units_and_empty_mapping_disables_cell_steps():
+    ds = _reservoir()
+    plain = prepare_field(ds, "phi", coord_scale={})
+    np.testing.assert_allclose(np.diff(np.unique(plain.x[:, 0])), 0.6096, rtol=1e-9)
+    stretched = prepare_field(ds, "phi", coord_scale={"z": 10.0})
+    scales = {a.names[0]: a.scale for a in stretched.geometry.axes}
+    assert scales == {"z": 10.0, "y": 1.0, "x": 1.0}
+
+
+def test_cell_steps_only_for_even_plain_number_grids():
+    uneven = _reservoir()
+    uneven = uneven.assign_coords(x=("x", np.array([0.0, 1.0, 3.0, 4.0, 9.0]), {"units": "m"}))
+    assert all(a.scale == 1.0 for a in prepare_field(uneven, "phi").geometry.axes)
+    # scattered sites keep their units
+    rng = np.random.default_rng(0)
+    sites = xr.Dataset(
+        {"cd": ("site", rng.normal(size=30))},
+        coords={"x": ("site", rng.uniform(0, 5, 30)), "y": ("site", rng.uniform(0, 5, 30))},
+    )
+    sites["cd"][:5] = np.nan
+    assert all(a.scale == 1.0 for a in prepare_field(sites, "cd").geometry.axes)
+    # a time axis keeps days, and the other axes keep their units with it
+    t = xr.Dataset(
+        {"sst": (("time", "y"), rng.normal(size=(4, 6)))},
+        coords={"time": ("time", np.arange(4) * np.timedelta64(6, "h") + np.datetime64("2020-01-01")),
+                "y": ("y", np.arange(6) * 25.0, {"units": "km"})},
+    )
+    t["sst"][0, 0] = np.nan
+    assert all(a.scale == 1.0 for a in prepare_field(t, "sst").geometry.axes)

@@ -1,0 +1,108 @@
+"""Kernels: closed forms at known distances, positive definiteness, batching over channels."""
+
+import math
+
+import gpytorch
+import pytest
+import torch
+
+from geogpvae.gp.kernels import KERNELS, LatentKernel, kernel_from_sqdist
+
+
+
+@pytest.fixture(autouse=True)
+def _float64():
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("rbf", lambda r: math.exp(-0.5 * r * r)),
+        ("matern12", lambda r: math.exp(-r)),
+        ("matern32", lambda r: (1 + math.sqrt(3) * r) * math.exp(-math.sqrt(3) * r)),
+        ("matern52", lambda r: (1 + math.sqrt(5) * r + 5 * r * r / 3) * math.exp(-math.sqrt(5) * r)),
+        ("cauchy", lambda r: 1 / (1 + r * r)),
+    ],
+)
+def test_closed_form_at_known_distances(kind, expected):
+    k = LatentKernel(kind, 1, 2, lengthscale=[2.0, 0.5], outputscale=1.7)
+    x1 = torch.tensor([[0.0, 0.0]])
+    for dx, dy in [(0.0, 0.0), (2.0, 0.0), (0.0, 0.5), (1.0, 0.25), (4.0, 1.5)]:
+        r = math.hypot(dx / 2.0, dy / 0.5)
+        got = k(x1, torch.tensor([[dx, dy]]))[0, 0, 0].item()
+        assert got == pytest.approx(1.7 * expected(r), rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", KERNELS)
+def test_positive_definite_on_random_inputs(kind):
+    torch.manual_seed(0)
+    x = torch.rand(60, 3) * 5
+    k = LatentKernel(kind, 4, 3, lengthscale=torch.rand(4, 3) + 0.2, outputscale=torch.rand(4) + 0.5)
+    cov = k(x)
+    assert cov.shape == (4, 60, 60)
+    torch.testing.assert_close(cov, cov.mT)
+    eig = torch.linalg.eigvalsh(cov)
+    assert (eig > -1e-10).all()
+    assert (eig.min(-1).values / eig.max(-1).values > -1e-12).all()
+    # diagonal is the outputscale
+    torch.testing.assert_close(torch.diagonal(cov, dim1=-2, dim2=-1), k.outputscale[:, None].expand(4, 60))
+
+
+def test_matches_gpytorch():
+    torch.manual_seed(1)
+    x1, x2 = torch.rand(7, 2), torch.rand(5, 2)
+    ls = torch.tensor([0.3, 0.8])
+    ours = {kind: LatentKernel(kind, 1, 2, lengthscale=ls)(x1, x2)[0] for kind in KERNELS}
+    refs = {
+        "rbf": gpytorch.kernels.RBFKernel(ard_num_dims=2),
+        "matern12": gpytorch.kernels.MaternKernel(nu=0.5, ard_num_dims=2),
+        "matern32": gpytorch.kernels.MaternKernel(nu=1.5, ard_num_dims=2),
+        "matern52": gpytorch.kernels.MaternKernel(nu=2.5, ard_num_dims=2),
+    }
+    for kind, ref in refs.items():
+        ref = ref.double()
+        ref.lengthscale = ls
+        torch.testing.assert_close(ours[kind], ref(x1, x2).to_dense(), rtol=1e-6, atol=1e-8)
+    # Cauchy is gpytorch's rational quadratic with alpha = 1 and lengthscale l / sqrt(2)
+    rq = gpytorch.kernels.RQKernel(ard_num_dims=2).double()
+    rq.alpha = 1.0
+    rq.lengthscale = ls / math.sqrt(2.0)
+    torch.testing.assert_close(ours["cauchy"], rq(x1, x2).to_dense(), rtol=1e-6, atol=1e-8)
+
+
+def test_channels_have_own_hyperparameters_and_batch_dims():
+    ls = torch.tensor([[0.5, 0.5], [2.0, 1.0]])
+    k = LatentKernel("rbf", 2, 2, lengthscale=ls, outputscale=[1.0, 3.0])
+    x = torch.rand(4, 6, 2)  # a batch of 4 sets of 6 points
+    cov = k(x)
+    assert cov.shape == (4, 2, 6, 6)
+    for c in range(2):
+        single = LatentKernel("rbf", 1, 2, lengthscale=ls[c], outputscale=[1.0, 3.0][c])
+        torch.testing.assert_close(cov[:, c], single(x)[:, 0])
+
+
+def test_frozen_hyperparameters_are_buffers():
+    k = LatentKernel("cauchy", 3, 2, learn_lengthscale=False, learn_outputscale=True)
+    names = {n for n, _ in k.named_parameters()}
+    assert names == {"raw_outputscale"}
+    torch.testing.assert_close(k.lengthscale, torch.ones(3, 2))
+
+
+def test_matern_gradient_finite_on_diagonal():
+    x = torch.rand(5, 2)
+    k = LatentKernel("matern12", 1, 2, lengthscale=0.3)
+    k(x).sum().backward()
+    assert torch.isfinite(k.raw_lengthscale.grad).all()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="unknown kernel"):
+        LatentKernel("laplace", 1, 1)
+    with pytest.raises(ValueError, match="positive"):
+        LatentKernel("rbf", 1, 1, lengthscale=-1.0)
+    with pytest.raises(ValueError, match="unknown kernel"):
+        kernel_from_sqdist(torch.zeros(1), "nope")

@@ -1,0 +1,126 @@
+"""Neighbour search: both backends and the ordered (earlier-point) sets against brute force."""
+
+import numpy as np
+import pytest
+
+from geogpvae.gp.neighbours import (
+    choose_backend,
+    faiss_available,
+    knn,
+    order_points,
+    ordered_neighbours,
+)
+
+BACKENDS = ["kdtree"] + (["faiss"] if faiss_available() else [])
+
+
+def _brute_knn(points, query, k, exclude_self=False):
+    d = np.linalg.norm(query[:, None, :] - points[None, :, :], axis=-1)
+    if exclude_self:
+        np.fill_diagonal(d, np.inf)
+    idx = np.argsort(d, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(d, idx, 1), idx
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dims", [1, 2, 3, 4])
+def test_knn_matches_brute_force(backend, dims):
+    rng = np.random.default_rng(dims)
+    pts = rng.random((400, dims))
+    qry = rng.random((50, dims))
+    d, i = knn(pts, 9, query=qry, backend=backend)
+    d_ref, i_ref = _brute_knn(pts, qry, 9)
+    np.testing.assert_array_equal(np.sort(i, 1), np.sort(i_ref, 1))
+    np.testing.assert_allclose(d, d_ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_knn_exclude_self_and_padding(backend):
+    rng = np.random.default_rng(0)
+    pts = rng.random((30, 2))
+    _, i = knn(pts, 5, exclude_self=True, backend=backend)
+    _, i_ref = _brute_knn(pts, pts, 5, exclude_self=True)
+    np.testing.assert_array_equal(np.sort(i, 1), np.sort(i_ref, 1))
+    assert not (i == np.arange(30)[:, None]).any()
+    # more neighbours than points: padded with -1 / inf
+    d, i = knn(pts[:4], 6, exclude_self=True, backend=backend)
+    assert (i[:, 3:] == -1).all() and np.isinf(d[:, 3:]).all()
+    assert ((i[:, :3] >= 0) & (i[:, :3] != np.arange(4)[:, None])).all()
+
+
+def test_knn_exclude_self_keeps_duplicate_location():
+    pts = np.array([[0.0, 0.0], [0.0, 0.0], [5.0, 5.0]])
+    _, i = knn(pts, 1, exclude_self=True)
+    assert i[0, 0] == 1 and i[1, 0] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["random", "maxmin", "sorted", "none"])
+def test_ordered_neighbours_match_brute_force(backend, method):
+    rng = np.random.default_rng(1)
+    pts = rng.random((1300, 3))  # larger than the dense prefix, so the tree path runs
+    h = 8
+    order = order_points(pts, method, seed=4)
+    nbr = ordered_neighbours(pts, h, order, backend=backend)
+    pos = np.empty(len(pts), dtype=int)
+    pos[order] = np.arange(len(pts))
+    for i in range(len(pts)):
+        earlier = np.flatnonzero(pos < pos[i])
+        d = np.linalg.norm(pts[earlier] - pts[i], axis=1)
+        want = earlier[np.argsort(d, kind="stable")[:h]]
+        got = nbr[i][nbr[i] >= 0]
+        assert len(got) == min(h, pos[i])
+        assert set(got) == set(want)
+        assert (nbr[i][len(got):] == -1).all()
+        # nearest first
+        dg = np.linalg.norm(pts[got] - pts[i], axis=1)
+        assert (np.diff(dg) >= -1e-6).all()
+
+
+def test_ordered_neighbours_first_points_and_h0():
+    pts = np.random.default_rng(2).random((20, 2))
+    nbr = ordered_neighbours(pts, 5)
+    assert (nbr[0] == -1).all()
+    assert set(nbr[1][nbr[1] >= 0]) == {0}
+    assert set(nbr[4][nbr[4] >= 0]) == {0, 1, 2, 3}
+    assert ordered_neighbours(pts, 0).shape == (20, 0)
+
+
+def test_orderings_are_permutations_and_seeded():
+    pts = np.random.default_rng(3).random((500, 2))
+    for method in ("random", "maxmin", "sorted", "none"):
+        o = order_points(pts, method, seed=1)
+        assert np.array_equal(np.sort(o), np.arange(500))
+        np.testing.assert_array_equal(o, order_points(pts, method, seed=1))
+    assert not np.array_equal(order_points(pts, "random", seed=1), order_points(pts, "random", seed=2))
+    srt = order_points(pts, "sorted")
+    assert (np.diff(pts[srt, 0]) >= 0).all()
+
+
+def test_maxmin_spreads_early_points():
+    """The first m points of the max-min ordering cover the domain far better than random ones."""
+    g = np.stack(np.meshgrid(np.arange(64.0), np.arange(64.0), indexing="ij"), -1).reshape(-1, 2)
+    m = 64
+
+    def fill_distance(first):
+        d, _ = knn(g[first], 1, query=g)
+        return d.max()
+
+    mm = order_points(g, "maxmin", seed=0)
+    rnd = order_points(g, "random", seed=0)
+    assert fill_distance(mm[:m]) < 0.6 * fill_distance(rnd[:m])
+    # separation of the first points is about the grid's cell size at that level (~8)
+    d, _ = knn(g[mm[:m]], 1, exclude_self=True)
+    assert d.min() >= 4.0
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        knn(np.array([[0.0, np.nan]]), 1)
+    with pytest.raises(ValueError, match="permutation"):
+        ordered_neighbours(np.random.random((5, 2)), 2, np.array([0, 0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="unknown ordering"):
+        order_points(np.random.random((5, 2)), "hilbert")
+    with pytest.raises(ValueError, match="unknown neighbour backend"):
+        choose_backend("annoy", 2)
+    assert choose_backend("auto", 3) in ("kdtree", "faiss")

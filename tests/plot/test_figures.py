@@ -1,0 +1,1082 @@
+"""Tests of geogpvae.plot: what is drawn, not only that a call returns."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import matplotlib.image as mpimg
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.collections import PathCollection, QuadMesh
+from matplotlib.colors import LogNorm
+
+from geogpvae import plot
+from geogpvae.plot import cartography, style
+
+FLAG_ATTRS = {"flag_values": np.array([0, 1], dtype=np.int8), "flag_meanings": "observed imputed"}
+
+
+# --------------------------------------------------------------------------------------
+# synthetic data following the conventions of geogpvae.impute
+# --------------------------------------------------------------------------------------
+
+
+def make_volume(seed: int = 0, descending_y: bool = False):
+    """A (z, y, x) = (6, 22, 12) SPE10-like volume: log-marked kx, linear porosity.
+
+    Returns the imputed Dataset and the truth Dataset.
+    """
+    rng = np.random.default_rng(seed)
+    nz, ny, nx = 6, 22, 12
+    x = 10.0 + 20.0 * np.arange(nx)
+    y = 5.0 + 10.0 * np.arange(ny)
+    if descending_y:
+        y = y[::-1]
+    z = 3.0 + 0.6 * np.arange(nz)
+    zz, yy, xx = np.meshgrid(z, y, x, indexing="ij")
+    log_k = 2.0 + np.sin(xx / 60.0) + np.cos(yy / 45.0) + 0.2 * zz + 0.3 * rng.normal(size=zz.shape)
+    kx_true = np.exp(log_k)
+    phi_true = 0.12 + 0.05 * np.tanh(log_k - 3.0) + 0.005 * rng.normal(size=zz.shape)
+    flag = np.where(rng.random(zz.shape) < 0.4, 1, 0).astype(np.int8)
+    flag[:, :3, :2] = -127  # outside the domain
+    inside = flag >= 0
+    imputed = flag == 1
+
+    kx = np.where(inside, kx_true, np.nan)
+    kx[imputed] = kx_true[imputed] * np.exp(0.3 * rng.normal(size=imputed.sum()))
+    kx_std = np.where(inside, 0.0, np.nan)
+    kx_std[imputed] = kx[imputed] * rng.uniform(0.2, 0.6, imputed.sum())
+    phi = np.where(inside, phi_true, np.nan)
+    phi[imputed] += 0.01 * rng.normal(size=imputed.sum())
+    phi_std = np.where(inside, 0.0, np.nan)
+    phi_std[imputed] = rng.uniform(0.005, 0.02, imputed.sum())
+
+    coords = {
+        "z": ("z", z, {"units": "m", "long_name": "depth", "positive": "down"}),
+        "y": ("y", y, {"units": "m", "long_name": "y"}),
+        "x": ("x", x, {"units": "m", "long_name": "x"}),
+    }
+    dims = ("z", "y", "x")
+    ds = xr.Dataset(coords=coords)
+    for name, val, sd, long_name, units, extra in (
+        ("kx", kx, kx_std, "permeability in x", "mD", {"geogpvae_transform": "log"}),
+        ("porosity", phi, phi_std, "porosity", "1", {}),
+    ):
+        ds[name] = (dims, val, {"units": units, "long_name": long_name,
+                                "ancillary_variables": f"{name}_std {name}_imputed", **extra})
+        ds[f"{name}_std"] = (dims, sd, {"units": units, "long_name": f"std of {long_name}"})
+        ds[f"{name}_imputed"] = (dims, flag.copy(), dict(FLAG_ATTRS))
+    truth = xr.Dataset(
+        {"kx": (dims, kx_true), "porosity": (dims, phi_true)},
+        coords={k: v[:2] for k, v in coords.items()},
+    )
+    return ds, truth
+
+
+def make_sites(n: int = 80, seed: int = 1):
+    """A Jura-like scattered set: ``site`` dim, x/y in km and lon/lat near 6.85 E 47.14 N."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(0.3, 5.2, n)
+    y = rng.uniform(0.5, 5.9, n)
+    lon = 6.85 + (x - 2.5) / (111.32 * np.cos(np.deg2rad(47.14)))
+    lat = 47.14 + (y - 3.0) / 110.57
+    truth = 50.0 + 20.0 * np.sin(x) + 10.0 * np.cos(y) + rng.normal(0, 2, n)
+    flag = np.where(rng.random(n) < 0.3, 1, 0).astype(np.int8)
+    flag[:3] = 1
+    flag[3:6] = 0
+    value = truth.copy()
+    imputed = flag == 1
+    value[imputed] += rng.normal(0, 3, imputed.sum())
+    sd = np.where(imputed, rng.uniform(1.5, 5.0, n), 0.0)
+    ds = xr.Dataset(
+        {
+            "zn": ("site", value, {"units": "mg kg-1", "long_name": "zinc",
+                                   "ancillary_variables": "zn_std zn_imputed"}),
+            "zn_std": ("site", sd, {"units": "mg kg-1"}),
+            "zn_imputed": ("site", flag, dict(FLAG_ATTRS)),
+        },
+        coords={
+            "site": np.arange(n),
+            "x": ("site", x, {"units": "km", "long_name": "x"}),
+            "y": ("site", y, {"units": "km", "long_name": "y"}),
+            "lon": ("site", lon, {"units": "degrees_east", "standard_name": "longitude"}),
+            "lat": ("site", lat, {"units": "degrees_north", "standard_name": "latitude"}),
+        },
+    )
+    return ds, xr.DataArray(truth, dims="site")
+
+
+def make_global(lon=None, seed: int = 2):
+    """A (time, lat, lon) grid, lat descending, lon 0..357.5 by default."""
+    rng = np.random.default_rng(seed)
+    lat = np.arange(87.5, -90.0, -5.0)
+    lon = np.arange(0.0, 360.0, 2.5) if lon is None else np.asarray(lon, dtype=float)
+    time = np.array(["2001-01-15", "2001-02-15"], dtype="datetime64[ns]")
+    la, lo = np.meshgrid(lat, lon, indexing="ij")
+    base = 288.0 - 30.0 * np.sin(np.deg2rad(la)) ** 2 + 3.0 * np.cos(np.deg2rad(lo))
+    truth = np.stack([base, base + 1.0])
+    flag = np.where(rng.random(truth.shape) < 0.3, 1, 0).astype(np.int8)
+    value = truth + np.where(flag == 1, rng.normal(0, 0.5, truth.shape), 0.0)
+    sd = np.where(flag == 1, rng.uniform(0.2, 1.0, truth.shape), 0.0)
+    dims = ("time", "lat", "lon")
+    ds = xr.Dataset(
+        {
+            "tas": (dims, value, {"units": "K", "long_name": "near-surface air temperature",
+                                  "standard_name": "air_temperature",
+                                  "ancillary_variables": "tas_std tas_imputed"}),
+            "tas_std": (dims, sd, {"units": "K"}),
+            "tas_imputed": (dims, flag, dict(FLAG_ATTRS)),
+        },
+        coords={
+            "time": time,
+            "lat": ("lat", lat, {"units": "degrees_north", "standard_name": "latitude"}),
+            "lon": ("lon", lon, {"units": "degrees_east", "standard_name": "longitude"}),
+        },
+    )
+    return ds, xr.DataArray(truth, dims=dims)
+
+
+# --------------------------------------------------------------------------------------
+# fixtures and helpers
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _no_network_and_fresh_warnings(monkeypatch):
+    """No test may download anything; each test sees the once-per-process warnings anew."""
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise AssertionError(f"download attempted: {args!r}")
+
+    import urllib.request
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    try:
+        import cartopy.io
+        from cartopy.io import shapereader
+
+        monkeypatch.setattr(cartopy.io, "urlopen", refuse)
+        # geogpvae looks for files itself: cartopy's downloaders must never be consulted
+        for cls in (cartopy.io.Downloader, shapereader.NEShpDownloader,
+                    shapereader.GSHHSShpDownloader):
+            for name in ("path", "acquire_resource", "_urlopen"):
+                if name in vars(cls):
+                    monkeypatch.setattr(cls, name, refuse)
+    except ImportError:
+        pass
+    monkeypatch.setattr(style, "_WARNED", set())
+    yield calls
+    plt.close("all")
+
+
+@pytest.fixture
+def no_map_data(monkeypatch, tmp_path):
+    """cartopy's data folders point at empty directories."""
+    cartopy = pytest.importorskip("cartopy")
+    for key in ("pre_existing_data_dir", "data_dir", "repo_data_dir"):
+        d = tmp_path / key
+        d.mkdir()
+        monkeypatch.setitem(cartopy.config, key, d)
+    monkeypatch.delenv("CARTOPY_DATA_DIR", raising=False)
+    monkeypatch.setattr(cartography, "_SYSTEM_DATA_DIRS", ())
+    return tmp_path
+
+
+def panels(fig):
+    """Axes with a gid that is not a colourbar's, in drawing order."""
+    return [ax for ax in fig.axes if ax.get_gid() and not ax.get_gid().startswith("colorbar")]
+
+
+def colorbars(fig):
+    return {ax.get_gid(): ax for ax in fig.axes if (ax.get_gid() or "").startswith("colorbar")}
+
+
+def mesh(ax):
+    """The QuadMesh that carries the panel's data (the one with the panel's gid)."""
+    found = [c for c in ax.collections if isinstance(c, QuadMesh) and c.get_gid() == ax.get_gid()]
+    assert len(found) == 1
+    return found[0]
+
+
+def assert_masked_equal(drawn, expected):
+    """Same values where ``expected`` is finite, masked exactly where it is not."""
+    drawn = np.ma.asarray(drawn)
+    expected = np.asarray(expected, dtype=float)
+    assert drawn.shape == expected.shape
+    np.testing.assert_array_equal(np.ma.getmaskarray(drawn), ~np.isfinite(expected))
+    ok = np.isfinite(expected)
+    np.testing.assert_allclose(np.asarray(drawn)[ok], expected[ok])
+
+
+def central_lon(crs):
+    params = crs.proj4_params
+    return params.get("lon_0", params.get("pm"))
+
+
+def is_colorbar_axes(ax):
+    return ax.get_label() == "<colorbar>"
+
+
+# --------------------------------------------------------------------------------------
+# helpers: limits and norms
+# --------------------------------------------------------------------------------------
+
+
+def test_robust_limits_percentiles_and_nan():
+    a = np.arange(101.0)
+    b = np.array([np.nan, 1e6])
+    lo, hi = plot.robust_limits(a, percentiles=(1, 99))
+    assert (lo, hi) == pytest.approx((1.0, 99.0))
+    lo, hi = plot.robust_limits(a, b, percentiles=(0, 100))
+    assert (lo, hi) == (0.0, 1e6)
+    assert plot.robust_limits(np.full(3, np.nan)) == (0.0, 1.0)
+    lo, hi = plot.robust_limits(np.full(4, 2.0))
+    assert lo < 2.0 < hi
+    ma = np.ma.masked_greater(a, 50)
+    assert plot.robust_limits(ma, percentiles=(0, 100)) == (0.0, 50.0)
+
+
+def test_robust_limits_log_ignore_non_positive():
+    lo, hi = plot.robust_limits(np.array([-1.0, 0.0, 1.0, 10.0, 100.0]), percentiles=(0, 100),
+                                log=True)
+    assert (lo, hi) == pytest.approx((1.0, 100.0))
+    norm = plot.make_norm(0.0, 50.0, log=True)
+    assert isinstance(norm, LogNorm) and norm.vmin > 0 and norm.vmax == 50.0
+    assert not isinstance(plot.make_norm(0.0, 1.0), LogNorm)
+
+
+def test_label_for_uses_long_name_and_units():
+    da = xr.DataArray([1.0], attrs={"long_name": "permeability in x", "units": "mD"}, name="kx")
+    assert plot.label_for(da) == "permeability in x [mD]"
+    assert plot.label_for(xr.DataArray([1.0], name="a_b")) == "a b"
+
+
+# --------------------------------------------------------------------------------------
+# layers
+# --------------------------------------------------------------------------------------
+
+
+def test_layers_panels_and_drawn_data():
+    ds, truth = make_volume()
+    fig = plot.layers(ds, "porosity", layer=[0, -1], truth=truth)
+    axs = panels(fig)
+    assert [ax.get_gid() for ax in axs] == ["observed", "imputed", "truth", "std", "error"] * 2
+    assert set(colorbars(fig)) == {"colorbar:value", "colorbar:uncertainty"}
+    assert len([ax for ax in fig.axes if not is_colorbar_axes(ax)]) == 10
+    for row, k in enumerate([0, 5]):
+        v = ds["porosity"].isel(z=k).values
+        flag = ds["porosity_imputed"].isel(z=k).values
+        sd = ds["porosity_std"].isel(z=k).values
+        t = truth["porosity"].isel(z=k).values
+        expected = {
+            "observed": np.where(flag == 0, v, np.nan),
+            "imputed": v,
+            "truth": t,
+            "std": np.where(flag == 1, sd, np.nan),
+            "error": np.where(flag == 1, np.abs(v - t), np.nan),
+        }
+        for ax in axs[5 * row: 5 * row + 5]:
+            assert_masked_equal(mesh(ax).get_array(), expected[ax.get_gid()])
+    # holes really are holes: the observed panel masks every imputed and outside cell
+    obs = mesh(axs[0]).get_array()
+    assert np.ma.count_masked(obs) == np.sum(ds["porosity_imputed"].isel(z=0).values != 0)
+    # under each panel, the domain in grey: masked (white) exactly outside the domain
+    for ax in axs[:5]:
+        domain = [c for c in ax.collections if c.get_gid() == "domain"]
+        assert len(domain) == 1
+        np.testing.assert_array_equal(np.ma.getmaskarray(domain[0].get_array()),
+                                      ds["porosity_imputed"].isel(z=0).values == -127)
+        assert domain[0].get_zorder() < mesh(ax).get_zorder()
+
+
+def test_layers_shared_limits_and_norms():
+    ds, truth = make_volume()
+    fig = plot.layers(ds, "kx", layer=[1, 2, 3], truth=truth)
+    axs = panels(fig)
+    values = [mesh(ax) for ax in axs if ax.get_gid() in ("observed", "imputed", "truth")]
+    uncert = [mesh(ax) for ax in axs if ax.get_gid() in ("std", "error")]
+    assert len(values) == 9 and len(uncert) == 6
+    assert len({m.get_clim() for m in values}) == 1
+    assert len({m.get_clim() for m in uncert}) == 1
+    assert all(isinstance(m.norm, LogNorm) for m in values + uncert)
+    assert values[0].get_clim()[0] > 0
+
+    fig = plot.layers(ds, "porosity", layer=[1, 2])
+    meshes = [mesh(ax) for ax in panels(fig)]
+    assert not any(isinstance(m.norm, LogNorm) for m in meshes)
+    assert meshes[2].get_clim()[0] == 0.0  # std starts at zero on a linear scale
+
+    fig = plot.layers(ds, "kx", layer=1, log=False)
+    assert not any(isinstance(mesh(ax).norm, LogNorm) for ax in panels(fig))
+    fig = plot.layers(ds, "porosity", layer=1, log=True)
+    assert all(isinstance(mesh(ax).norm, LogNorm) for ax in panels(fig))
+
+
+def test_layers_row_sharing_gives_row_limits():
+    ds, _ = make_volume()
+    fig = plot.layers(ds, "kx", layer=[0, 5], share="row")
+    axs = panels(fig)
+    assert len(colorbars(fig)) == 0 or True  # gids are reused per row
+    cbs = [ax for ax in fig.axes if is_colorbar_axes(ax)]
+    assert len(cbs) == 4
+    row0 = {mesh(ax).get_clim() for ax in axs[:2]}
+    row1 = {mesh(ax).get_clim() for ax in axs[3:5]}
+    assert len(row0) == 1 and len(row1) == 1 and row0 != row1
+
+
+def test_layers_colorbar_labels_and_titles():
+    ds, truth = make_volume()
+    fig = plot.layers(ds, "kx", layer=-1, truth=truth)
+    cbs = colorbars(fig)
+    value_label = cbs["colorbar:value"].get_xlabel()
+    assert "permeability in x" in value_label and "[mD]" in value_label
+    assert "[mD]" in cbs["colorbar:uncertainty"].get_xlabel()
+    assert "std" in cbs["colorbar:uncertainty"].get_xlabel()
+    for ax in panels(fig):
+        title = ax.get_title()
+        assert "layer 6" in title  # 1-based
+        assert "z = 6 m" in title  # coordinate value: 3.0 + 0.6 * 5
+    fig = plot.layers(ds, "kx", layer=0)
+    assert all("layer 1 (z = 3 m)" in ax.get_title() for ax in panels(fig))
+    assert len(panels(fig)) == 3  # observed, imputed, std
+
+
+def test_layers_orientation_follows_coordinates():
+    ds, _ = make_volume(descending_y=True)
+    # a field equal to its y coordinate tells where each row was drawn
+    ds["porosity"] = ds["porosity"] * 0 + ds["y"]
+    fig = plot.layers(ds, "porosity", layer=0)
+    ax = panels(fig)[1]
+    m = mesh(ax)
+    corners = m.get_coordinates()  # (ny + 1, nx + 1, 2) cell corners
+    centre_y = 0.5 * (corners[:-1, :-1, 1] + corners[1:, 1:, 1])
+    centre_x = 0.5 * (corners[:-1, :-1, 0] + corners[1:, 1:, 0])
+    arr = m.get_array()
+    ok = ~np.ma.getmaskarray(arr)
+    np.testing.assert_allclose(np.asarray(arr)[ok], centre_y[ok])
+    np.testing.assert_allclose(centre_x[0], ds["x"].values)
+    bottom, top = ax.get_ylim()
+    assert bottom < top  # y increases upwards although stored descending
+    left, right = ax.get_xlim()
+    assert left < right
+    assert ax.get_aspect() == 1.0  # x and y both in m
+
+    # a vertical section: depth (positive down) increases downwards, free aspect
+    ds2, _ = make_volume()
+    ds2["porosity"] = ds2["porosity"] * 0 + ds2["z"]
+    fig = plot.layers(ds2, "porosity", layer=3, axis="y")
+    ax = panels(fig)[1]
+    m = mesh(ax)
+    corners = m.get_coordinates()
+    centre_z = 0.5 * (corners[:-1, :-1, 1] + corners[1:, 1:, 1])
+    arr = m.get_array()
+    ok = ~np.ma.getmaskarray(arr)
+    np.testing.assert_allclose(np.asarray(arr)[ok], centre_z[ok])
+    bottom, top = ax.get_ylim()
+    assert bottom > top  # inverted: deeper is lower
+    assert ax.get_aspect() == "auto"
+    # a vertical section is not a layer: the title gives where it is, not a layer number
+    assert "layer" not in ax.get_title() and "y = 35 m" in ax.get_title()
+    assert ax.get_xlabel().startswith("x") and panels(fig)[0].get_ylabel().startswith("depth")
+
+
+def test_layers_bad_requests():
+    ds, _ = make_volume()
+    with pytest.raises(IndexError):
+        plot.layers(ds, "kx", layer=6)
+    with pytest.raises(IndexError):
+        plot.layers(ds, "kx", layer=-7)
+    with pytest.raises(ValueError):
+        plot.layers(ds, "kx", axis="t")
+    with pytest.raises(KeyError):
+        plot.layers(ds, "nope")
+
+
+def test_layers_of_a_2d_field():
+    ds, _ = make_volume()
+    two_d = ds.isel(z=2)
+    fig = plot.layers(two_d, "porosity")
+    assert [ax.get_gid() for ax in panels(fig)] == ["observed", "imputed", "std"]
+    assert all("z = 4.2 m" in ax.get_title() for ax in panels(fig))  # the scalar coordinate
+    assert_masked_equal(mesh(panels(fig)[1]).get_array(), two_d["porosity"].values)
+
+
+# --------------------------------------------------------------------------------------
+# field_map: scattered data
+# --------------------------------------------------------------------------------------
+
+
+def _scatter(ax, gid):
+    found = [c for c in ax.collections if isinstance(c, PathCollection) and c.get_gid() == gid]
+    assert len(found) == 1, [c.get_gid() for c in ax.collections]
+    return found[0]
+
+
+def test_field_map_scattered_xy_points_and_markers():
+    ds, truth = make_sites()
+    fig = plot.field_map(ds, "zn", truth=truth, coords="xy")
+    axs = panels(fig)
+    assert [ax.get_gid() for ax in axs] == ["imputed", "truth", "std", "error"]
+    flag = ds["zn_imputed"].values
+    xy = np.column_stack([ds["x"].values, ds["y"].values])
+    obs, imp = _scatter(axs[0], "observed"), _scatter(axs[0], "imputed")
+    np.testing.assert_array_equal(obs.get_offsets(), xy[flag == 0])
+    np.testing.assert_array_equal(imp.get_offsets(), xy[flag == 1])
+    np.testing.assert_allclose(obs.get_array(), ds["zn"].values[flag == 0])
+    np.testing.assert_allclose(imp.get_array(), ds["zn"].values[flag == 1])
+    # distinct markers, and imputed ones with a black edge
+    assert not np.allclose(obs.get_paths()[0].vertices.shape, imp.get_paths()[0].vertices.shape) \
+        or not np.allclose(obs.get_paths()[0].vertices, imp.get_paths()[0].vertices)
+    np.testing.assert_allclose(imp.get_edgecolor()[0][:3], 0.0)
+    assert obs.get_clim() == imp.get_clim() == _scatter(axs[1], "imputed").get_clim()
+    # std and error only at imputed sites
+    np.testing.assert_allclose(_scatter(axs[2], "imputed").get_array(),
+                               ds["zn_std"].values[flag == 1])
+    np.testing.assert_allclose(
+        _scatter(axs[3], "imputed").get_array(),
+        np.abs(ds["zn"].values - truth.values)[flag == 1],
+    )
+    legend = axs[0].get_legend()
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert any(t.startswith("observed") for t in texts)
+    assert any(t.startswith("imputed") for t in texts)
+    assert axs[0].get_aspect() == 1.0  # x and y both in km
+    assert "[mg kg\u207b\u00b9]" in colorbars(fig)["colorbar:value"].get_xlabel()  # mg kg-1
+    assert "zinc" in colorbars(fig)["colorbar:value"].get_xlabel()
+
+
+def test_field_map_scattered_outside_domain_and_std_off():
+    ds, _ = make_sites()
+    flag = ds["zn_imputed"].values.copy()
+    flag[:2] = -127
+    ds["zn_imputed"].values[:] = flag
+    ds["zn"].values[:2] = np.nan
+    fig = plot.field_map(ds, "zn", std=False, coords="xy")
+    axs = panels(fig)
+    assert [ax.get_gid() for ax in axs] == ["imputed"]
+    out = _scatter(axs[0], "outside")
+    np.testing.assert_array_equal(out.get_offsets()[:, 0], ds["x"].values[:2])
+    assert len(colorbars(fig)) == 1
+
+
+def test_field_map_scattered_lonlat_on_geoaxes():
+    pytest.importorskip("cartopy")
+    from cartopy.mpl.geoaxes import GeoAxes
+
+    ds, _ = make_sites()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # map data may be missing here
+        fig = plot.field_map(ds, "zn")
+    axs = panels(fig)
+    assert all(isinstance(ax, GeoAxes) for ax in axs)
+    assert type(axs[0].projection).__name__ == "LambertAzimuthalEqualArea"
+    flag = ds["zn_imputed"].values
+    np.testing.assert_allclose(
+        _scatter(axs[0], "imputed").get_offsets(),
+        np.column_stack([ds["lon"].values, ds["lat"].values])[flag == 1],
+    )
+    fig.canvas.draw()
+
+
+# --------------------------------------------------------------------------------------
+# field_map: grids, projections, the dateline
+# --------------------------------------------------------------------------------------
+
+
+def test_field_map_global_grid_descending_lat():
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+    from cartopy.mpl.geoaxes import GeoAxes
+
+    ds, truth = make_global()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = plot.field_map(ds, "tas", truth=truth, isel={"time": 1})
+    axs = panels(fig)
+    assert [ax.get_gid() for ax in axs] == ["imputed", "truth", "std", "error"]
+    assert all(isinstance(ax, GeoAxes) for ax in axs)
+    proj = axs[0].projection
+    assert isinstance(proj, ccrs.PlateCarree)
+    # central longitude midway between outer cell edges (-1.25, 358.75): no cell on the seam
+    assert central_lon(proj) == pytest.approx(178.75)
+    v = ds["tas"].isel(time=1).values
+    flag = ds["tas_imputed"].isel(time=1).values
+    assert_masked_equal(mesh(axs[0]).get_array(), v)
+    assert_masked_equal(mesh(axs[1]).get_array(), truth.isel(time=1).values)
+    assert_masked_equal(mesh(axs[2]).get_array(),
+                        np.where(flag == 1, ds["tas_std"].isel(time=1).values, np.nan))
+    # no cell was split across the map seam
+    assert not any(type(c).__name__ == "PolyQuadMesh" for ax in axs for c in ax.collections)
+    assert "time = 2001-02-15" in fig.get_suptitle()
+    assert "[K]" in colorbars(fig)["colorbar:value"].get_xlabel()
+    fig.canvas.draw()
+
+
+def test_field_map_grid_across_the_dateline():
+    pytest.importorskip("cartopy")
+    lon = np.r_[np.arange(160.0, 180.0, 2.5), np.arange(-180.0, -159.0, 2.5)]
+    ds, _ = make_global(lon=lon)
+    ds = ds.sel(lat=slice(30, -30))
+    ds["tas"] = ds["tas"] * 0 + ds["lon"] + 0 * ds["lat"]  # value = stored longitude
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = plot.field_map(ds, "tas", std=False)
+    ax = panels(fig)[0]
+    assert abs(central_lon(ax.projection)) == pytest.approx(180.0)
+    m = mesh(ax)
+    corners = m.get_coordinates()
+    edge_lon = corners[0, :, 0]
+    assert np.all(np.diff(edge_lon) > 0)  # one contiguous run, 158.75 .. 201.25
+    assert edge_lon[0] == pytest.approx(158.75) and edge_lon[-1] == pytest.approx(201.25)
+    centre_lon = 0.5 * (edge_lon[:-1] + edge_lon[1:])
+    arr = m.get_array()
+    # each column shows the value stored for its longitude (modulo 360)
+    np.testing.assert_allclose(np.mod(np.asarray(arr)[0], 360), np.mod(centre_lon, 360))
+    fig.canvas.draw()
+
+
+def test_field_map_projected_grid_plain_axes():
+    ds, truth = make_volume()
+    layer = ds.isel(z=0)
+    fig = plot.field_map(layer, "kx", truth=truth.isel(z=0))
+    axs = panels(fig)
+    assert all(not hasattr(ax, "projection") for ax in axs)
+    assert all(isinstance(mesh(ax).norm, LogNorm) for ax in axs)
+    assert axs[0].get_aspect() == 1.0
+    assert_masked_equal(mesh(axs[0]).get_array(), layer["kx"].values)
+    assert "z = 3 m" in fig.get_suptitle()
+    # the imputed cells are outlined along cell edges on the field panel only
+    outline = [c for c in axs[0].collections if c.get_gid() == "outline"]
+    assert len(outline) == 1
+    assert not [c for c in axs[1].collections if c.get_gid() == "outline"]
+    segments = outline[0].get_segments()
+    xe = np.r_[0.0, 20.0 * np.arange(1, 13)]
+    ye = np.r_[0.0, 10.0 * np.arange(1, 23)]
+    for seg in segments:  # every segment is one cell edge
+        (x0, y0), (x1, y1) = seg
+        assert np.isclose(x0, xe).any() and np.isclose(y0, ye).any()
+        assert (x0 == x1) != (y0 == y1)
+
+
+def test_field_map_projection_by_name():
+    pytest.importorskip("cartopy")
+    ds, _ = make_sites()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig = plot.field_map(ds, "zn", std=False, projection="Mercator")
+    assert type(panels(fig)[0].projection).__name__ == "Mercator"
+    with pytest.raises(ValueError):
+        plot.field_map(ds, "zn", projection="Nonsense")
+
+
+# --------------------------------------------------------------------------------------
+# offline map data and the cartopy fallback
+# --------------------------------------------------------------------------------------
+
+
+def test_missing_natural_earth_warns_once_and_never_downloads(no_map_data,
+                                                             _no_network_and_fresh_warnings):
+    calls = _no_network_and_fresh_warnings
+    assert plot.find_map_shapefile() is None
+    ds, _ = make_global()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig1 = plot.field_map(ds, "tas")
+        fig1.canvas.draw()
+        fig2 = plot.field_map(ds, "tas")
+        fig2.canvas.draw()
+    messages = [str(w.message) for w in caught if "Natural Earth" in str(w.message)]
+    assert len(messages) == 1
+    assert "coastlines" in messages[0] and str(no_map_data) in messages[0]
+    assert calls == []
+    assert all(c.get_gid() != "coastlines" for ax in fig1.axes for c in ax.artists + ax.collections)
+
+
+def _write_lines(path, lines):
+    import shapefile  # pyshp, a dependency of cartopy
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with shapefile.Writer(str(path), shapeType=shapefile.POLYLINE) as w:
+        w.field("name", "C")
+        for line in lines:
+            w.line([line])
+            w.record("line")
+
+
+def test_natural_earth_found_offline_is_drawn(no_map_data, _no_network_and_fresh_warnings):
+    pytest.importorskip("shapefile")
+    base = no_map_data / "data_dir" / "shapefiles" / "natural_earth"
+    _write_lines(base / "physical" / "ne_10m_coastline.shp",
+                 [[(6.0, 46.5), (7.5, 47.6)]])
+    _write_lines(base / "cultural" / "ne_10m_admin_0_boundary_lines_land.shp",
+                 [[(6.5, 47.5), (7.2, 47.0)]])
+    assert plot.find_map_shapefile("coastline", "physical", ("10m",)) is not None
+    ds, _ = make_sites()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = plot.field_map(ds, "zn", std=False)
+        fig.canvas.draw()
+    assert not [w for w in caught if "Natural Earth" in str(w.message)]
+    gids = {a.get_gid() for a in panels(fig)[0].get_children()}
+    assert {"coastlines", "borders"} <= gids
+    assert _no_network_and_fresh_warnings == []
+
+
+def test_gshhs_coastline_is_a_fallback(no_map_data, _no_network_and_fresh_warnings):
+    """Debian's python-cartopy-data ships only GSHHS coarse coastlines, no Natural Earth."""
+    pytest.importorskip("shapefile")
+    _write_lines(no_map_data / "repo_data_dir" / "shapefiles" / "gshhs" / "c" / "GSHHS_c_L1.shp",
+                 [[(0.0, 0.0), (90.0, 30.0)]])
+    ds, _ = make_global()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = plot.field_map(ds, "tas", std=False)
+        fig.canvas.draw()
+    gids = {a.get_gid() for a in panels(fig)[0].get_children()}
+    assert "coastlines" in gids and "borders" not in gids
+    messages = [str(w.message) for w in caught if "Natural Earth" in str(w.message)]
+    assert len(messages) == 1 and "without borders" in messages[0]
+    assert _no_network_and_fresh_warnings == []
+
+
+def test_map_data_dirs_include_debian_location(monkeypatch):
+    dirs = [str(d) for d in plot.map_data_dirs()]
+    assert "/usr/share/cartopy" in dirs and "/usr/share/cartopy/data" in dirs
+    monkeypatch.setenv("CARTOPY_DATA_DIR", "/somewhere/cartopy")
+    assert "/somewhere/cartopy" in [str(d) for d in plot.map_data_dirs()]
+
+
+def test_field_map_without_cartopy_falls_back(monkeypatch):
+    for name in [m for m in list(sys.modules) if m == "cartopy" or m.startswith("cartopy.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "cartopy", None)  # import cartopy -> ImportError
+    ds, truth = make_global()
+    sites, _ = make_sites()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig = plot.field_map(ds, "tas", truth=truth)
+        fig2 = plot.field_map(sites, "zn")
+    notes = [w for w in caught if "cartopy" in str(w.message)]
+    assert len(notes) == 1
+    axs = panels(fig)
+    assert len(axs) == 4 and all(not hasattr(ax, "projection") for ax in axs)
+    assert_masked_equal(mesh(axs[0]).get_array(), ds["tas"].isel(time=0).values)
+    assert panels(fig2)[0].get_xlabel().startswith("longitude")
+    fig.canvas.draw()
+    # everything else still works
+    vol, vtruth = make_volume()
+    plot.layers(vol, "kx", truth=vtruth)
+    plot.uncertainty(vol, "kx", truth=vtruth)
+
+
+def test_module_import_does_not_import_cartopy():
+    code = (
+        "import sys, geogpvae.plot, geogpvae.accessor; "
+        "assert 'cartopy' not in sys.modules, 'cartopy imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------------------
+# uncertainty
+# --------------------------------------------------------------------------------------
+
+
+def _gaussian_case(n=5000, scale=1.0, seed=3):
+    rng = np.random.default_rng(seed)
+    mean = rng.normal(10.0, 2.0, n)
+    sd = rng.uniform(0.5, 2.0, n)
+    truth = mean + sd * rng.normal(size=n)
+    flag = np.ones(n, dtype=np.int8)
+    flag[:50] = 0  # observed cells do not count
+    ds = xr.Dataset({
+        "v": ("cell", np.where(flag == 0, truth, mean), {"units": "K", "long_name": "vee"}),
+        "v_std": ("cell", np.where(flag == 0, 0.0, sd * scale), {"units": "K"}),
+        "v_imputed": ("cell", flag),
+    })
+    return ds, xr.DataArray(truth, dims="cell")
+
+
+def test_interval_coverage_calibrated_and_overconfident():
+    ds, truth = _gaussian_case()
+    cov = plot.interval_coverage(ds, "v", truth)
+    assert list(cov) == [0.5, 0.8, 0.95]
+    for p, c in cov.items():
+        assert c == pytest.approx(p, abs=0.025)
+    # std half the truth: P(|Z| <= 0.98) = 0.673 at the 95% level
+    ds2, truth2 = _gaussian_case(scale=0.5)
+    assert plot.interval_coverage(ds2, "v", truth2, levels=[0.95])[0.95] == pytest.approx(
+        0.673, abs=0.025)
+
+
+@pytest.mark.parametrize("point", ["median", "mean"])
+def test_interval_coverage_log_space(point):
+    rng = np.random.default_rng(4)
+    n = 5000
+    mu = rng.normal(3.0, 1.0, n)
+    s = rng.uniform(0.2, 1.0, n)
+    truth = np.exp(mu + s * rng.normal(size=n))
+    if point == "median":
+        value = np.exp(mu)
+        sd = np.sqrt(np.exp(2 * mu + s**2) * (np.exp(s**2) - 1))
+    else:
+        value = np.exp(mu + s**2 / 2)
+        sd = value * np.sqrt(np.exp(s**2) - 1)
+    attrs = {"units": "mD", "geogpvae_transform": "log"}
+    if point == "mean":
+        attrs["geogpvae_point_estimate"] = "mean"
+    ds = xr.Dataset({"k": ("cell", value, attrs), "k_std": ("cell", sd),
+                     "k_imputed": ("cell", np.ones(n, dtype=np.int8))})
+    cov = plot.interval_coverage(ds, "k", xr.DataArray(truth, dims="cell"))
+    for p, c in cov.items():
+        assert c == pytest.approx(p, abs=0.025)
+    # Gaussian intervals in linear units are wrong for such a skewed variable
+    lin = plot.interval_coverage(ds, "k", xr.DataArray(truth, dims="cell"), space="linear")
+    assert abs(lin[0.5] - 0.5) > 0.05
+
+
+def test_uncertainty_figure_with_truth():
+    ds, truth = _gaussian_case()
+    fig = plot.uncertainty(ds, "v", truth=truth)
+    axs = {ax.get_gid(): ax for ax in fig.axes if ax.get_gid()}
+    assert {"std-vs-error", "coverage"} <= set(axs)
+    cov = plot.interval_coverage(ds, "v", truth)
+    bars = [p for p in axs["coverage"].patches if p.get_gid() == "empirical"]
+    np.testing.assert_allclose([b.get_height() for b in bars], [100 * c for c in cov.values()])
+    texts = [t.get_text() for t in axs["coverage"].texts]
+    assert texts == [f"{100 * c:.1f}%" for c in cov.values()]
+    # 4950 points > max_scatter: a hexbin; the expected line has slope sqrt(2/pi)
+    kinds = {type(c).__name__ for c in axs["std-vs-error"].collections}
+    assert "PolyCollection" in kinds
+    line = next(ln for ln in axs["std-vs-error"].lines if ln.get_gid() == "expected")
+    x, y = line.get_data()
+    assert y[-1] / x[-1] == pytest.approx(0.7979, abs=1e-3)
+    fig = plot.uncertainty(ds, "v", truth=truth, max_scatter=10_000)
+    ax = next(a for a in fig.axes if a.get_gid() == "std-vs-error")
+    pts = next(c for c in ax.collections if c.get_gid() == "points")
+    assert len(pts.get_offsets()) == 4950
+
+
+def test_uncertainty_log_variable_and_histogram():
+    ds, truth = make_volume()
+    fig = plot.uncertainty(ds, "kx", truth=truth)
+    ax = next(a for a in fig.axes if a.get_gid() == "std-vs-error")
+    assert "ln(" in ax.get_xlabel()
+    assert "log space" in next(a for a in fig.axes if a.get_gid() == "coverage").get_title()
+
+    fig = plot.uncertainty(ds, "porosity")
+    axs = [a for a in fig.axes if a.get_gid() == "std-histogram"]
+    assert len(axs) == 1
+    heights = sum(p.get_height() for p in axs[0].patches)
+    assert heights == np.sum(ds["porosity_imputed"].values == 1)
+    fig = plot.uncertainty(ds, "kx")
+    assert next(a for a in fig.axes if a.get_gid() == "std-histogram").get_xscale() == "log"
+
+
+# --------------------------------------------------------------------------------------
+# training history
+# --------------------------------------------------------------------------------------
+
+
+def test_training_history_lines():
+    n = 12
+    hist = {
+        "epoch": list(range(1, n + 1)),
+        "loss": list(np.linspace(5, 1, n)),
+        "expected_nll": list(np.linspace(4.5, 0.8, n)),
+        "kl": list(np.linspace(0.5, 0.2, n)),
+        "elapsed": list(np.arange(1, n + 1) * 0.5),
+        "lr": [1e-3] * n,
+    }
+    fig = plot.training_history(hist)
+    axs = {ax.get_gid(): ax for ax in fig.axes}
+    assert set(axs) == {"elbo", "kl"}
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines}
+    np.testing.assert_allclose(lines["loss"].get_ydata(), hist["loss"])
+    np.testing.assert_allclose(lines["expected_nll"].get_ydata(), hist["expected_nll"])
+    np.testing.assert_allclose(lines["kl"].get_ydata(), hist["kl"])
+    np.testing.assert_allclose(lines["kl"].get_xdata(), hist["epoch"])
+    assert "6.0 s" in fig.get_suptitle()
+
+
+def test_training_history_optional_keys_and_errors():
+    fig = plot.training_history({"loss": [3.0, 2.0, 1.5]})
+    assert [ax.get_gid() for ax in fig.axes] == ["elbo"]
+    np.testing.assert_allclose(fig.axes[0].lines[0].get_xdata(), [1, 2, 3])
+    with pytest.raises(ValueError):
+        plot.training_history({"loss": [1.0, 2.0], "kl": [1.0]})
+    with pytest.raises(ValueError):
+        plot.training_history({"kl": [1.0]})
+    with pytest.raises(ValueError):
+        plot.training_history({"loss": []})
+
+
+# --------------------------------------------------------------------------------------
+# rendering to files
+# --------------------------------------------------------------------------------------
+
+
+def test_render_volume_and_sites_to_png(tmp_path):
+    ds, truth = make_volume()
+    sites, site_truth = make_sites()
+    figs = {
+        "layers": plot.layers(ds, "kx", layer=[0, -1], truth=truth),
+        "sites": plot.field_map(sites, "zn", truth=site_truth, coords="xy"),
+    }
+    for name, fig in figs.items():
+        path = tmp_path / f"{name}.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        assert path.stat().st_size > 10_000
+        image = mpimg.imread(path)
+        assert image.ndim == 3 and image[..., :3].std() > 0.05
+
+
+# --------------------------------------------------------------------------------------
+# publication details: what the notebooks' figures got wrong
+# --------------------------------------------------------------------------------------
+
+
+def make_spe10_like(nz: int = 11, ny: int = 24, nx: int = 8, seed: int = 4):
+    """A small volume laid out like ``load_spe10(downsample=2)``: every other model layer.
+
+    z holds the depth of the cell centres, (2 i + 0.5) * 0.6096 m, and a 1-based ``layer``
+    coordinate along z numbers the model layers kept, 1, 3, 5, ...: index 10 is layer 21
+    at 12.4968 m. The coordinates carry SPE10's long names, and the cells are twice as tall
+    (y) as they are wide (x), so the panels are tall.
+    """
+    rng = np.random.default_rng(seed)
+    iz, iy, ix = 2 * np.arange(nz), 2 * np.arange(ny), 2 * np.arange(nx)
+    coords = {
+        "z": ("z", (iz + 0.5) * 0.6096, {"units": "m", "axis": "Z", "positive": "down",
+                                         "long_name": "depth of the cell centre below the "
+                                                      "top of the model"}),
+        "y": ("y", (iy + 0.5) * 3.048, {"units": "m", "axis": "Y",
+                                            "long_name": "y coordinate of the cell centre"}),
+        "x": ("x", (ix + 0.5) * 6.096, {"units": "m", "axis": "X",
+                                        "long_name": "x coordinate of the cell centre"}),
+        "layer": ("z", (iz + 1).astype(np.int32), {"long_name": "layer number, 1 at the top",
+                                                   "units": "1"}),
+    }
+    dims = ("z", "y", "x")
+    k = np.exp(rng.normal(3.0, 1.0, (nz, ny, nx)))
+    flag = (rng.random(k.shape) < 0.4).astype(np.int8)
+    ds = xr.Dataset(
+        {
+            "kx": (dims, k, {"units": "mD", "long_name": "permeability in x",
+                             "geogpvae_transform": "log",
+                             "ancillary_variables": "kx_std kx_imputed"}),
+            "kx_std": (dims, np.where(flag == 1, 0.4 * k, 0.0), {"units": "mD"}),
+            "kx_imputed": (dims, flag, dict(FLAG_ATTRS)),
+        },
+        coords=coords,
+    )
+    return ds
+
+
+def predicted_grid(ny: int = 30, nx: int = 24):
+    """What ``GPVAEImputer.predict`` returns on a (y, x) grid: ``v`` and ``v_std`` only.
+
+    The std is positive at every node inside the study area; outside it, both are NaN.
+    """
+    y = 0.1 + 0.05 * np.arange(ny)
+    x = 0.3 + 0.05 * np.arange(nx)
+    yy, xx = np.meshgrid(y, x, indexing="ij")
+    inside = (xx - x.mean()) ** 2 + (yy - y.mean()) ** 2 < 0.36
+    cd = np.where(inside, 1.0 + 0.5 * np.sin(3 * xx), np.nan)
+    sd = np.where(inside, 0.2 + 0.1 * np.cos(2 * yy), np.nan)
+    ds = xr.Dataset(
+        {
+            "Cd": (("y", "x"), cd, {"units": "mg kg-1", "long_name": "cadmium",
+                                    "ancillary_variables": "Cd_std"}),
+            "Cd_std": (("y", "x"), sd, {"units": "mg kg-1"}),
+        },
+        coords={
+            "y": ("y", y, {"units": "km", "long_name": "northing on the local Jura grid"}),
+            "x": ("x", x, {"units": "km", "long_name": "easting on the local Jura grid"}),
+        },
+    )
+    return ds, inside
+
+
+def inches(fig, artist):
+    """The drawn extent of an artist in inches from the figure's lower left corner."""
+    box = artist.get_window_extent(fig.canvas.get_renderer())
+    return box.transformed(fig.dpi_scale_trans.inverted())
+
+
+def test_field_map_without_flag_treats_positive_std_as_predicted():
+    ds, inside = predicted_grid()
+    fig = plot.field_map(ds, "Cd")
+    field, std = panels(fig)
+    # every prediction has its std drawn; only outside the study area is masked
+    assert_masked_equal(mesh(std).get_array(), ds["Cd_std"].values)
+    assert np.ma.count(mesh(std).get_array()) == inside.sum()
+    assert field.get_title() == "predicted field"
+    # nothing is observed, so there are no holes to outline (it would trace the border)
+    assert not [c for c in field.collections if c.get_gid() == "outline"]
+    domain = next(c for c in field.collections if c.get_gid() == "domain")
+    np.testing.assert_array_equal(np.ma.getmaskarray(domain.get_array()), ~inside)
+
+    # impute's output without its flag: a std of 0 marks the observed cells again
+    layer, _ = make_volume()
+    layer = layer.isel(z=0).drop_vars("kx_imputed")
+    layer["kx"].attrs["ancillary_variables"] = "kx_std"
+    flag = make_volume()[0]["kx_imputed"].isel(z=0).values
+    fig = plot.field_map(layer, "kx")
+    field, std = panels(fig)
+    assert field.get_title() == "imputed field"
+    assert_masked_equal(mesh(std).get_array(),
+                        np.where(flag == 1, layer["kx_std"].values, np.nan))
+    fig = plot.layers(layer.expand_dims("z"), "kx")
+    observed = panels(fig)[0]
+    assert_masked_equal(mesh(observed).get_array(),
+                        np.where(flag == 0, layer["kx"].values, np.nan))
+
+
+def test_field_map_equal_aspect_height_leaves_room_for_titles():
+    ds, _ = predicted_grid(ny=117, nx=97)  # the Jura grid: 5.85 km tall, 4.85 km wide
+    tall = make_spe10_like().isel(z=1)
+    for data, var in ((ds, "Cd"), (tall, "kx")):
+        fig = plot.field_map(data, var)
+        fig.canvas.draw()
+        width, height = fig.get_size_inches()
+        suptitle = inches(fig, fig._suptitle)
+        for ax in panels(fig):
+            assert inches(fig, ax.title).y1 <= suptitle.y0 - 0.02  # titles clear the suptitle
+            # the panel is as tall as the data's aspect says, and the box fits it
+            pos = ax.get_position()
+            (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+            assert pos.height * height == pytest.approx(
+                pos.width * width * abs(y1 - y0) / abs(x1 - x0), rel=0.01)
+        # and the figure has no more than a sliver of height to spare
+        used = fig.get_tightbbox(fig.canvas.get_renderer())
+        assert height - used.height < 0.3
+
+
+def test_layers_titles_use_the_layer_coordinate_and_round_the_depth():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[0, 10])
+    titles = [ax.get_title() for ax in panels(fig)]
+    assert all("layer 1 (z = 0.305 m)" in t for t in titles[:3])
+    assert all("layer 21 (z = 12.5 m)" in t for t in titles[3:])
+    assert not any("12.4968" in t or "layer 11" in t for t in titles)
+    # without the coordinate, the layer number is the 1-based index
+    fig = plot.layers(ds.drop_vars("layer"), "kx", layer=10)
+    assert all("layer 11 (z = 12.5 m)" in ax.get_title() for ax in panels(fig))
+    # a layer selected beforehand: its number first, and no units "1" after it
+    fig = plot.layers(ds.isel(z=10), "kx")
+    title = panels(fig)[0].get_title()
+    assert "layer 21, z = 12.5 m" in title and "21 1" not in title
+
+
+def test_coordinate_values_are_rounded_for_titles():
+    assert style._fmt_value(12.4968) == "12.5"
+    assert style._fmt_value(0.3048) == "0.305"
+    assert style._fmt_value(6.0) == "6"
+    assert style._fmt_value(np.int32(21)) == "21"
+    assert style._fmt_value(1234.5678) == "1235"
+    # neighbours stay apart: 3 significant digits would print 1500 for both
+    assert style._fmt_value(1500.3, step=0.3) == "1500.3"
+    assert style._fmt_value(1500.6, step=0.3) == "1500.6"
+    assert style._fmt_value(np.datetime64("2001-02-15T00:00")) == "2001-02-15"
+
+
+def test_layers_axis_labels_fit_narrow_panels():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[1, 2])
+    bottom = [ax for ax in panels(fig)[3:]]
+    assert [ax.get_xlabel() for ax in bottom] == ["x [m]"] * 3
+    assert all(ax.get_xlabel() == "" for ax in panels(fig)[:3])  # outer panels only
+    fig.canvas.draw()
+    boxes = [inches(fig, ax.xaxis.label) for ax in bottom]
+    for left, right in zip(boxes, boxes[1:]):
+        assert left.x1 < right.x0  # neighbouring labels do not touch
+    # wide panels keep the long names
+    fig = plot.layers(ds, "kx", layer=1, panel_width=4.5)
+    assert panels(fig)[0].get_xlabel() == "x coordinate of the cell centre [m]"
+
+
+def test_layers_tall_panels_leave_no_gap_above_the_colourbars():
+    ds = make_spe10_like()
+    fig = plot.layers(ds, "kx", layer=[1, 2, 3], truth=ds)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_inches = fig.dpi_scale_trans.inverted()
+    lowest = min(ax.get_tightbbox(renderer).transformed(to_inches).y0 for ax in panels(fig))
+    for cb in colorbars(fig).values():
+        top = cb.get_position().y1 * fig.get_size_inches()[1]
+        assert 0.0 < lowest - top < 0.2  # the x labels, then the colourbar, close below
+    width, height = fig.get_size_inches()
+    used = fig.get_tightbbox(renderer)
+    assert height - used.height < 0.3 and width - used.width < 0.3
+
+
+def test_training_history_zooms_past_the_first_epochs():
+    rng = np.random.default_rng(5)
+    n = 120
+    loss = 3.0 + np.exp(-np.arange(n) / 15.0) + 0.02 * rng.normal(size=n)
+    loss[0] = 440.0
+    nll = loss - 0.5
+    kl = 0.5 + 0.3 * (1 - np.exp(-np.arange(n) / 10.0))
+    kl[0] = 40.0
+    fig = plot.training_history({"loss": loss, "expected_nll": nll, "kl": kl})
+    axs = {ax.get_gid(): ax for ax in fig.axes}
+    lines = {ln.get_gid(): ln for ax in fig.axes for ln in ax.lines}
+    np.testing.assert_array_equal(lines["loss"].get_ydata(), loss)  # every epoch is drawn
+    np.testing.assert_array_equal(lines["kl"].get_ydata(), kl)
+    bottom, top = axs["elbo"].get_ylim()
+    assert bottom <= nll.min()  # from the lowest value to the settled part, not to 440
+    assert loss[n // 2:].max() < top < 10.0
+    bottom, top = axs["kl"].get_ylim()
+    assert bottom <= kl[1:].min() and kl[1:].max() < top < 5.0
+    note = next(t for t in axs["elbo"].texts if t.get_gid() == "off-scale")
+    assert "epoch 1" in note.get_text() and "440" in note.get_text()
+    # a history without such a start keeps its whole range and has no note
+    fig = plot.training_history({"loss": np.linspace(5.0, 1.0, 40)})
+    bottom, top = fig.axes[0].get_ylim()
+    assert bottom < 1.0 and top > 5.0 and not fig.axes[0].texts
+
+
+def test_uncertainty_hexbin_colourbar_clears_the_coverage_panel():
+    ds, truth = _gaussian_case()
+    fig = plot.uncertainty(ds, "v", truth=truth)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    to_inches = fig.dpi_scale_trans.inverted()
+    cbar = next(a for a in fig.axes if a.get_gid() == "colorbar:count")
+    coverage = next(a for a in fig.axes if a.get_gid() == "coverage")
+    right = cbar.get_tightbbox(renderer).transformed(to_inches).x1  # with its label
+    left = coverage.get_tightbbox(renderer).transformed(to_inches).x0
+    assert left - right > 0.15
+    assert cbar.yaxis.label.get_text() == "cells per bin"
+
+
+def test_units_typeset_for_figures():
+    assert plot.pretty_units("mg kg-1") == "mg kg\u207b\u00b9"
+    assert plot.pretty_units("m2 s-1") == "m\u00b2 s\u207b\u00b9"
+    assert plot.pretty_units("W m^-2") == "W m\u207b\u00b2"
+    assert plot.pretty_units("degrees_east") == "\u00b0E"
+    assert plot.pretty_units("mD") == "mD"
+    assert plot.pretty_units("1") == "" and plot.pretty_units(None) == ""
+    assert plot.pretty_units("days since 2000-01-01") == "days since 2000-01-01"
+    da = xr.DataArray([1.0], attrs={"long_name": "zinc", "units": "mg kg-1"})
+    assert plot.label_for(da) == "zinc [mg kg\u207b\u00b9]"
+
+
+def test_std_colour_map_keeps_clear_of_the_grey_of_empty_cells():
+    from matplotlib.colors import to_rgb
+
+    ds, _ = make_volume()
+    fig = plot.layers(ds, "kx", layer=0)
+    std = mesh(panels(fig)[2])
+    grey = np.array(to_rgb(style.MASKED_COLOUR))
+    colours = std.cmap(np.linspace(0, 1, 64))[:, :3]
+    # no colour of the map is as light and as grey as the masked cells
+    assert np.min(np.abs(colours - grey).sum(axis=1)) > 0.25

@@ -2,8 +2,8 @@
 
 Not collected by pytest. Run from the repository root::
 
-    python tests/mutants.py            # every mutant against tests/test_elbo.py
-    python tests/mutants.py tests/     # against the whole suite (slow)
+    python tests/engine/mutants.py            # every mutant against tests/engine/test_elbo.py
+    python tests/engine/mutants.py tests/     # against the whole suite (slow)
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -21,41 +21,41 @@ from pathlib import Path
 # name: (file, original text, broken text)
 MUTANTS = {
     "likelihood over missing entries": (
-        "geogpvae/model.py", "(logpdf * observed.to(y.dtype)).sum(-1)", "logpdf.sum(-1)"),
+        "geogpvae/engine/model.py", "(logpdf * observed.to(y.dtype)).sum(-1)", "logpdf.sum(-1)"),
     "SPA KL scaled by 1/N": (
-        "geogpvae/model.py", "kl_per_location = kl.mean()\n", "kl_per_location = kl.mean() / batch.n_total\n"),
+        "geogpvae/engine/model.py", "kl_per_location = kl.mean()\n", "kl_per_location = kl.mean() / batch.n_total\n"),
     "HPA KL not divided by N": (
-        "geogpvae/model.py", "kl_per_location = kl.mean() / batch.n_total", "kl_per_location = kl.mean()"),
-    "log(2 pi s2) dropped": ("geogpvae/model.py", " + torch.log(2 * math.pi * noise))", ")"),
+        "geogpvae/engine/model.py", "kl_per_location = kl.mean() / batch.n_total", "kl_per_location = kl.mean()"),
+    "log(2 pi s2) dropped": ("geogpvae/engine/model.py", " + torch.log(2 * math.pi * noise))", ")"),
     "KL sign flipped": (
-        "geogpvae/model.py", "expected_nll + self.beta * kl_per_location", "expected_nll - self.beta * kl_per_location"),
-    "encoder sees missing values": ("geogpvae/model.py", "parts = [y * mask, mask]", "parts = [y, mask]"),
+        "geogpvae/engine/model.py", "expected_nll + self.beta * kl_per_location", "expected_nll - self.beta * kl_per_location"),
+    "encoder sees missing values": ("geogpvae/engine/model.py", "parts = [y * mask, mask]", "parts = [y, mask]"),
     "tree path: point its own earlier neighbour": (
-        "geogpvae/neighbours.py", "earlier = (idx < rows[:, None])", "earlier = (idx <= rows[:, None])"),
+        "geogpvae/gp/neighbours.py", "earlier = (idx < rows[:, None])", "earlier = (idx <= rows[:, None])"),
     "dense prefix: point its own earlier neighbour": (
-        "geogpvae/neighbours.py", "d2[np.triu_indices(p0)] = np.inf", "d2[np.triu_indices(p0, 1)] = np.inf"),
+        "geogpvae/gp/neighbours.py", "d2[np.triu_indices(p0)] = np.inf", "d2[np.triu_indices(p0, 1)] = np.inf"),
     "SPA KL: b'Sb dropped": (
-        "geogpvae/priors/spa.py", "spread = (weights.square() * var_n).sum(-1)",
+        "geogpvae/gp/priors/spa.py", "spread = (weights.square() * var_n).sum(-1)",
         "spread = 0.0 * (weights.square() * var_n).sum(-1)"),
     "predict: b'Sb dropped": (
-        "geogpvae/predict.py", "variances.append(cond_var + (w.square() * var_n).sum(-1))",
+        "geogpvae/engine/predict.py", "variances.append(cond_var + (w.square() * var_n).sum(-1))",
         "variances.append(cond_var)"),
     "predict: anchor kept in its own set": (
-        "geogpvae/predict.py", "drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)",
+        "geogpvae/engine/predict.py", "drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)",
         "drop = np.full(m, kq - 1)"),
     "predictive: likelihood noise dropped": (
-        "geogpvae/predict.py", "v_model = comp.var(0, unbiased=False) + noise", "v_model = comp.var(0, unbiased=False)"),
+        "geogpvae/engine/predict.py", "v_model = comp.var(0, unbiased=False) + noise", "v_model = comp.var(0, unbiased=False)"),
     "predictive: latent spread dropped": (
-        "geogpvae/predict.py", "dec = model.decode(mu + v.sqrt() * eps)", "dec = model.decode(mu + 0.0 * eps)"),
+        "geogpvae/engine/predict.py", "dec = model.decode(mu + v.sqrt() * eps)", "dec = model.decode(mu + 0.0 * eps)"),
     "predictive: scale not squared": (
-        "geogpvae/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
+        "geogpvae/engine/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
         "noise = model.noise_var.detach().to(f64) * scale_t"),
 }
 
 
 def main(argv: list[str]) -> int:
-    root = Path(__file__).resolve().parents[1]
-    tests = argv or ["tests/test_elbo.py"]
+    root = Path(__file__).resolve().parents[2]
+    tests = argv or ["tests/engine/test_elbo.py"]
     survived = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, (path, old, new) in MUTANTS.items():

@@ -14,11 +14,11 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
-from geogpvae.config import GPVAEConfig
-from geogpvae.model import GPVAE
-from geogpvae.neighbours import order_points, ordered_neighbours
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.model import GPVAE
+from geogpvae.gp.neighbours import order_points, ordered_neighbours
 from geogpvae.predict import neighbour_posterior, predictive_moments
-from geogpvae.training import gather_batch, prepare_field
+from geogpvae.engine.training import gather_batch, prepare_field
 
 JITTER = 1e-4
 

@@ -17,7 +17,7 @@ from torch.distributions import MultivariateNormal, kl_divergence
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.model import GPVAE
 from geogpvae.gp.neighbours import order_points, ordered_neighbours
-from geogpvae.predict import neighbour_posterior, predictive_moments
+from geogpvae.engine.predict import neighbour_posterior, predictive_moments
 from geogpvae.engine.training import gather_batch, prepare_field
 
 JITTER = 1e-4

@@ -12,15 +12,47 @@ plot
     Layer slices, maps and uncertainty panels.
 GPVAEEngine, GPVAEConfig
     The engines on plain arrays.
+
+``import geogpvae`` registers the ``ds.gpvae`` accessor and imports nothing heavy: torch is
+imported when a name that needs it (``impute``, ``GPVAEImputer``, ``GPVAEEngine``,
+``GPVAEConfig``) is first used, matplotlib when ``geogpvae.plot`` is first used.
+
+Layout
+------
+``errors`` (exception and warning types), ``fields/`` (the xarray boundary: stacking,
+CF variables, NetCDF I/O; never imports torch), ``engine/`` (config, orchestration, model and
+ELBO, training, prediction; never imports xarray), ``gp/`` (kernels, neighbours, SPA/HPA
+priors), ``api`` (``impute`` and ``GPVAEImputer``: the seam between fields and engine),
+``plot/``, ``cli/`` (one module per command), ``datasets/``.
 """
 
-from . import accessor, datasets  # noqa: F401  (accessor registers ds.gpvae)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import accessor  # noqa: F401  (registers ds.gpvae; needs xarray only)
 from ._version import __version__
-from .api import GPVAEImputer, impute
-from .engine.config import GPVAEConfig
-from .engine.core import GPVAEEngine
 from .errors import InputError
-from .fields.io import open_dataset, to_netcdf
+
+if TYPE_CHECKING:  # pragma: no cover
+    from . import datasets, plot
+    from .api import GPVAEImputer, impute
+    from .engine.config import GPVAEConfig
+    from .engine.core import GPVAEEngine
+    from .fields.io import open_dataset, to_netcdf
+
+#: Public names imported on first use: name -> (module, attribute or None for the module).
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "impute": (".api", "impute"),
+    "GPVAEImputer": (".api", "GPVAEImputer"),
+    "GPVAEConfig": (".engine.config", "GPVAEConfig"),
+    "GPVAEEngine": (".engine.core", "GPVAEEngine"),
+    "open_dataset": (".fields.io", "open_dataset"),
+    "to_netcdf": (".fields.io", "to_netcdf"),
+    "datasets": (".datasets", None),
+    "plot": (".plot", None),
+}
 
 __all__ = [
     "__version__",
@@ -31,5 +63,23 @@ __all__ = [
     "datasets",
     "impute",
     "open_dataset",
+    "plot",
     "to_netcdf",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562)."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = importlib.import_module(module, __name__)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

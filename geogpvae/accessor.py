@@ -14,19 +14,61 @@ Matplotlib, cartopy and the modelling code are imported only when a method is ca
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import functools
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 import xarray as xr
 
-if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.figure import Figure
-
 __all__ = ["GPVAEAccessor"]
+
+
+class _Forward:
+    """A method of the accessor that calls ``module.name(ds, ...)``.
+
+    The target is imported when the method is first looked up (so importing geogpvae never
+    imports matplotlib or torch), and :func:`functools.wraps` gives the method the target's
+    name, docstring and signature.
+    """
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def __set_name__(self, owner: type, attr: str) -> None:
+        self.attr = attr
+
+    def target(self) -> Callable[..., Any]:
+        """The function this method forwards to."""
+        return getattr(importlib.import_module(self.module), self.name)
+
+    def __get__(self, accessor: GPVAEAccessor | None, owner: type | None = None) -> Any:
+        func = self.target()
+        if accessor is None:
+            return func
+        ds = accessor._ds
+
+        @functools.wraps(func)
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return func(ds, *args, **kwargs)
+
+        method.__name__ = method.__qualname__ = self.attr
+        signature = inspect.signature(func)
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=list(signature.parameters.values())[1:]
+        )
+        return method
 
 
 @xr.register_dataset_accessor("gpvae")
 class GPVAEAccessor:
     """Imputation and plots for a Dataset, as ``ds.gpvae``.
+
+    Each method is the function of the same purpose with this Dataset as its first argument:
+    ``impute`` is :func:`geogpvae.api.impute`, ``plot_layers`` :func:`geogpvae.plot.layers`,
+    ``plot_map`` :func:`geogpvae.plot.field_map` and ``plot_uncertainty``
+    :func:`geogpvae.plot.uncertainty`; their docstrings and signatures are those functions'.
 
     Parameters
     ----------
@@ -34,80 +76,10 @@ class GPVAEAccessor:
         The Dataset the accessor is attached to.
     """
 
+    impute = _Forward("geogpvae.api", "impute")
+    plot_layers = _Forward("geogpvae.plot", "layers")
+    plot_map = _Forward("geogpvae.plot", "field_map")
+    plot_uncertainty = _Forward("geogpvae.plot", "uncertainty")
+
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds
-
-    def impute(self, *args: Any, **kwargs: Any) -> xr.Dataset:
-        """Fill the holes of this Dataset; see :func:`geogpvae.api.impute`.
-
-        Parameters
-        ----------
-        *args, **kwargs
-            Passed on to :func:`geogpvae.api.impute` after the Dataset.
-
-        Returns
-        -------
-        xarray.Dataset
-            The imputed Dataset, with ``v_std`` and ``v_imputed`` for each variable.
-        """
-        from geogpvae.api import impute
-
-        return impute(self._ds, *args, **kwargs)
-
-    def plot_layers(self, var: str, **kwargs: Any) -> Figure:
-        """Layers of a 3-D imputed field; see :func:`geogpvae.plot.layers`.
-
-        Parameters
-        ----------
-        var : str
-            Name of the imputed variable.
-        **kwargs
-            Passed on to :func:`geogpvae.plot.layers` (``layer``, ``axis``, ``truth``, ...).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-            The figure.
-        """
-        from geogpvae import plot
-
-        return plot.layers(self._ds, var, **kwargs)
-
-    def plot_map(self, var: str, **kwargs: Any) -> Figure:
-        """Maps of an imputed field and its std; see :func:`geogpvae.plot.field_map`.
-
-        Parameters
-        ----------
-        var : str
-            Name of the imputed variable.
-        **kwargs
-            Passed on to :func:`geogpvae.plot.field_map` (``truth``, ``std``,
-            ``projection``, ...).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-            The figure.
-        """
-        from geogpvae import plot
-
-        return plot.field_map(self._ds, var, **kwargs)
-
-    def plot_uncertainty(self, var: str, **kwargs: Any) -> Figure:
-        """Calibration of the predictive std; see :func:`geogpvae.plot.uncertainty`.
-
-        Parameters
-        ----------
-        var : str
-            Name of the imputed variable.
-        **kwargs
-            Passed on to :func:`geogpvae.plot.uncertainty` (``truth``, ``levels``, ...).
-
-        Returns
-        -------
-        matplotlib.figure.Figure
-            The figure.
-        """
-        from geogpvae import plot
-
-        return plot.uncertainty(self._ds, var, **kwargs)

@@ -141,16 +141,6 @@ class GPVAEEngine:
         """Loss history per epoch (see :class:`~geogpvae.engine.training.TrainState`)."""
         return {} if self.train_state is None else self.train_state.history
 
-    @property
-    def is_fitted(self) -> bool:
-        """Whether a model has been trained or loaded."""
-        return self.model is not None
-
-    @property
-    def has_training_field(self) -> bool:
-        """Whether the training field is held (needed to predict at new locations)."""
-        return self._x is not None
-
     def _require_fit(self) -> None:
         if self.model is None:
             raise RuntimeError("the engine is not trained yet: call fit() first (or load a saved one)")

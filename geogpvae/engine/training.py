@@ -8,7 +8,6 @@ uninterrupted run would have (same device and dtype).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -555,13 +554,3 @@ def _update_average(average: dict[str, torch.Tensor], model: torch.nn.Module, de
     for name, value in model.state_dict().items():
         if name in average:
             average[name].mul_(rate).add_(value.detach(), alpha=1.0 - rate)
-
-
-def history_as_arrays(state: TrainState) -> dict[str, np.ndarray]:
-    """The loss history as NumPy arrays."""
-    return {k: np.asarray(v) for k, v in state.history.items()}
-
-
-def state_to_dict(state: TrainState) -> dict[str, Any]:
-    """A plain dictionary of the state (for torch.save with weights_only loading)."""
-    return dataclasses.asdict(state)

@@ -25,7 +25,6 @@ H = 20 on a 2-core CPU; see ``benchmarks/neighbours.py``).
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -367,20 +366,6 @@ def ordered_neighbours(
     valid = result_pos >= 0
     out[order] = np.where(valid, order[np.where(valid, result_pos, 0)], -1)
     return out
-
-
-def warn_duplicates(points: np.ndarray) -> int:
-    """Count locations shared by more than one point and warn once if there are any."""
-    pts = _as_points(points)
-    _, counts = np.unique(pts, axis=0, return_counts=True)
-    n_dup = int((counts - 1)[counts > 1].sum())
-    if n_dup:
-        warnings.warn(
-            f"{n_dup} points share a location with another point; they are kept as separate "
-            "points (the prior's nugget keeps the covariance positive definite)",
-            stacklevel=2,
-        )
-    return n_dup
 
 
 def shared_stencils(

@@ -74,18 +74,3 @@ class _SPDSolve(torch.autograd.Function):
 def spd_solve(cov: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
     """Solve ``cov @ u = rhs`` for batched SPD ``cov`` (..., M, M) and ``rhs`` (..., M, R)."""
     return _SPDSolve.apply(cov, rhs)
-
-
-def gather_rows(values: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``values[index]`` with ``-1`` (padding) mapped to row 0.
-
-    Parameters
-    ----------
-    values : Tensor, shape (N, ...)
-    index : Tensor of int64, shape (...)
-
-    Returns
-    -------
-    Tensor, shape index.shape + values.shape[1:]
-    """
-    return values[index.clamp_min(0)]

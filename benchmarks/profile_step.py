@@ -22,7 +22,7 @@ from torch.profiler import ProfilerActivity, profile
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine.training import epoch_batches, gather_batch, prepare_field, resolve_layout
+from geogpvae.engine.training import epoch_batches, gather_batch, field_data, resolve_layout
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
                       ordering=args.ordering, batching=args.batching, **json.loads(args.options))
     eng = GPVAEEngine(cfg, progress=False)
     x, y = field.points, np.where(field.observed, field.truth, 0.0)
-    data = prepare_field(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
+    data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
     eng.lengthscale_ = 2.0
     model = eng._build_model(4, x.shape[1], len(x))
     opt = torch.optim.Adam(model.parameters(), 1e-3)

@@ -22,7 +22,7 @@ import torch
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine.training import prepare_field, resolve_device, resolve_layout, train
+from geogpvae.engine.training import field_data, resolve_device, resolve_layout, train
 
 
 def machine() -> str:
@@ -70,7 +70,7 @@ def main() -> None:
         x = field.points
         y = np.where(field.observed, field.truth, 0.0)
         t = time.perf_counter()
-        data = prepare_field(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
+        data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
         prep = time.perf_counter() - t
         eng.lengthscale_ = 2.0
         model = eng._build_model(4, x.shape[1], len(x))

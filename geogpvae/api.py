@@ -24,7 +24,6 @@ import xarray as xr
 from ._version import __version__
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
-from .errors import InputError
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
 from .fields.io import atomic_torch_save
 from .fields.stacking import Field, Geometry, parse_transforms, prepare_field, stack_field
@@ -74,10 +73,11 @@ class GPVAEImputer:
     Parameters
     ----------
     engine : {"spa", "hpa"}
-        Sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior.
+        The engine kind: sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior
+        (the trained :class:`~geogpvae.engine.core.GPVAEEngine` object is ``engine_``).
     neighbours : int
         H, the neighbours each location conditions on; the domain needs at least H + 1
-        locations.
+        locations. Every default here is :class:`~geogpvae.engine.config.GPVAEConfig`'s.
     coords : str or sequence of str, optional
         Coordinates forming the model's ``x``; default: detected (see
         :mod:`geogpvae.fields`: CF attributes and common names; projected x/y preferred to
@@ -143,15 +143,15 @@ class GPVAEImputer:
     def __init__(
         self,
         *,
-        engine: str = "spa",
-        neighbours: int = 20,
+        engine: str = GPVAEConfig.engine,
+        neighbours: int = GPVAEConfig.neighbours,
         coords: str | Sequence[str] | None = None,
         mask: xr.DataArray | str | None = None,
         transform: str | Mapping[str, str | None] | None = None,
         coord_scale: Mapping[str, float] | None = None,
-        epochs: int | None = None,
-        seed: int = 0,
-        device: str = "auto",
+        epochs: int | None = GPVAEConfig.epochs,
+        seed: int = GPVAEConfig.seed,
+        device: str = GPVAEConfig.device,
         progress: bool | str = True,
         **options: Any,
     ) -> None:
@@ -209,7 +209,30 @@ class GPVAEImputer:
         return f"GPVAEImputer(engine={cfg.engine!r}, neighbours={cfg.neighbours}, {state})"
 
     # ------------------------------------------------------------------ fit
-    def _prepare(self, ds: xr.Dataset, vars: str | Sequence[str] | None) -> Field:
+    def prepare(self, ds: xr.Dataset, vars: str | Sequence[str] | None = None) -> Field:
+        """Check ``ds`` and stack the variables to model into a :class:`Field`, without training.
+
+        The first half of :meth:`fit` (``fit(ds, vars)`` is ``fit_field(prepare(ds, vars))``),
+        for callers that look at the field before training, such as the command line.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            The data (see :meth:`fit`); not modified.
+        vars : str or sequence of str, optional
+            Variables to model together (see :meth:`fit`).
+
+        Returns
+        -------
+        Field
+            The stacked field: ``x`` (N, D), ``values`` (N, K) with NaN where missing, names,
+            geometry and the originals.
+
+        Raises
+        ------
+        InputError
+            Bad input, including fewer than ``neighbours + 1`` locations in the domain.
+        """
         field = prepare_field(
             ds,
             vars,
@@ -218,15 +241,10 @@ class GPVAEImputer:
             transform=self.transform,
             coord_scale=self.coord_scale,
         )
-        n, h = field.values.shape[0], self.config_.neighbours
-        if n < h + 1:
-            raise InputError(
-                f"{n} locations (inside the domain) are fewer than neighbours + 1 = {h + 1}; "
-                f"use neighbours={max(n - 1, 0)} or fewer"
-            )
+        self.config_.check_locations(field.values.shape[0])
         return field
 
-    def _fit_field(
+    def fit_field(
         self,
         field: Field,
         *,
@@ -234,6 +252,20 @@ class GPVAEImputer:
         callback: Any = None,
         should_stop: Any = None,
     ) -> GPVAEImputer:
+        """Train on a field from :meth:`prepare` (the second half of :meth:`fit`).
+
+        Parameters
+        ----------
+        field : Field
+            From :meth:`prepare`.
+        resume, callback, should_stop
+            Checkpointing hooks, as in :meth:`fit`.
+
+        Returns
+        -------
+        GPVAEImputer
+            ``self``.
+        """
         engine = GPVAEEngine(self.config_, progress=self.progress)
         engine.fit(field.x, field.values, log=field.log, names=field.names,
                    resume=resume, callback=callback, should_stop=should_stop)
@@ -286,7 +318,29 @@ class GPVAEImputer:
         TypeError
             A non-numeric variable or coordinate.
         """
-        return self._fit_field(self._prepare(ds, vars), resume=resume, callback=callback, should_stop=should_stop)
+        return self.fit_field(self.prepare(ds, vars), resume=resume, callback=callback, should_stop=should_stop)
+
+    def job_options(self) -> dict[str, Any]:
+        """The options that decide what a training run computes, as plain values.
+
+        Every engine option except ``device`` (a run may resume on another device), plus
+        ``coords``, ``mask``, ``transform`` and ``coord_scale``; batch jobs store it with a
+        checkpoint to refuse resuming a different job.
+
+        Returns
+        -------
+        dict
+            JSON-friendly option values.
+        """
+        options = self.config_.to_dict()
+        options.pop("device", None)
+        return {
+            **options,
+            "coords": self.coords,
+            "mask": self.mask,
+            "transform": parse_transforms(self.transform),
+            "coord_scale": self.coord_scale,
+        }
 
     # ------------------------------------------------------------------ impute
     def _predict_field(self, field: Field) -> Prediction:
@@ -582,15 +636,15 @@ def impute(
     ds: xr.Dataset,
     vars: str | Sequence[str] | None = None,
     *,
-    engine: str = "spa",
-    neighbours: int = 20,
+    engine: str = GPVAEConfig.engine,
+    neighbours: int = GPVAEConfig.neighbours,
     coords: str | Sequence[str] | None = None,
     mask: xr.DataArray | str | None = None,
     transform: str | Mapping[str, str | None] | None = None,
     coord_scale: Mapping[str, float] | None = None,
-    epochs: int | None = None,
-    seed: int = 0,
-    device: str = "auto",
+    epochs: int | None = GPVAEConfig.epochs,
+    seed: int = GPVAEConfig.seed,
+    device: str = GPVAEConfig.device,
     progress: bool | str = True,
     **options: Any,
 ) -> xr.Dataset:
@@ -674,6 +728,6 @@ def impute(
         progress=progress,
         **options,
     )
-    field = imputer._prepare(ds, vars)
-    imputer._fit_field(field)
+    field = imputer.prepare(ds, vars)
+    imputer.fit_field(field)
     return imputer._assemble(ds, field, imputer.engine_.predict())

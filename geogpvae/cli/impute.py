@@ -81,18 +81,7 @@ def check_job_targets(job: Job) -> None:
 
 
 def _identity_options(imputer: Any, settings: Settings) -> dict[str, Any]:
-    from ..fields.stacking import parse_transforms
-
-    config = imputer.config_.to_dict()
-    config.pop("device", None)
-    return {
-        **config,
-        "coords": imputer.coords,
-        "mask": imputer.mask,
-        "transform": parse_transforms(imputer.transform),
-        "coord_scale": imputer.coord_scale,
-        "concat_dim": settings.concat_dim,
-    }
+    return {**imputer.job_options(), "concat_dim": settings.concat_dim}
 
 
 def _transform(base: Any, log_vars: Sequence[str]) -> Any:
@@ -196,11 +185,9 @@ def _train(
 ) -> Any:
     """Fit, turning errors after the input was accepted into :class:`JobFailure`."""
     from ..errors import InputError
-    from .jobs import fit_imputer
 
     try:
-        fit_imputer(
-            imputer,
+        imputer.fit_field(
             field,
             resume=resume,
             callback=checkpointer.after_epoch,
@@ -235,16 +222,6 @@ def _describe_field(field: Any, imputer: Any) -> str:
     )
 
 
-def _check_enough_locations(n: int, neighbours: int) -> None:
-    from ..errors import InputError
-
-    if n < neighbours + 1:
-        raise InputError(
-            f"{n} locations (inside the domain) are fewer than neighbours + 1 = {neighbours + 1}; "
-            f"use --neighbours {max(n - 1, 0)} or fewer"
-        )
-
-
 def _isnan(a: Any) -> Any:
     import numpy as np
 
@@ -269,7 +246,6 @@ def run_impute(job: Job) -> int:
 
 
 def _impute_on(job: Job, cluster: Any, device: str) -> int:
-    from ..fields.stacking import prepare_field
     from .jobs import JobInterrupted, SignalTrap, job_identity
 
     s = job.settings
@@ -279,15 +255,7 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
     imputer = make_imputer(s, device, _progress(s.progress) if cluster.is_main else False)
     say(f"reading {', '.join(job.inputs)}")
     with _open(job.inputs, s.concat_dim) as ds:
-        field = prepare_field(
-            ds,
-            s.vars,
-            coords=imputer.coords,
-            mask=imputer.mask,
-            transform=imputer.transform,
-            coord_scale=imputer.coord_scale,
-        )
-        _check_enough_locations(field.values.shape[0], imputer.config_.neighbours)
+        field = imputer.prepare(ds, s.vars)
         say(_describe_field(field, imputer))
         identity = job_identity(
             job.inputs, field.names, _identity_options(imputer, s), field.fingerprint()

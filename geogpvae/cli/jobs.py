@@ -52,7 +52,6 @@ __all__ = [
     "JobInterrupted",
     "SignalTrap",
     "checkpoint_path",
-    "fit_imputer",
     "job_identity",
     "launch_environment",
     "load_checkpoint",
@@ -339,24 +338,6 @@ def checkpoint_epoch(snapshot: Mapping[str, Any]) -> int:
 
 
 # --------------------------------------------------------------------------- fitting
-def fit_imputer(imputer: Any, field: Any, **hooks: Any) -> Any:
-    """Train a :class:`~geogpvae.api.GPVAEImputer` on a prepared field with engine hooks.
-
-    Parameters
-    ----------
-    imputer : GPVAEImputer
-    field : geogpvae.fields.stacking.Field
-    **hooks
-        ``resume``, ``callback``, ``should_stop`` (see ``GPVAEEngine.fit``).
-
-    Returns
-    -------
-    GPVAEImputer
-        ``imputer``, trained (or interrupted: see ``imputer.engine_.interrupted``).
-    """
-    return imputer._fit_field(field, **hooks)
-
-
 # --------------------------------------------------------------------------- several processes
 @dataclass(frozen=True)
 class Launch:

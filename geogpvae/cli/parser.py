@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from .._version import __version__
+from ..engine.config import ENGINES, GPVAEConfig
 from .common import PROG, UsageError
 from .demo import cmd_demo
 from .impute import cmd_impute
@@ -109,9 +110,15 @@ def _engine_flags(sub: argparse.ArgumentParser) -> None:
         "--mask-var", help="boolean variable marking the domain (False: not modelled, left as is)"
     )
     sub.add_argument(
-        "--engine", choices=["spa", "hpa"], help="GP prior approximation (default spa)"
+        "--engine",
+        choices=list(ENGINES),
+        help=f"GP prior approximation (default {GPVAEConfig.engine})",
     )
-    sub.add_argument("--neighbours", type=int, help="neighbours H per location (default 20)")
+    sub.add_argument(
+        "--neighbours",
+        type=int,
+        help=f"neighbours H per location (default {GPVAEConfig.neighbours})",
+    )
     sub.add_argument("--concat-dim", help="combine several input files along this dim")
     sub.add_argument(
         "--option",
@@ -148,7 +155,7 @@ def _impute_parser(subs: Any) -> None:
     p.add_argument("--log-vars", help="variables to model in log space, comma separated")
     p.add_argument("--epochs", type=int, help="training epochs (default: about 4000 steps)")
     p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--seed", type=int, help=f"random seed (default {GPVAEConfig.seed})")
     p.add_argument("--checkpoint-dir", metavar="DIR", help="save resumable checkpoints here")
     p.add_argument(
         "--checkpoint-every",

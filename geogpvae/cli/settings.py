@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..engine.config import GPVAEConfig
 from .common import PROG, UsageError
 
 try:  # Python 3.11+
@@ -145,11 +146,11 @@ class Settings:
     coords: list[str] | None = None
     mask_var: str | None = None
     log_vars: list[str] = field(default_factory=list)
-    engine: str = "spa"
-    neighbours: int = 20
-    epochs: int | None = None
-    seed: int = 0
-    device: str = "auto"
+    engine: str = GPVAEConfig.engine
+    neighbours: int = GPVAEConfig.neighbours
+    epochs: int | None = GPVAEConfig.epochs
+    seed: int = GPVAEConfig.seed
+    device: str = GPVAEConfig.device
     concat_dim: str | None = None
     checkpoint_dir: str | None = None
     checkpoint_every: int = 10

@@ -12,15 +12,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..gp.kernels import KERNELS
-from ..gp.neighbours import BACKENDS, ORDERINGS
+from ..errors import InputError
 
 __all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES"]
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
 BATCHINGS = ("auto", "random", "spatial")
-ORDERING_CHOICES = ("auto", *ORDERINGS)
 SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
 
@@ -169,6 +167,9 @@ class GPVAEConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
+        from ..gp.kernels import KERNELS  # here, so that reading the defaults needs no torch
+        from ..gp.neighbours import BACKENDS, ORDERINGS
+
         def choice(name: str, allowed: tuple[str, ...]) -> None:
             value = getattr(self, name)
             if value not in allowed:
@@ -176,7 +177,7 @@ class GPVAEConfig:
 
         choice("engine", ENGINES)
         choice("kernel", KERNELS)
-        choice("ordering", ORDERING_CHOICES)
+        choice("ordering", ("auto", *ORDERINGS))
         choice("batching", BATCHINGS)
         choice("predict_mode", PREDICT_MODES)
         choice("dtype", DTYPES)
@@ -215,6 +216,24 @@ class GPVAEConfig:
             raise ValueError(f"mask_rate must be in [0, 1), got {self.mask_rate!r}")
         if any(w < 1 for w in self.encoder_hidden + self.decoder_hidden):
             raise ValueError("hidden layer widths must be positive integers")
+
+    def check_locations(self, n_points: int) -> None:
+        """Raise :class:`~geogpvae.errors.InputError` unless there are at least H + 1 locations.
+
+        The one place of this rule: the imputer checks it before training (and so the
+        command line), the engine again on plain arrays.
+
+        Parameters
+        ----------
+        n_points : int
+            Locations inside the domain.
+        """
+        if n_points < self.neighbours + 1:
+            raise InputError(
+                f"{n_points} locations (inside the domain) are fewer than neighbours + 1 = "
+                f"{self.neighbours + 1}; set neighbours (--neighbours) to {max(n_points - 1, 0)} "
+                "or fewer"
+            )
 
     # ------------------------------------------------------------------ derived values
     @property

@@ -25,7 +25,14 @@ from .config import GPVAEConfig
 from .model import GPVAE
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .threads import configure_threads
-from .training import FieldData, TrainState, neighbourhood_context, prepare_field, resolve_device, train
+from .training import (
+    FieldData,
+    TrainState,
+    neighbourhood_context,
+    field_data,
+    resolve_device,
+    train,
+)
 
 __all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
 
@@ -225,10 +232,7 @@ class GPVAEEngine:
         for j in range(k):
             if not observed[:, j].any():
                 raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
-        if n < cfg.neighbours + 1:
-            raise InputError(
-                f"{n} locations are fewer than neighbours + 1 = {cfg.neighbours + 1}; use neighbours <= {n - 1}"
-            )
+        cfg.check_locations(n)
         # standardisation with statistics of the observed (transformed) values
         safe = np.where(observed & self.log, values, 1.0)
         mod = np.where(self.log, np.log(safe), values)
@@ -254,7 +258,7 @@ class GPVAEEngine:
 
         self.context_radius_ = self._context_radius(x)
         torch.manual_seed(cfg.seed)
-        self._data = prepare_field(x, y, observed, cfg, device=self.device, dtype=self.dtype)
+        self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype)
         self.model = self._build_model(k, x.shape[1], n)
         state = None
         if resume is not None:
@@ -350,7 +354,7 @@ class GPVAEEngine:
         cfg, model = self.config, self.model
         mean_g, var_g = neighbour_posterior(
             model, anchor["x"], anchor["mean"], anchor["var"], target.x,
-            n_neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
+            neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
         )
         mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
         return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,

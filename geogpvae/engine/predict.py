@@ -29,9 +29,9 @@ import math
 import numpy as np
 import torch
 
-from .model import GPVAE
 from ..gp.neighbours import knn
 from ..gp.priors.spa import spa_conditional
+from .model import GPVAE
 
 __all__ = ["encoder_posterior", "neighbour_posterior", "combine_posteriors", "predictive_moments"]
 
@@ -65,7 +65,7 @@ def neighbour_posterior(
     var_anchor: torch.Tensor,
     x_target: torch.Tensor,
     *,
-    n_neighbours: int,
+    neighbours: int,
     self_index: np.ndarray | None = None,
     backend: str = "auto",
     chunk: int = 16384,
@@ -79,7 +79,7 @@ def neighbour_posterior(
         Locations whose encoder posterior is known (the observed ones).
     mean_anchor, var_anchor : Tensor, shape (A, L)
     x_target : Tensor, shape (M, D)
-    n_neighbours : int
+    neighbours : int
         H.
     self_index : array of int, shape (M,), optional
         For targets that are themselves anchors, their anchor row (else -1); it is left out
@@ -92,7 +92,7 @@ def neighbour_posterior(
     mean, var : Tensor, shape (M, L)
     """
     m, a = x_target.shape[0], x_anchor.shape[0]
-    h = min(n_neighbours, a)
+    h = min(neighbours, a)
     prior_var = model.kernel.outputscale * (1.0 + model.jitter)
     if h <= 0 or m == 0:
         return (

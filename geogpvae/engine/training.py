@@ -27,7 +27,7 @@ __all__ = [
     "TrainState",
     "neighbourhood_context",
     "training_neighbours",
-    "prepare_field",
+    "field_data",
     "epoch_batches",
     "gather_batch",
     "train",
@@ -251,7 +251,7 @@ def _morton_order(x: np.ndarray) -> np.ndarray:
     return np.argsort(code, kind="stable")
 
 
-def prepare_field(
+def field_data(
     x: np.ndarray,
     y: np.ndarray,
     observed: np.ndarray,

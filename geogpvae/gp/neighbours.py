@@ -285,7 +285,7 @@ def _hash_cells(cell: np.ndarray) -> np.ndarray:
 
 def ordered_neighbours(
     points: np.ndarray,
-    n_neighbours: int,
+    neighbours: int,
     order: np.ndarray | None = None,
     *,
     backend: str = "auto",
@@ -295,7 +295,7 @@ def ordered_neighbours(
     Parameters
     ----------
     points : array, shape (N, D)
-    n_neighbours : int
+    neighbours : int
         H, the size of each conditioning set.
     order : array of int, shape (N,), optional
         A permutation: ``order[r]`` is the point at position ``r``. Defaults to the given order.
@@ -311,9 +311,9 @@ def ordered_neighbours(
     """
     pts = _as_points(points)
     n = pts.shape[0]
-    h = int(n_neighbours)
+    h = int(neighbours)
     if h < 0:
-        raise ValueError(f"n_neighbours must be >= 0, got {h}")
+        raise ValueError(f"neighbours must be >= 0, got {h}")
     order = np.arange(n, dtype=np.int64) if order is None else np.asarray(order, dtype=np.int64)
     if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
         raise ValueError("order must be a permutation of range(N)")

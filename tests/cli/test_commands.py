@@ -23,13 +23,13 @@ import torch
 import xarray as xr
 
 import geogpvae
+from geogpvae.api import GPVAEImputer
 from geogpvae.cli import common as cli_common
 from geogpvae.cli import files as cli_files
 from geogpvae.cli import impute as cli_impute
 from geogpvae.cli import info as cli_info
-from geogpvae.cli import jobs
+from geogpvae.cli import jobs, main
 from geogpvae.cli import settings as cli_settings
-from geogpvae.cli import main
 from geogpvae.datasets import make_gaussian_field
 
 REPO = Path(__file__).resolve().parents[2]
@@ -232,7 +232,7 @@ def test_bad_input_exits_2_with_one_line(case, words, data, tmp_path, capsys, mo
         (tmp_path / "bad.toml").write_text('colour = "red"\n')
     if case == "cuda_missing" and torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    monkeypatch.setattr(jobs, "fit_imputer", _no_training)
+    monkeypatch.setattr(GPVAEImputer, "fit_field", _no_training)
     before = data["out"].stat().st_mtime_ns
     assert main(["impute", *args, "--epochs", "1", "-q"]) == 2
     err = capsys.readouterr().err
@@ -259,7 +259,7 @@ def test_other_failures_exit_1(data, tmp_path, capsys, monkeypatch):
     def explode(*args, **kwargs):
         raise FloatingPointError("training diverged at epoch 2")
 
-    monkeypatch.setattr(jobs, "fit_imputer", explode)
+    monkeypatch.setattr(GPVAEImputer, "fit_field", explode)
     assert main(["impute", str(data["grid"]), str(tmp_path / "o.nc"), *TINY]) == 1
     assert "training diverged" in _error_line(capsys)
     assert not (tmp_path / "o.nc").exists()

@@ -16,9 +16,9 @@ from torch.distributions import MultivariateNormal, kl_divergence
 
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.model import GPVAE
-from geogpvae.gp.neighbours import order_points, ordered_neighbours
 from geogpvae.engine.predict import neighbour_posterior, predictive_moments
-from geogpvae.engine.training import gather_batch, prepare_field
+from geogpvae.engine.training import gather_batch, field_data
+from geogpvae.gp.neighbours import order_points, ordered_neighbours
 
 JITTER = 1e-4
 
@@ -93,7 +93,7 @@ def test_full_batch_elbo_equals_dense_gp_elbo(engine, full_h, ordering):
     n = len(x)
     model = _linear_model(engine)
     cfg = GPVAEConfig(engine=engine, neighbours=full_h(n), ordering=ordering, context=0, seed=3)
-    data = prepare_field(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
     batch = gather_batch(data, torch.arange(n))
     model.set_train_samples(200_000)
     torch.manual_seed(0)
@@ -119,9 +119,9 @@ def test_missing_entries_never_influence_the_loss(engine):
     model = _linear_model(engine, context=2 * 3)
     cfg = GPVAEConfig(engine=engine, neighbours=8, context=8, mask_rate=0.25)
     dev = torch.device("cpu")
-    data = prepare_field(x, y, observed, cfg, device=dev, dtype=torch.float64)
+    data = field_data(x, y, observed, cfg, device=dev, dtype=torch.float64)
     other = np.where(observed, y, np.random.default_rng(9).normal(1e3, 50.0, size=y.shape))
-    data2 = prepare_field(x, other, observed, cfg, device=dev, dtype=torch.float64)
+    data2 = field_data(x, other, observed, cfg, device=dev, dtype=torch.float64)
     idx = torch.randperm(60, generator=torch.Generator().manual_seed(0))[:25]
     results = []
     for d in (data, data2):
@@ -193,7 +193,7 @@ def test_neighbour_conditional_equals_dense_gaussian_conditional(h):
     va = torch.as_tensor(rng.random((30, 2)) * 0.5 + 0.05)
     xt = torch.cat([torch.as_tensor(rng.random((6, 2))), xa[[4, 17]]])
     self_index = np.array([-1] * 6 + [4, 17])
-    mean, var = neighbour_posterior(model, xa, ma, va, xt, n_neighbours=h, self_index=self_index)
+    mean, var = neighbour_posterior(model, xa, ma, va, xt, neighbours=h, self_index=self_index)
     for t in range(len(xt)):
         cand = np.array([a for a in range(30) if a != self_index[t]])
         d = np.linalg.norm(xa[cand].numpy() - xt[t].numpy(), axis=1)

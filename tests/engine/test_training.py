@@ -8,7 +8,7 @@ import torch
 
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.datasets.synthetic import grid_points
-from geogpvae.engine.training import epoch_batches, is_lattice, prepare_field, resolve_layout
+from geogpvae.engine.training import epoch_batches, is_lattice, field_data, resolve_layout
 
 
 def _field(x, seed=0):
@@ -55,7 +55,7 @@ def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly
     x = grid_points((10, 12, 6))
     y, observed = _field(x)
     cfg = GPVAEConfig(neighbours=8, context=0)
-    data = prepare_field(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
     assert data.stencil is not None and data.order is not None
     n_stencils = len(data.stencil_offsets)
     assert n_stencils < len(x) / 4  # geometries repeat
@@ -64,7 +64,7 @@ def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly
     assert torch.equal(torch.sort(torch.cat(batches)).values, torch.arange(data.n))
 
     random_cfg = GPVAEConfig(neighbours=8, context=0, ordering="random", batching="random")
-    plain = prepare_field(x, y, observed, random_cfg, device=torch.device("cpu"), dtype=torch.float64)
+    plain = field_data(x, y, observed, random_cfg, device=torch.device("cpu"), dtype=torch.float64)
     assert plain.order is None
     assert plain.stencil is None or len(plain.stencil_offsets) > n_stencils
 
@@ -72,6 +72,6 @@ def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly
 def test_auto_layout_on_scattered_points_is_random():
     x = np.random.default_rng(3).random((400, 2))
     y, observed = _field(x)
-    data = prepare_field(x, y, observed, GPVAEConfig(neighbours=6, context=0),
+    data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=0),
                          device=torch.device("cpu"), dtype=torch.float64)
     assert data.order is None

@@ -211,7 +211,7 @@ def test_shared_stencils_give_the_same_loss_and_gradients(engine):
     from geogpvae.engine.config import GPVAEConfig
     from geogpvae.engine.model import GPVAE
     from geogpvae.datasets.synthetic import grid_points
-    from geogpvae.engine.training import gather_batch, prepare_field
+    from geogpvae.engine.training import gather_batch, field_data
 
     x = grid_points((9, 8, 7))
     g = torch.Generator().manual_seed(0)
@@ -219,8 +219,8 @@ def test_shared_stencils_give_the_same_loss_and_gradients(engine):
     obs = torch.rand(len(x), 2, generator=g).numpy() > 0.3
     cfg = GPVAEConfig(engine=engine, neighbours=6, ordering="sorted", context=0)
     dev = torch.device("cpu")
-    plain = prepare_field(x, y, obs, cfg, device=dev, dtype=torch.float64, use_stencils=False)
-    shared = prepare_field(x, y, obs, cfg, device=dev, dtype=torch.float64)
+    plain = field_data(x, y, obs, cfg, device=dev, dtype=torch.float64, use_stencils=False)
+    shared = field_data(x, y, obs, cfg, device=dev, dtype=torch.float64)
     assert shared.stencil is not None and shared.stencil_offsets.shape[0] < len(x) / 4
     model = GPVAE(2, 3, 2, engine=engine, kernel="matern52", lengthscale=1.5).double()
     idx = torch.randperm(len(x), generator=g)[:100]

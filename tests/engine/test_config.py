@@ -1,0 +1,83 @@
+"""GPVAEConfig: the one source of defaults, its checks and its derived values."""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import geogpvae
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.errors import InputError
+
+
+def test_round_trip_through_a_plain_dict():
+    cfg = GPVAEConfig(neighbours=7, encoder_hidden=(32, 16), context=(4, 8), epochs=3)
+    again = GPVAEConfig.from_dict(cfg.to_dict())
+    assert again == cfg
+    assert isinstance(cfg.to_dict()["encoder_hidden"], list)
+
+
+def test_unknown_option_is_named():
+    with pytest.raises(ValueError, match="colour"):
+        GPVAEConfig.from_dict({"colour": "red"})
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("engine", "dense", "unknown engine"),
+    ("kernel", "linear", "unknown kernel"),
+    ("neighbours", -1, "neighbours must be an integer"),
+    ("batch_size", 0, "batch_size"),
+    ("lr", 0.0, "lr must be a positive number"),
+    ("jitter", 1.0, "jitter"),
+    ("threads", 0, "threads"),
+])
+def test_bad_values_are_refused_with_their_name(option, value, words):
+    with pytest.raises(ValueError, match=words):
+        GPVAEConfig(**{option: value})
+
+
+def test_location_rule_has_one_message():
+    cfg = GPVAEConfig(neighbours=10)
+    cfg.check_locations(11)
+    with pytest.raises(InputError, match=r"10 locations .* fewer than neighbours \+ 1 = 11; "
+                                         r"set neighbours \(--neighbours\) to 9 or fewer"):
+        cfg.check_locations(10)
+
+
+def test_epochs_default_is_about_4000_steps_within_bounds():
+    cfg = GPVAEConfig(batch_size=256)
+    assert cfg.n_epochs(359) == 2000  # 2 steps per epoch -> capped at 2000
+    assert cfg.n_epochs(141_900) == 8  # 555 steps per epoch
+    assert cfg.n_epochs(10**8) == 5
+    assert GPVAEConfig(epochs=3).n_epochs(10**6) == 3
+
+
+def test_kl_weight_and_latent_size():
+    assert GPVAEConfig().kl_weight(1000) == 1.0
+    assert GPVAEConfig(engine="hpa", neighbours=20).kl_weight(1000) == 50.0
+    assert GPVAEConfig(beta=0.5, engine="hpa").kl_weight(1000) == 0.5
+    assert GPVAEConfig().latent_size(7) == 6 and GPVAEConfig().latent_size(1) == 2
+    assert GPVAEConfig(latent_dim=3).latent_size(7) == 3
+
+
+def test_every_public_signature_takes_its_defaults_from_the_config():
+    cfg = GPVAEConfig()
+    for func in (geogpvae.impute, geogpvae.GPVAEImputer):
+        params = inspect.signature(func).parameters
+        for name in ("engine", "neighbours", "epochs", "seed", "device"):
+            assert params[name].default == getattr(cfg, name), (func, name)
+    from geogpvae.cli.settings import Settings
+
+    for name in ("engine", "neighbours", "epochs", "seed", "device"):
+        assert getattr(Settings(), name) == getattr(cfg, name), name
+
+
+def test_reading_the_defaults_does_not_import_torch():
+    code = ("import sys; from geogpvae.engine.config import GPVAEConfig; "
+            "GPVAEConfig.neighbours; print('torch' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False"

@@ -1,0 +1,101 @@
+"""Prediction maths: posterior fusion and predictive moments against closed forms."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from geogpvae.engine.model import GPVAE
+from geogpvae.engine.predict import combine_posteriors, encoder_posterior, predictive_moments
+
+
+def test_combination_is_the_product_of_gaussians_over_the_prior():
+    """q_e q_g / p: precisions add and the prior precision is removed once."""
+    rng = np.random.default_rng(0)
+    prior = torch.tensor([2.0, 1.5], dtype=torch.float64)
+    me, mg = (torch.as_tensor(rng.normal(size=(6, 2))) for _ in range(2))
+    ve = torch.as_tensor(rng.uniform(0.2, 0.9, (6, 2)))
+    vg = torch.as_tensor(rng.uniform(0.2, 1.0, (6, 2)))
+    mean, var = combine_posteriors(me, ve, mg, vg, prior)
+    precision = 1 / ve + 1 / vg - 1 / prior
+    torch.testing.assert_close(var, 1 / precision)
+    torch.testing.assert_close(mean, (me / ve + mg / vg) / precision)
+
+
+def test_combination_never_loses_information_from_the_encoder():
+    prior = torch.tensor([1.0])
+    mean, var = combine_posteriors(torch.tensor([[0.5]]), torch.tensor([[0.3]]),
+                                   torch.tensor([[0.0]]), torch.tensor([[5.0]]), prior)
+    # neighbours as wide as the prior (or wider) add nothing: the encoder posterior stays
+    torch.testing.assert_close(var, torch.tensor([[0.3]]))
+    torch.testing.assert_close(mean, torch.tensor([[0.5]]))
+
+
+class _Linear(GPVAE):
+    """Decoder y = a z + b, so that the predictive moments have a closed form."""
+
+    def __init__(self, a: float, b: float, noise: float) -> None:
+        super().__init__(1, 1, 1, encoder_hidden=(2,), decoder_hidden=(2,), noise=noise)
+        self.a, self.b = a, b
+        self.double()
+
+    def decode(self, z):
+        return self.a * z + self.b
+
+
+def test_gaussian_moments_match_the_linear_decoder_closed_form():
+    model = _Linear(a=2.0, b=0.5, noise=0.2)
+    mean = torch.tensor([[0.3], [-1.0]], dtype=torch.float64)
+    var = torch.tensor([[0.4], [0.1]], dtype=torch.float64)
+    loc, scale = np.array([10.0]), np.array([3.0])
+    m, s, m_model, s_model = predictive_moments(model, mean, var, loc=loc, scale=scale,
+                                                log=np.array([False]), samples=20000, seed=1)
+    exp_m = loc + scale * (2.0 * mean.numpy() + 0.5)
+    exp_v = scale**2 * (4.0 * var.numpy() + float(model.noise_var))
+    np.testing.assert_allclose(m, exp_m, atol=0.02 * scale[0])
+    np.testing.assert_allclose(s, np.sqrt(exp_v), rtol=0.02)
+    np.testing.assert_array_equal(m, m_model)
+    np.testing.assert_array_equal(s, s_model)
+
+
+def test_log_variables_get_the_log_normal_moments():
+    """A point latent posterior: exp(N(mu, v)) has mean exp(mu + v/2), var (e^v - 1) e^(2mu + v)."""
+    model = _Linear(a=1.0, b=0.0, noise=0.05)
+    mean = torch.tensor([[0.7]], dtype=torch.float64)
+    var = torch.zeros(1, 1, dtype=torch.float64)
+    loc, scale = np.array([1.0]), np.array([0.5])
+    m, s, m_model, s_model = predictive_moments(model, mean, var, loc=loc, scale=scale,
+                                                log=np.array([True]), samples=8)
+    mu = loc + scale * 0.7
+    v = float(model.noise_var) * scale**2
+    np.testing.assert_allclose(m_model, [mu])
+    np.testing.assert_allclose(s_model, [np.sqrt(v)])
+    np.testing.assert_allclose(m, [np.exp(mu + v / 2)], rtol=1e-10)
+    np.testing.assert_allclose(s, [np.sqrt(np.expm1(v) * np.exp(2 * mu + v))], rtol=1e-8)
+
+
+def test_var_factor_scales_the_variance_and_keeps_the_mean():
+    model = _Linear(a=1.5, b=0.0, noise=0.1)
+    mean = torch.tensor([[0.2], [0.4]], dtype=torch.float64)
+    var = torch.tensor([[0.3], [0.2]], dtype=torch.float64)
+    args = dict(loc=np.zeros(1), scale=np.ones(1), log=np.array([False]), samples=64, seed=3)
+    m1, s1, _, _ = predictive_moments(model, mean, var, **args)
+    m4, s4, _, _ = predictive_moments(model, mean, var, var_factor=np.array([4.0]), **args)
+    np.testing.assert_allclose(m4, m1)
+    np.testing.assert_allclose(s4, 2.0 * s1)
+
+
+def test_results_do_not_depend_on_chunking():
+    torch.manual_seed(0)
+    model = GPVAE(2, 2, 2, encoder_hidden=(8,), decoder_hidden=(8,)).double()
+    mean = torch.randn(9, 2, dtype=torch.float64)
+    var = torch.rand(9, 2, dtype=torch.float64)
+    args = dict(loc=np.zeros(2), scale=np.ones(2), log=np.array([False, True]), samples=16)
+    whole = predictive_moments(model, mean, var, **args)
+    pieces = predictive_moments(model, mean, var, chunk=4, **args)
+    for a, b in zip(whole, pieces):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    y = torch.randn(9, 2, dtype=torch.float64)
+    vis = torch.ones(9, 2, dtype=torch.bool)
+    for a, b in zip(encoder_posterior(model, y, vis, None), encoder_posterior(model, y, vis, None, chunk=2)):
+        torch.testing.assert_close(a, b)

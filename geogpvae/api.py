@@ -483,7 +483,7 @@ class GPVAEImputer:
             parts.append(
                 f"mask={self.mask!r}" if isinstance(self.mask, str) else "mask=<DataArray>"
             )
-        parts += [f"{k}={v!r}" for k, v in self.options.items()]
+        parts += [f"{k}={cfg.kernel_name if k == 'kernel' else repr(v)}" for k, v in self.options.items()]
         return f"{method}({', '.join(parts)})"
 
     def _provenance(self, out: xr.Dataset, call: str = "impute") -> xr.Dataset:
@@ -491,7 +491,7 @@ class GPVAEImputer:
         options = {
             "engine": cfg.engine,
             "neighbours": cfg.neighbours,
-            "kernel": cfg.kernel,
+            "kernel": cfg.kernel_name,
             "epochs": self.epochs_run_,
             "seed": cfg.seed,
             "vars": list(self.vars_),
@@ -514,7 +514,7 @@ class GPVAEImputer:
             if self.coord_scale is None
             else {str(k): float(v) for k, v in self.coord_scale.items()},
             "progress": self.progress if isinstance(self.progress, (bool, str)) else True,
-            "options": _plain(self.options),
+            "options": _plain(self._saved_options()),
         }
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -563,6 +563,13 @@ class GPVAEImputer:
             },
         }
         return atomic_torch_save(state, path, overwrite=overwrite)
+
+    def _saved_options(self) -> dict[str, Any]:
+        """The extra options, a gpytorch kernel replaced by its description."""
+        options = dict(self.options)
+        if "kernel" in options:
+            options["kernel"] = self.config_.to_dict()["kernel"]
+        return options
 
     @classmethod
     def load(

@@ -7,6 +7,7 @@ the command line reads it from TOML files. ``None`` means "choose from the data"
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -42,8 +43,13 @@ class GPVAEConfig:
         values: for each size k, the mean of each variable's observed values among the k
         nearest locations and the fraction observed. ``(8, 32)`` gives a near and a wider ring.
         0 gives the paper's encoder, which sees the location alone.
-    kernel : str
-        Covariance family of the latent GPs, one of ``rbf, matern12, matern32, matern52, cauchy``.
+    kernel : str or gpytorch.kernels.Kernel
+        Covariance family of the latent GPs, one of ``rbf, matern12, matern32, matern52, cauchy``,
+        or any stationary gpytorch kernel instance (for example
+        ``ScaleKernel(MaternKernel(nu=1.5, active_dims=[0, 1]) * PeriodicKernel(active_dims=[2]))``
+        over space and time): each latent channel then trains its own copy, starting from the
+        instance's hyperparameters (``lengthscale`` and ``outputscale`` apply to the built-ins
+        only; see :mod:`geogpvae.gp.user_kernels`).
     lengthscale : float or None
         Initial lengthscale, in coordinate units. ``None``: the median distance from a point to
         its H-th nearest neighbour.
@@ -128,7 +134,7 @@ class GPVAEConfig:
     encoder_hidden: tuple[int, ...] = (128, 128)
     decoder_hidden: tuple[int, ...] = (128, 128)
     context: int | tuple[int, ...] = 8
-    kernel: str = "matern32"
+    kernel: Any = "matern32"
     lengthscale: float | None = None
     outputscale: float = 1.0
     learn_kernel: bool = True
@@ -168,6 +174,7 @@ class GPVAEConfig:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
         from ..gp.kernels import KERNELS  # here, so that reading the defaults needs no torch
+        from ..gp.user_kernels import check_user_kernel, is_gpytorch_kernel
         from ..gp.neighbours import BACKENDS, ORDERINGS
 
         def choice(name: str, allowed: tuple[str, ...]) -> None:
@@ -176,7 +183,10 @@ class GPVAEConfig:
                 raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
 
         choice("engine", ENGINES)
-        choice("kernel", KERNELS)
+        if is_gpytorch_kernel(self.kernel):
+            check_user_kernel(self.kernel)
+        else:
+            choice("kernel", KERNELS)
         choice("ordering", ("auto", *ORDERINGS))
         choice("batching", BATCHINGS)
         choice("predict_mode", PREDICT_MODES)
@@ -265,7 +275,9 @@ class GPVAEConfig:
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:
         """Plain-Python dictionary (JSON- and TOML-friendly)."""
-        out = dataclasses.asdict(self)
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name != "kernel"}
+        out["kernel"] = self.kernel if isinstance(self.kernel, str) else {"gpytorch": _kernel_spec(self.kernel)}
         out["encoder_hidden"] = list(self.encoder_hidden)
         out["decoder_hidden"] = list(self.decoder_hidden)
         if isinstance(self.context, tuple):
@@ -279,8 +291,38 @@ class GPVAEConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(sorted(known))}")
+        kernel = values.get("kernel")
+        if isinstance(kernel, dict) and set(kernel) == {"gpytorch"}:
+            from ..gp.user_kernels import kernel_from_spec
+
+            values = {**values, "kernel": kernel_from_spec(kernel["gpytorch"])}
         return cls(**values)
 
     def replace(self, **changes: Any) -> GPVAEConfig:
         """A copy with some options changed (validated)."""
-        return GPVAEConfig.from_dict({**self.to_dict(), **changes})
+        return GPVAEConfig.from_dict({**self.to_dict(), "kernel": self.kernel, **changes})
+
+    @property
+    def kernel_name(self) -> str:
+        """The kernel as a short text: its name, or the gpytorch classes it is made of."""
+        if isinstance(self.kernel, str):
+            return self.kernel
+        return _spec_text(_kernel_spec(self.kernel))
+
+
+def _kernel_spec(kernel: Any) -> dict[str, Any]:
+    from ..gp.user_kernels import kernel_spec
+
+    return kernel_spec(kernel)
+
+
+def _spec_text(spec: dict[str, Any]) -> str:
+    """``ScaleKernel(MaternKernel(nu=1.5) * PeriodicKernel)`` from a kernel description."""
+    name = spec["class"]
+    if "base" in spec:
+        return f"{name}({_spec_text(spec['base'])})"
+    if "kernels" in spec:
+        join = " * " if name == "ProductKernel" else " + "
+        return "(" + join.join(_spec_text(k) for k in spec["kernels"]) + ")"
+    args = [f"{k}={v}" for k, v in spec.items() if k in ("nu", "active_dims")]
+    return f"{name}({', '.join(args)})" if args else name

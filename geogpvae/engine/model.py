@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from ..gp.kernels import LatentKernel
+from ..gp.user_kernels import GPyTorchLatentKernel
 from ..gp.priors._blocks import prior_block
 from ..gp.priors.hpa import gaussian_kl_blocks, hpa_kl
 from ..gp.priors.spa import spa_conditional, spa_kl_given_conditional
@@ -112,8 +113,8 @@ class GPVAE(nn.Module):
         Width C of the neighbourhood summary fed to the encoder (0 for none).
     encoder_hidden, decoder_hidden : sequence of int
         Hidden widths of the two MLPs.
-    kernel : str
-        Latent kernel family.
+    kernel : str or gpytorch.kernels.Kernel
+        Latent kernel family, or a stationary gpytorch kernel copied for each channel.
     lengthscale, outputscale : float
         Initial kernel hyperparameters.
     learn_kernel : bool
@@ -138,7 +139,7 @@ class GPVAE(nn.Module):
         context_dim: int = 0,
         encoder_hidden: Sequence[int] = (128, 128),
         decoder_hidden: Sequence[int] = (128, 128),
-        kernel: str = "matern32",
+        kernel: Any = "matern32",
         lengthscale: float = 1.0,
         outputscale: float = 1.0,
         learn_kernel: bool = True,
@@ -157,10 +158,14 @@ class GPVAE(nn.Module):
         self.jitter = float(jitter)
         self.encoder = mlp([2 * self.n_vars + self.context_dim, *encoder_hidden, 2 * self.latent_dim])
         self.decoder = mlp([self.latent_dim, *decoder_hidden, self.n_vars])
-        self.kernel = LatentKernel(
-            kernel, self.latent_dim, self.n_dims, lengthscale=lengthscale, outputscale=outputscale,
-            learn_lengthscale=learn_kernel, learn_outputscale=learn_kernel,
-        )
+        if isinstance(kernel, str):
+            self.kernel = LatentKernel(
+                kernel, self.latent_dim, self.n_dims, lengthscale=lengthscale, outputscale=outputscale,
+                learn_lengthscale=learn_kernel, learn_outputscale=learn_kernel,
+            )
+        else:  # a gpytorch kernel: its own initial hyperparameters
+            self.kernel = GPyTorchLatentKernel(kernel, self.latent_dim, self.n_dims)
+            self.kernel.requires_grad_(learn_kernel)
         raw_noise = torch.full((self.n_vars,), _softplus_inverse(noise))
         if learn_noise:
             self.raw_noise = nn.Parameter(raw_noise)

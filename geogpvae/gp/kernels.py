@@ -196,6 +196,16 @@ class LatentKernel(nn.Module):
         x2 = x1 if x2 is None else x2
         return self.from_sqdiff((x1.unsqueeze(-2) - x2.unsqueeze(-3)).square())
 
+    def blocks(self, points: torch.Tensor) -> torch.Tensor:
+        """Covariance of each set of points, shape (..., L, M, M), for points (..., M, D).
+
+        The coordinates are data: no gradient flows back to them (only to the
+        hyperparameters).
+        """
+        with torch.no_grad():
+            sqdiff = (points.unsqueeze(-2) - points.unsqueeze(-3)).square()
+        return self.from_sqdiff(sqdiff)
+
     def from_sqdiff(self, sqdiff: torch.Tensor) -> torch.Tensor:
         """Covariance blocks from precomputed squared coordinate differences.
 

@@ -33,9 +33,7 @@ def prior_block(
         Covariances; rows and columns of padded slots are those of the identity, so they are
         independent of everything else and contribute nothing to conditionals or KL terms.
     """
-    with torch.no_grad():  # coordinates are data: no gradient needed through them
-        sqdiff = (points.unsqueeze(-2) - points.unsqueeze(-3)).square()
-    cov = kernel.from_sqdiff(sqdiff)  # (B, L, M, M)
+    cov = kernel.blocks(points)  # (B, L, M, M)
     m = points.shape[-2]
     eye = torch.eye(m, dtype=cov.dtype, device=cov.device)
     scale = kernel.outputscale[:, None, None]

@@ -129,6 +129,17 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
         "layout": "scattered" if len(dims) == 1 else "gridded",
         "locations": n,
         "cells": cells,
+        **_variables_report(ds, names, domain),
+        "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
+        "x": {"columns": d, "description": geometry.describe()},
+        "engine": _engine_report(config, n),
+        "memory_bytes": memory,
+    }
+
+
+def _variables_report(ds: Any, names: Sequence[str], domain: Any) -> dict[str, Any]:
+    """The chosen variables (dtype, units, missing fraction) and why the others are left out."""
+    return {
         "variables": {
             v: {
                 "dtype": str(ds[v].dtype),
@@ -142,17 +153,18 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
             for v in ds.data_vars
             if str(v) not in names
         },
-        "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
-        "x": {"columns": d, "description": geometry.describe()},
-        "engine": {
-            "engine": config.engine,
-            "neighbours": config.neighbours,
-            "epochs": config.n_epochs(n),
-            "batch_size": config.batch_size,
-            "dtype": config.dtype,
-            "context": list(config.context_scales),
-        },
-        "memory_bytes": memory,
+    }
+
+
+def _engine_report(config: Any, n: int) -> dict[str, Any]:
+    """The engine settings a run on ``n`` locations would use."""
+    return {
+        "engine": config.engine,
+        "neighbours": config.neighbours,
+        "epochs": config.n_epochs(n),
+        "batch_size": config.batch_size,
+        "dtype": config.dtype,
+        "context": list(config.context_scales),
     }
 
 

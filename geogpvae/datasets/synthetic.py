@@ -290,72 +290,17 @@ def make_gaussian_field(
     >>> dict(pts.sizes), sorted(pts.coords)
     ({'site': 500}, ['x', 'y', 'z'])
     """
-    if shape is not None and n_points is not None:
-        raise ValueError("give either shape (a grid) or n_points (scattered points), not both")
-    for label, val in (("n_vars", n_vars), ("n_latent", n_latent)):
-        if operator.index(val) < 1:
-            raise ValueError(f"{label} must be >= 1, got {val}")
-    if not 0.0 <= fully_missing < 1.0:
-        raise ValueError(f"fully_missing must be in [0, 1), got {fully_missing}")
-    if names is None:
-        names = [f"v{i}" for i in range(n_vars)]
-    names = list(names)
-    if len(names) != n_vars or len(set(names)) != n_vars:
-        raise ValueError(f"names must be {n_vars} distinct strings, got {names}")
-
-    if n_points is not None:
-        n = operator.index(n_points)
-        if n < 1:
-            raise ValueError(f"n_points must be >= 1, got {n_points}")
-        dims = tuple(dims) if dims is not None else ("x", "y")
-        grid_shape = None
-    else:
-        grid_shape = tuple(operator.index(s) for s in (shape if shape is not None else (64, 64)))
-        if not 1 <= len(grid_shape) <= 4 or min(grid_shape) < 1:
-            raise ValueError(f"shape must have 1 to 4 positive sizes, got {shape}")
-        dims = tuple(dims) if dims is not None else _DEFAULT_GRID_DIMS[len(grid_shape)]
-        if len(dims) != len(grid_shape):
-            raise ValueError(f"dims {dims} do not match shape {grid_shape}")
-    ndim = len(dims)
-    if ndim == 0 or len(set(dims)) != ndim:
-        raise ValueError(f"dims must be distinct names, got {dims}")
-    clash = set(dims) & (set(names) | {"site"})
-    if clash:
-        raise ValueError(f"dimension/coordinate names {sorted(clash)} clash with variables")
-    ext = _per_dim(extent, ndim, "extent")
-    ls = _per_dim(lengthscale, ndim, "lengthscale") * ext
-
+    names = _check_sizes(n_vars, n_latent, fully_missing, names)
+    dims, grid_shape = _layout(shape, n_points, dims, names)
+    ext = _per_dim(extent, len(dims), "extent")
+    ls = _per_dim(lengthscale, len(dims), "lengthscale") * ext
     rng = np.random.default_rng(seed)
-    if grid_shape is not None:
-        spacing = [e / (s - 1) if s > 1 else 0.0 for e, s in zip(ext, grid_shape)]
-        points = grid_points(grid_shape, spacing)
-    else:
-        points = rng.uniform(0.0, 1.0, size=(n, ndim)) * ext
+    points = _locations(grid_shape, n_points, ext, rng)
     field = make_field(
         points, n_vars=n_vars, n_latent=n_latent, lengthscale=ls, kernel=kernel, noise=noise,
         missing=missing, nonlinear=nonlinear, fully_missing=fully_missing, rng=rng,
     )
-
-    def coord_attrs(d: str) -> dict:
-        attrs = {"units": units, "long_name": f"{d} coordinate"}
-        if d in _AXIS:
-            attrs["axis"] = _AXIS[d]
-            # CF: spatial axes carry a standard name, so checkers do not take x/y for lon/lat
-            attrs.update(_STANDARD[d])
-        return attrs
-
-    if grid_shape is not None:
-        var_dims: tuple[str, ...] = dims
-        coords = {
-            d: (d, np.linspace(0.0, e, s) if s > 1 else np.zeros(1), coord_attrs(d))
-            for d, e, s in zip(dims, ext, grid_shape)
-        }
-        to_shape = grid_shape
-    else:
-        var_dims = ("site",)
-        coords = {d: ("site", points[:, j], coord_attrs(d)) for j, d in enumerate(dims)}
-        to_shape = (n,)
-
+    layout = _Layout(dims, grid_shape, points, ext, units)
     attrs = {
         "title": "synthetic Gaussian-process field with holes",
         "source": "geogpvae.datasets.make_gaussian_field",
@@ -369,17 +314,100 @@ def make_gaussian_field(
     }
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         attrs["seed"] = int(seed)
+    ds = layout.dataset(field.values, names, attrs)
+    if return_truth:
+        truth_attrs = {**attrs, "title": attrs["title"] + " (truth, no holes)"}
+        return ds, layout.dataset(field.truth, names, truth_attrs)
+    return ds
 
-    def build(values: np.ndarray, title_suffix: str) -> xr.Dataset:
+
+def _check_sizes(
+    n_vars: int, n_latent: int, fully_missing: float, names: Sequence[str] | None
+) -> list[str]:
+    """Check the counts; the variable names (default ``v0, v1, ...``)."""
+    for label, val in (("n_vars", n_vars), ("n_latent", n_latent)):
+        if operator.index(val) < 1:
+            raise ValueError(f"{label} must be >= 1, got {val}")
+    if not 0.0 <= fully_missing < 1.0:
+        raise ValueError(f"fully_missing must be in [0, 1), got {fully_missing}")
+    names = [f"v{i}" for i in range(n_vars)] if names is None else list(names)
+    if len(names) != n_vars or len(set(names)) != n_vars:
+        raise ValueError(f"names must be {n_vars} distinct strings, got {names}")
+    return names
+
+
+def _layout(
+    shape: Sequence[int] | None,
+    n_points: int | None,
+    dims: Sequence[str] | None,
+    names: Sequence[str],
+) -> tuple[tuple[str, ...], tuple[int, ...] | None]:
+    """The dims and the grid shape (None for scattered points), checked."""
+    if shape is not None and n_points is not None:
+        raise ValueError("give either shape (a grid) or n_points (scattered points), not both")
+    if n_points is not None:
+        if operator.index(n_points) < 1:
+            raise ValueError(f"n_points must be >= 1, got {n_points}")
+        dims, grid_shape = (tuple(dims) if dims is not None else ("x", "y")), None
+    else:
+        grid_shape = tuple(operator.index(s) for s in (shape if shape is not None else (64, 64)))
+        if not 1 <= len(grid_shape) <= 4 or min(grid_shape) < 1:
+            raise ValueError(f"shape must have 1 to 4 positive sizes, got {shape}")
+        dims = tuple(dims) if dims is not None else _DEFAULT_GRID_DIMS[len(grid_shape)]
+        if len(dims) != len(grid_shape):
+            raise ValueError(f"dims {dims} do not match shape {grid_shape}")
+    if not dims or len(set(dims)) != len(dims):
+        raise ValueError(f"dims must be distinct names, got {dims}")
+    clash = set(dims) & (set(names) | {"site"})
+    if clash:
+        raise ValueError(f"dimension/coordinate names {sorted(clash)} clash with variables")
+    return dims, grid_shape
+
+
+def _locations(
+    grid_shape: tuple[int, ...] | None, n_points: int | None, ext: np.ndarray, rng: np.random.Generator
+) -> np.ndarray:
+    """Grid nodes from 0 to ``ext`` along each axis, or uniform scattered points, shape (N, D)."""
+    if grid_shape is not None:
+        spacing = [e / (s - 1) if s > 1 else 0.0 for e, s in zip(ext, grid_shape)]
+        return grid_points(grid_shape, spacing)
+    return rng.uniform(0.0, 1.0, size=(operator.index(n_points), len(ext))) * ext
+
+
+@dataclass
+class _Layout:
+    """Where the values of a synthetic field go: grid dims or a ``site`` dim with coordinates."""
+
+    dims: tuple[str, ...]
+    grid_shape: tuple[int, ...] | None
+    points: np.ndarray
+    extent: np.ndarray
+    units: str
+
+    def coord_attrs(self, d: str) -> dict:
+        attrs = {"units": self.units, "long_name": f"{d} coordinate"}
+        if d in _AXIS:
+            attrs["axis"] = _AXIS[d]
+            # CF: spatial axes carry a standard name, so checkers do not take x/y for lon/lat
+            attrs.update(_STANDARD[d])
+        return attrs
+
+    def coords(self) -> dict[str, tuple]:
+        if self.grid_shape is None:
+            return {d: ("site", self.points[:, j], self.coord_attrs(d)) for j, d in enumerate(self.dims)}
+        return {
+            d: (d, np.linspace(0.0, e, s) if s > 1 else np.zeros(1), self.coord_attrs(d))
+            for d, e, s in zip(self.dims, self.extent, self.grid_shape)
+        }
+
+    def dataset(self, values: np.ndarray, names: Sequence[str], attrs: dict) -> xr.Dataset:
+        """The Dataset of ``values`` (N, K), one variable per name."""
+        grid = self.grid_shape is not None
+        var_dims = self.dims if grid else ("site",)
+        to_shape = self.grid_shape if grid else (len(self.points),)
         data_vars = {
             name: (var_dims, values[:, j].reshape(to_shape),
                    {"long_name": f"synthetic variable {name}", "units": "1"})
             for j, name in enumerate(names)
         }
-        return xr.Dataset(data_vars, coords=coords,
-                          attrs={**attrs, "title": attrs["title"] + title_suffix})
-
-    ds = build(field.values, "")
-    if return_truth:
-        return ds, build(field.truth, " (truth, no holes)")
-    return ds
+        return xr.Dataset(data_vars, coords=self.coords(), attrs=attrs)

@@ -123,3 +123,18 @@ def test_plot_uncertainty_passes_keywords():
     assert [b.get_height() for b in bars] == pytest.approx([100 * cov[0.9]])
     fig = ds.gpvae.plot_uncertainty("kx")
     assert any(a.get_gid() == "std-histogram" for a in fig.axes)
+
+
+def test_methods_forward_with_the_targets_docs_and_signature():
+    import inspect
+
+    import geogpvae.api
+
+    ds = xr.Dataset()
+    for method, target in ((ds.gpvae.plot_layers, plot.layers), (ds.gpvae.plot_map, plot.field_map),
+                           (ds.gpvae.plot_uncertainty, plot.uncertainty),
+                           (ds.gpvae.impute, geogpvae.api.impute)):
+        assert method.__doc__ == target.__doc__
+        assert method.__wrapped__ is target
+        params = list(inspect.signature(target).parameters.values())[1:]
+        assert list(inspect.signature(method).parameters.values()) == params

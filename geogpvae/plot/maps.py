@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -169,33 +170,74 @@ def field_map(
         ``"outside"``, or ``"context"`` for the grey observed sites on the std and error
         panels.
     """
-    plt = _plt()
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
-    da = f.value
-    use_log = is_log_variable(da) if log is None else bool(log)
+    use_log = is_log_variable(f.value) if log is None else bool(log)
+    g = _map_geometry(ds, f.value, var, coords, isel)
+    p = _map_panels(f, g, std)
+    style = _PanelStyle.choose(p, percentiles, use_log, cmap, std_cmap, marker_size)
+    view = _MapView.choose(g, projection)
+    size = _map_size(g, view, len(p.value_keys), len(p.unc_keys), panel_width, figsize)
+    subplot_kw = {"projection": view.proj} if view.proj is not None else {}
+    fig, axes = _plt().subplots(1, len(p.keys), figsize=size.figsize, squeeze=False,
+                                subplot_kw=subplot_kw,
+                                layout="compressed" if size.fixed else "constrained")
+    axes = axes[0]
+    mappables = {}
+    for ax, key in zip(axes, p.keys, strict=True):
+        mappables[key] = _draw_map_panel(ax, key, g, p, style, view, outline_holes)
+        _frame_map_panel(ax, g, view, first=ax is axes[0], coastlines=coastlines, borders=borders,
+                         same_units=size.same_units)
+    if g.sites is not None:
+        _site_legend(axes[0], p.obs, p.imp, p.inside)
+    h = _fit_projected_height(fig, axes[0], size) if size.auto and view.ccrs is not None else size.h
+    _map_colourbars(fig, axes, mappables, p, f, var, pad=size.cbar_pad / h)
+    title = str(f.value.attrs.get("long_name") or var)
+    fig.suptitle(title + (" (" + ", ".join(g.notes) + ")" if g.notes else ""))
+    for ax in axes:
+        # a panel that its aspect makes shorter than its box stays under its title, where
+        # the layout left room for it (the colourbars below anchor it at the bottom)
+        ax.set_anchor("N")
+    if view.ccrs is None and not g.is_lonlat:  # long x labels give way to "x [m]"
+        short = g.hname + (_units_suffix(g.hattr.attrs.get("units")) if g.hattr is not None else "")
+        for ax in axes:
+            _choose_label(ax.xaxis.label, short, size.w + size.gap - 0.1, size.mt)
+    return fig
 
-    # what kind of geometry, and which dims are not spatial
-    sites = _find_sites(ds, da, coords)
+
+_MAP_TITLES = {
+    "imputed": "imputed field",
+    "truth": "truth",
+    "std": "predictive std",
+    "error": "|imputed \u2212 truth|",
+}
+
+
+def _spatial_dims(ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, sites) -> tuple[str, ...]:
+    """The horizontal dims: the site dim, (lat, lon) or (y, x)."""
     if sites is not None:
-        spatial: tuple[str, ...] = (sites[0],)
-    else:
-        lon_dims = [d for d in da.dims if _is_lon(str(d), _coord(da, str(d)))]
-        lat_dims = [d for d in da.dims if _is_lat(str(d), _coord(da, str(d)))]
-        x_dims = [d for d in da.dims if _is_x(str(d), _coord(da, str(d)))]
-        y_dims = [d for d in da.dims if _is_y(str(d), _coord(da, str(d)))]
-        if lon_dims and lat_dims and coords != "xy":
-            spatial = (str(lat_dims[0]), str(lon_dims[0]))
-        elif x_dims and y_dims:
-            spatial = (str(y_dims[0]), str(x_dims[0]))
-        elif da.ndim == 2:
-            spatial = tuple(str(d) for d in da.dims)
-        else:
-            raise ValueError(
-                f"cannot tell the horizontal dims of {var!r} {da.dims}: expected lon/lat or "
-                "x/y dims, or a site dim with x/y or lon/lat coordinate variables"
-            )
+        return (sites[0],)
+    found = {
+        role: [d for d in da.dims if test(str(d), _coord(da, str(d)))]
+        for role, test in (("lon", _is_lon), ("lat", _is_lat), ("x", _is_x), ("y", _is_y))
+    }
+    if found["lon"] and found["lat"] and coords != "xy":
+        return (str(found["lat"][0]), str(found["lon"][0]))
+    if found["x"] and found["y"]:
+        return (str(found["y"][0]), str(found["x"][0]))
+    if da.ndim == 2:
+        return tuple(str(d) for d in da.dims)
+    raise ValueError(
+        f"cannot tell the horizontal dims of {var!r} {da.dims}: expected lon/lat or "
+        "x/y dims, or a site dim with x/y or lon/lat coordinate variables"
+    )
+
+
+def _other_dims(
+    da: xr.DataArray, spatial: tuple[str, ...], isel: Mapping[str, int] | None
+) -> tuple[dict[str, int], list[str]]:
+    """The index of every non-spatial dim and the notes that say which slice is shown."""
     sel: dict[str, int] = {}
     notes = []
     for d in da.dims:
@@ -211,18 +253,48 @@ def field_map(
         if layer is not None and layer.dims == (d,) and d != "layer":  # SPE10's layer numbers
             notes.append(f"layer {_fmt_value(layer.values[k % n])}")
         notes.append(_coord_note(str(d), c, c.values[k % n]) if c is not None else f"{d} = {k % n}")
-    notes += _scalar_notes(da)
+    return sel, notes + _scalar_notes(da)
 
-    def pick(a):
-        return None if a is None else a.isel(sel)
 
-    value, sdev, flag, tru = pick(da), pick(f.std), pick(f.flag), pick(f.truth)
-    value_keys = ["imputed"] + (["truth"] if tru is not None else [])
-    unc_keys = (["std"] if std and sdev is not None else []) + (
-        ["error"] if tru is not None else []
-    )
-    keys = value_keys + unc_keys
+@dataclass
+class _MapGeometry:
+    """Where the values of a map go: horizontal/vertical centres, names and the slice shown."""
 
+    sites: Any
+    spatial: tuple[str, ...]
+    sel: dict[str, int]
+    notes: list[str]
+    hc: np.ndarray
+    vc: np.ndarray
+    hattr: xr.DataArray | None
+    vattr: xr.DataArray | None
+    is_lonlat: bool
+    order: np.ndarray | None
+
+    @property
+    def hname(self) -> str:
+        return self.sites[1] if self.sites is not None else self.spatial[1]
+
+    @property
+    def vname(self) -> str:
+        return self.sites[2] if self.sites is not None else self.spatial[0]
+
+    def array(self, a: xr.DataArray | None) -> np.ndarray | None:
+        """The slice of ``a`` shown, shaped (vertical, horizontal) for grids or (site,)."""
+        if a is None:
+            return None
+        a = a.isel(self.sel).transpose(*self.spatial)
+        if self.order is not None:
+            a = a.isel({self.spatial[1]: self.order})
+        return a.values
+
+
+def _map_geometry(
+    ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, isel: Mapping[str, int] | None
+) -> _MapGeometry:
+    sites = _find_sites(ds, da, coords)
+    spatial = _spatial_dims(ds, da, var, coords, sites)
+    sel, notes = _other_dims(da, spatial, isel)
     if sites is not None:
         _, hname, vname, is_lonlat = sites
         hc = np.asarray(ds[hname].values, dtype=float)
@@ -232,125 +304,192 @@ def field_map(
         is_lonlat = _is_lon(spatial[1], _coord(da, spatial[1])) and _is_lat(
             spatial[0], _coord(da, spatial[0])
         )
-        if sites is None and not (
-            is_lonlat or _is_x(spatial[1], _coord(da, spatial[1]))
-        ):
-            hdim, vdim = _orient(value.transpose(*spatial))
+        if not (is_lonlat or _is_x(spatial[1], _coord(da, spatial[1]))):
+            hdim, vdim = _orient(da.isel(sel).transpose(*spatial))
             spatial = (vdim, hdim)
-        hc = _centres(da, spatial[1])
-        vc = _centres(da, spatial[0])
+        hc, vc = _centres(da, spatial[1]), _centres(da, spatial[0])
         hattr, vattr = _coord(da, spatial[1]), _coord(da, spatial[0])
-
-    ccrs = _import_cartopy() if is_lonlat else None
     order = None
     if is_lonlat:
-        hc_plot = _contiguous_lon(hc)
-        if sites is None and hc_plot.size > 1 and not (
-            np.all(np.diff(hc_plot) > 0) or np.all(np.diff(hc_plot) < 0)
+        hc = _contiguous_lon(hc)
+        if sites is None and hc.size > 1 and not (
+            np.all(np.diff(hc) > 0) or np.all(np.diff(hc) < 0)
         ):
-            order = np.argsort(hc_plot, kind="stable")
-            hc_plot = hc_plot[order]
-    else:
-        hc_plot = hc
+            order = np.argsort(hc, kind="stable")
+            hc = hc[order]
+    return _MapGeometry(sites, spatial, sel, notes, hc, vc, hattr, vattr, is_lonlat, order)
 
-    # values as masked arrays, shaped (vertical, horizontal) for grids or (site,)
-    def arr(a):
-        if a is None:
-            return None
-        a = a.transpose(*spatial)
-        if order is not None:
-            a = a.isel({spatial[1]: order})
-        return a.values
 
-    v_arr = np.asarray(arr(value), dtype=float)
-    flag_arr = arr(flag)
-    std_arr = arr(sdev)
-    obs, imp, inside = _status(v_arr, std_arr, flag_arr)
+@dataclass
+class _MapPanels:
+    """The masked arrays of every panel and the status of every cell or site."""
+
+    panels: dict[str, np.ma.MaskedArray]
+    value_keys: list[str]
+    unc_keys: list[str]
+    obs: np.ndarray
+    imp: np.ndarray
+    inside: np.ndarray
+    predicted_only: bool
+
+    @property
+    def keys(self) -> list[str]:
+        return self.value_keys + self.unc_keys
+
+
+def _map_panels(f: _Field, g: _MapGeometry, std: bool) -> _MapPanels:
+    value = np.asarray(g.array(f.value), dtype=float)
+    flag, sdev, tru = g.array(f.flag), g.array(f.std), g.array(f.truth)
+    value_keys = ["imputed"] + (["truth"] if tru is not None else [])
+    unc_keys = (["std"] if std and sdev is not None else []) + (["error"] if tru is not None else [])
+    obs, imp, inside = _status(value, sdev, flag)
     # without a flag, only a positive std tells the imputed (predicted) cells apart
-    unknown = flag_arr is None and std_arr is None
-    predicted_only = flag_arr is None and bool(imp.any()) and not obs.any()
-    panels: dict[str, np.ma.MaskedArray] = {"imputed": np.ma.masked_invalid(v_arr)}
+    unknown = flag is None and sdev is None
+    predicted_only = flag is None and bool(imp.any()) and not obs.any()
+    panels: dict[str, np.ma.MaskedArray] = {"imputed": np.ma.masked_invalid(value)}
     if tru is not None:
-        panels["truth"] = np.ma.masked_invalid(np.asarray(arr(tru), dtype=float))
+        panels["truth"] = np.ma.masked_invalid(np.asarray(tru, dtype=float))
     if "std" in unc_keys:
-        panels["std"] = np.ma.masked_where(~imp, np.ma.masked_invalid(np.asarray(std_arr, float)))
+        panels["std"] = np.ma.masked_where(~imp, np.ma.masked_invalid(np.asarray(sdev, float)))
     if "error" in unc_keys:
         err = np.ma.abs(panels["imputed"] - panels["truth"])
         panels["error"] = err if unknown else np.ma.masked_where(~imp, err)
+    return _MapPanels(panels, value_keys, unc_keys, obs, imp, inside, predicted_only)
 
-    vnorm = make_norm(
-        *robust_limits(*[panels[k] for k in value_keys], percentiles=percentiles, log=use_log),
-        log=use_log,
-    )
-    unorm = None
-    if unc_keys:
-        lo, hi = robust_limits(*[panels[k] for k in unc_keys], percentiles=percentiles, log=use_log)
-        unorm = make_norm(lo if use_log else 0.0, hi, log=use_log)
-    vcmap, ucmap = _cmap(cmap or VALUE_CMAP), _cmap(std_cmap)
 
-    # extent and projection
-    hfin, vfin = hc_plot[np.isfinite(hc_plot)], vc[np.isfinite(vc)]
-    if sites is None:
-        hedges, vedges = _edges(hc_plot), _edges(vc)
-        if is_lonlat:
-            vedges = np.clip(vedges, -90.0, 90.0)
-        h0, h1 = float(np.min(hedges)), float(np.max(hedges))
-        v0, v1 = float(np.min(vedges)), float(np.max(vedges))
-    else:
-        h0, h1 = float(np.min(hfin)), float(np.max(hfin))
-        v0, v1 = float(np.min(vfin)), float(np.max(vfin))
-        pad_h = 0.05 * (h1 - h0 or 1.0)
-        pad_v = 0.05 * (v1 - v0 or 1.0)
-        h0, h1, v0, v1 = h0 - pad_h, h1 + pad_h, v0 - pad_v, v1 + pad_v
-        if is_lonlat:
-            v0, v1 = max(v0, -90.0), min(v1, 90.0)
-    span = h1 - h0
-    proj = data_crs = None
-    is_global = False
-    if ccrs is not None:
-        middle = 0.5 * (h0 + h1)
-        centre = float(np.mod(middle + 180.0, 360.0) - 180.0)
-        clat = float(0.5 * (v0 + v1))
-        is_global = span >= 300
-        proj = _projection(ccrs, projection, centre, clat, span, is_global)
-        data_crs = ccrs.PlateCarree()
+@dataclass
+class _PanelStyle:
+    """Norms and colour maps of the value and the uncertainty panels, and the marker size."""
 
-    # figure
-    ncols = len(keys)
+    vnorm: Any
+    unorm: Any
+    vcmap: Any
+    ucmap: Any
+    marker_size: float
+
+    @classmethod
+    def choose(cls, p: _MapPanels, percentiles, use_log: bool, cmap, std_cmap, marker_size):
+        lo, hi = robust_limits(*[p.panels[k] for k in p.value_keys], percentiles=percentiles,
+                               log=use_log)
+        vnorm, unorm = make_norm(lo, hi, log=use_log), None
+        if p.unc_keys:
+            lo, hi = robust_limits(*[p.panels[k] for k in p.unc_keys], percentiles=percentiles,
+                                   log=use_log)
+            unorm = make_norm(lo if use_log else 0.0, hi, log=use_log)
+        size = marker_size or float(np.clip(4000.0 / max(p.panels["imputed"].size, 1), 10.0, 60.0))
+        return cls(vnorm, unorm, _cmap(cmap or VALUE_CMAP), _cmap(std_cmap), size)
+
+
+@dataclass
+class _MapView:
+    """The extent of the map (cell edges for grids) and, for lon/lat, its projection."""
+
+    hedges: np.ndarray | None
+    vedges: np.ndarray | None
+    h0: float
+    h1: float
+    v0: float
+    v1: float
+    ccrs: Any = None
+    proj: Any = None
+    data_crs: Any = None
+    is_global: bool = False
+    centre: float = 0.0
+
+    @property
+    def span(self) -> float:
+        return self.h1 - self.h0
+
+    @property
+    def middle(self) -> float:
+        return 0.5 * (self.h0 + self.h1)
+
+    @classmethod
+    def choose(cls, g: _MapGeometry, projection: Any) -> _MapView:
+        hedges = vedges = None
+        if g.sites is None:
+            hedges, vedges = _edges(g.hc), _edges(g.vc)
+            if g.is_lonlat:
+                vedges = np.clip(vedges, -90.0, 90.0)
+            h0, h1 = float(np.min(hedges)), float(np.max(hedges))
+            v0, v1 = float(np.min(vedges)), float(np.max(vedges))
+        else:
+            hfin, vfin = g.hc[np.isfinite(g.hc)], g.vc[np.isfinite(g.vc)]
+            h0, h1 = float(np.min(hfin)), float(np.max(hfin))
+            v0, v1 = float(np.min(vfin)), float(np.max(vfin))
+            pad_h, pad_v = 0.05 * (h1 - h0 or 1.0), 0.05 * (v1 - v0 or 1.0)
+            h0, h1, v0, v1 = h0 - pad_h, h1 + pad_h, v0 - pad_v, v1 + pad_v
+            if g.is_lonlat:
+                v0, v1 = max(v0, -90.0), min(v1, 90.0)
+        view = cls(hedges, vedges, h0, h1, v0, v1)
+        view.ccrs = _import_cartopy() if g.is_lonlat else None
+        if view.ccrs is not None:
+            view.centre = float(np.mod(view.middle + 180.0, 360.0) - 180.0)
+            view.is_global = view.span >= 300
+            view.proj = _projection(view.ccrs, projection, view.centre, float(0.5 * (v0 + v1)),
+                                    view.span, view.is_global)
+            view.data_crs = view.ccrs.PlateCarree()
+        return view
+
+
+@dataclass
+class _MapSize:
+    """Figure size and the panel size, estimated from the text around the panels."""
+
+    figsize: tuple[float, float]
+    width: float
+    w: float
+    h: float
+    gap: float
+    top: float
+    below: float
+    fixed: bool
+    same_units: bool
+    auto: bool
+    mt: Any
+    cbar_pad: float = 0.1  # inches
+
+
+def _map_ratio(g: _MapGeometry, view: _MapView) -> tuple[float, bool, bool]:
+    """Height over width of a panel, whether it is fixed, whether both axes share units."""
     same_units = False
-    if is_lonlat:
-        ratio = (v1 - v0) / max(span, 1e-9)
-        if ccrs is None or not is_global:
-            ratio /= max(math.cos(math.radians(0.5 * (v0 + v1))), 0.05 if ccrs is None else 0.2)
+    if g.is_lonlat:
+        ratio = (view.v1 - view.v0) / max(view.span, 1e-9)
+        if view.ccrs is None or not view.is_global:
+            floor = 0.05 if view.ccrs is None else 0.2
+            ratio /= max(math.cos(math.radians(0.5 * (view.v0 + view.v1))), floor)
     else:
         same_units = (
-            hattr is not None and vattr is not None
-            and hattr.attrs.get("units") == vattr.attrs.get("units")
+            g.hattr is not None and g.vattr is not None
+            and g.hattr.attrs.get("units") == g.vattr.attrs.get("units")
         )
-        ratio = (v1 - v0) / max(span, 1e-12) if same_units else 0.8
+        ratio = (view.v1 - view.v0) / max(view.span, 1e-12) if same_units else 0.8
     # panels with a fixed aspect get the figure height that their aspect asks for
-    fixed = is_lonlat or same_units
-    ratio = float(np.clip(ratio, 0.25, 2.5)) if fixed else 0.8
+    fixed = g.is_lonlat or same_units
+    return (float(np.clip(ratio, 0.25, 2.5)) if fixed else 0.8), fixed, same_units
 
-    # the size of the figure and of its panels, estimated from the text around them
+
+def _map_size(g: _MapGeometry, view: _MapView, nv: int, nu: int, panel_width: float,
+              figsize: tuple[float, float] | None) -> _MapSize:
+    ratio, fixed, same_units = _map_ratio(g, view)
+    ncols = nv + nu
     mt = _Metrics()
-    nv, nu = len(value_keys), len(unc_keys)
-    if ccrs is not None:  # grid line labels in small type, left of and under panel 1 only
+    if view.ccrs is not None:  # grid line labels in small type, left of and under panel 1 only
         left = mt.w_pad + mt.tick + mt.digits(5, mt.small)
         gap = 2 * mt.w_pad
         under = mt.x_ticks(mt.small)
     else:  # tick labels on every panel, axis labels under all and left of the first
-        ychars = _tick_chars(v0, v1)
+        ychars = _tick_chars(view.v0, view.v1)
         left = mt.w_pad + mt.lines(mt.label_font) + mt.label_pad + mt.tick + mt.digits(ychars)
         gap = 2 * mt.w_pad + mt.tick + mt.digits(ychars)
         under = mt.x_ticks() + mt.x_label()
     width = panel_width * ncols + 0.6 if figsize is None else float(figsize[0])
     w = max((width - left - mt.w_pad - 0.03 - (ncols - 1) * gap) / ncols, 0.3)
     top = mt.h_pad + mt.lines(mt.big) + mt.title(1)  # suptitle and panel titles
-    cbar_pad = 0.1  # inches
+    cbar_pad = 0.1
     below = (mt.h_pad + under + cbar_pad + mt.x_ticks() + mt.x_label()
              + 0.85 * (max(nv, nu) * w + (max(nv, nu) - 1) * gap) / 30.0)
-    auto_size = figsize is None
+    auto = figsize is None
     if figsize is None:
         h = w * ratio
         figsize = (width, top + h + below)
@@ -358,99 +497,84 @@ def field_map(
         h = max(float(figsize[1]) - top - below, 0.3)
         if fixed:
             w, h = min(w, h / ratio), min(h, w * ratio)
-    subplot_kw = {"projection": proj} if proj is not None else {}
-    fig, axes = plt.subplots(1, ncols, figsize=figsize, squeeze=False, subplot_kw=subplot_kw,
-                             layout="compressed" if fixed else "constrained")
-    axes = axes[0]
-    titles = {
-        "imputed": "imputed field",
-        "truth": "truth",
-        "std": "predictive std",
-        "error": "|imputed \u2212 truth|",
-    }
-    tkw = {"transform": data_crs} if data_crs is not None else {}
-    mappables: dict[str, Any] = {}
-    size = marker_size or float(np.clip(4000.0 / max(v_arr.size, 1), 10.0, 60.0))
-    for ax, key in zip(axes, keys, strict=True):
-        is_value = key in value_keys
-        norm, cm = (vnorm, vcmap) if is_value else (unorm, ucmap)
-        data = panels[key]
-        ax.set_gid(key)
-        title = "predicted field" if key == "imputed" and predicted_only else titles[key]
-        ax.set_title(title, fontsize="medium")
-        if sites is None:
-            m = ax.pcolormesh(hedges, vedges, data, cmap=cm, norm=norm, shading="flat",
-                              rasterized=True, **tkw)
-            m.set_gid(key)
-            _draw_domain(ax, hedges, vedges, inside, **tkw)
-            if key == "imputed" and outline_holes and imp.any() and obs.any():
-                _outline(ax, hedges, vedges, imp, **tkw)
+    return _MapSize(figsize, width, w, h, gap, top, below, fixed, same_units, auto, mt, cbar_pad)
+
+
+def _draw_map_panel(ax, key: str, g: _MapGeometry, p: _MapPanels, style: _PanelStyle,
+                    view: _MapView, outline_holes: bool) -> Any:
+    """Draw one panel's data; return the artist that carries its colours."""
+    is_value = key in p.value_keys
+    norm, cm = (style.vnorm, style.vcmap) if is_value else (style.unorm, style.ucmap)
+    tkw = {"transform": view.data_crs} if view.data_crs is not None else {}
+    ax.set_gid(key)
+    title = "predicted field" if key == "imputed" and p.predicted_only else _MAP_TITLES[key]
+    ax.set_title(title, fontsize="medium")
+    if g.sites is not None:
+        return _draw_sites(ax, key, g.hc, g.vc, p.panels[key], p.obs, p.imp, p.inside, cm, norm,
+                           style.marker_size, tkw)
+    m = ax.pcolormesh(view.hedges, view.vedges, p.panels[key], cmap=cm, norm=norm,
+                      shading="flat", rasterized=True, **tkw)
+    m.set_gid(key)
+    _draw_domain(ax, view.hedges, view.vedges, p.inside, **tkw)
+    if key == "imputed" and outline_holes and p.imp.any() and p.obs.any():
+        _outline(ax, view.hedges, view.vedges, p.imp, **tkw)
+    return m
+
+
+def _frame_map_panel(ax, g: _MapGeometry, view: _MapView, *, first: bool, coastlines: bool,
+                     borders: bool, same_units: bool) -> None:
+    """Extent, gridlines or axis labels, and map features of one panel."""
+    if view.ccrs is not None:
+        if view.is_global:
+            ax.set_global()
         else:
-            m = _draw_sites(ax, key, hc_plot, vc, data, obs, imp, inside, cm, norm, size, tkw)
-        mappables[key] = m
-        if ccrs is not None:
-            if is_global:
-                ax.set_global()
-            else:
-                ax.set_extent([h0 - middle, h1 - middle, v0, v1],
-                              crs=ccrs.PlateCarree(central_longitude=centre))
-            # labels on the first panel only: the others show the same map, and
-            # cartopy's label placement is the slowest part of drawing a map
-            first = ax is axes[0]
-            gl = ax.gridlines(draw_labels=first, linewidth=0.3, color="0.4", alpha=0.7)
-            if first:
-                gl.top_labels = gl.right_labels = False
-                gl.xlabel_style = gl.ylabel_style = {"size": "small"}
-            _add_map_features(ax, ccrs, span, coastlines, borders)
-        else:
-            ax.set_xlim(h0, h1)
-            ax.set_ylim(v0, v1)
-            if is_lonlat:
-                ax.set_aspect(1.0 / max(math.cos(math.radians(0.5 * (v0 + v1))), 0.05))
-                ax.set_xlabel("longitude [\u00b0E]")
-                if ax is axes[0]:
-                    ax.set_ylabel("latitude [\u00b0N]")
-            else:
-                if same_units:
-                    ax.set_aspect("equal")
-                hname_ = sites[1] if sites is not None else spatial[1]
-                vname_ = sites[2] if sites is not None else spatial[0]
-                ax.set_xlabel(label_for(hattr, hname_) if hattr is not None else hname_)
-                if ax is axes[0]:  # the other panels show the same map
-                    ax.set_ylabel(label_for(vattr, vname_) if vattr is not None else vname_)
-    if sites is not None:
-        _site_legend(axes[0], obs, imp, inside)
-    if auto_size and ccrs is not None:  # the projected extent sets the panels' shape
-        x0, x1 = axes[0].get_xlim()
-        y0, y1 = axes[0].get_ylim()
-        h = w * float(np.clip(abs(y1 - y0) / max(abs(x1 - x0), 1e-12), 0.25, 2.5))
-        fig.set_size_inches(width, top + h + below)
-    kw = {"location": "bottom", "shrink": 0.85, "aspect": 30, "pad": cbar_pad / h}
-    value_axes = [a for a, k in zip(axes, keys, strict=True) if k in value_keys]
-    cb = fig.colorbar(mappables[value_keys[0]], ax=value_axes, **kw)
-    cb.set_label(label_for(da, var))
+            ax.set_extent([view.h0 - view.middle, view.h1 - view.middle, view.v0, view.v1],
+                          crs=view.ccrs.PlateCarree(central_longitude=view.centre))
+        # labels on the first panel only: the others show the same map, and
+        # cartopy's label placement is the slowest part of drawing a map
+        gl = ax.gridlines(draw_labels=first, linewidth=0.3, color="0.4", alpha=0.7)
+        if first:
+            gl.top_labels = gl.right_labels = False
+            gl.xlabel_style = gl.ylabel_style = {"size": "small"}
+        _add_map_features(ax, view.ccrs, view.span, coastlines, borders)
+        return
+    ax.set_xlim(view.h0, view.h1)
+    ax.set_ylim(view.v0, view.v1)
+    if g.is_lonlat:
+        ax.set_aspect(1.0 / max(math.cos(math.radians(0.5 * (view.v0 + view.v1))), 0.05))
+        ax.set_xlabel("longitude [\u00b0E]")
+        if first:
+            ax.set_ylabel("latitude [\u00b0N]")
+        return
+    if same_units:
+        ax.set_aspect("equal")
+    ax.set_xlabel(label_for(g.hattr, g.hname) if g.hattr is not None else g.hname)
+    if first:  # the other panels show the same map
+        ax.set_ylabel(label_for(g.vattr, g.vname) if g.vattr is not None else g.vname)
+
+
+def _fit_projected_height(fig, ax, size: _MapSize) -> float:
+    """Resize the figure to the projected extent's shape; the panel height in inches."""
+    x0, x1 = ax.get_xlim()
+    y0, y1 = ax.get_ylim()
+    h = size.w * float(np.clip(abs(y1 - y0) / max(abs(x1 - x0), 1e-12), 0.25, 2.5))
+    fig.set_size_inches(size.width, size.top + h + size.below)
+    return h
+
+
+def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pad: float) -> None:
+    kw = {"location": "bottom", "shrink": 0.85, "aspect": 30, "pad": pad}
+    value_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.value_keys]
+    cb = fig.colorbar(mappables[p.value_keys[0]], ax=value_axes, **kw)
+    cb.set_label(label_for(f.value, var))
     _style_colorbar(cb)
     cb.ax.set_gid("colorbar:value")
-    if unc_keys:
-        unc_axes = [a for a, k in zip(axes, keys, strict=True) if k in unc_keys]
-        cb = fig.colorbar(mappables[unc_keys[0]], ax=unc_axes, **kw)
-        cb.set_label(_uncertainty_label(f, unc_keys))
+    if p.unc_keys:
+        unc_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.unc_keys]
+        cb = fig.colorbar(mappables[p.unc_keys[0]], ax=unc_axes, **kw)
+        cb.set_label(_uncertainty_label(f, p.unc_keys))
         _style_colorbar(cb)
         cb.ax.set_gid("colorbar:uncertainty")
-    title = str(da.attrs.get("long_name") or var)
-    if notes:
-        title += " (" + ", ".join(notes) + ")"
-    fig.suptitle(title)
-    for ax in axes:
-        # a panel that its aspect makes shorter than its box stays under its title, where
-        # the layout left room for it (the colourbars below anchor it at the bottom)
-        ax.set_anchor("N")
-    if ccrs is None and not is_lonlat:  # long x labels give way to "x [m]"
-        hname_ = sites[1] if sites is not None else spatial[1]
-        short = hname_ + (_units_suffix(hattr.attrs.get("units")) if hattr is not None else "")
-        for ax in axes:
-            _choose_label(ax.xaxis.label, short, w + gap - 0.1, mt)
-    return fig
 
 
 def _projection(ccrs, projection, centre: float, clat: float, span: float, is_global: bool):

@@ -177,110 +177,120 @@ def uncertainty(
         ``"coverage"``, and the empirical bars the gid ``"empirical"``. Without it, the
         panel has the gid ``"std-histogram"``.
     """
-    plt = _plt()
     f = _Field(ds, var, truth)
     name = str(f.value.attrs.get("long_name") or var)
     units = f.value.attrs.get("units")
     if f.truth is None:
-        if f.std is None:
-            raise KeyError(f"the Dataset has no std for {var!r}")
-        s = np.asarray(f.std.values, dtype=float).ravel()
-        if f.flag is not None:
-            s = s[np.asarray(f.flag.transpose(*f.std.dims).values, dtype=float).ravel() == 1]
-        s = s[np.isfinite(s) & (s > 0)]
-        fig, ax = plt.subplots(figsize=figsize or (4.0, 3.0), layout="constrained")
-        ax.set_gid("std-histogram")
-        if s.size:
-            if is_log_variable(f.value) and s.max() > s.min():
-                bins = np.geomspace(s.min(), s.max(), 31)
-                ax.set_xscale("log")
-            else:
-                bins = 30
-            ax.hist(s, bins=bins, color="0.45", edgecolor="white", linewidth=0.4)
-            med = float(np.median(s))
-            ax.axvline(med, color="C1", linewidth=1.2, label=f"median {med:.3g}")
-            ax.legend(fontsize="small")
-        else:
-            ax.text(0.5, 0.5, "no imputed cell", transform=ax.transAxes, ha="center")
-        unit_text = _units_suffix(units)
-        ax.set_xlabel(f"predictive std of {name}{unit_text}")
-        ax.set_ylabel("imputed cells")
-        ax.set_title(f"std at {s.size} imputed cells", fontsize="medium")
-        return fig
-
+        return _std_histogram(f, var, name, units, figsize)
     sigma, err, used = _calibration_pairs(ds, var, truth, space, log_point)
-    cov = _coverage(sigma, err, levels)
     hexbin = sigma.size > max_scatter
     # the hexbin's colourbar sits between the panels: a wider figure, with more space
     # between the panels, keeps its label clear of the coverage panel's
     default_size = (8.4, 3.4) if hexbin else (7.6, 3.4)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=figsize or default_size, layout="constrained",
-                                   width_ratios=(1.25, 1.0))
+    fig, (ax1, ax2) = _plt().subplots(1, 2, figsize=figsize or default_size,
+                                      layout="constrained", width_ratios=(1.25, 1.0))
     if hexbin:
         fig.get_layout_engine().set(wspace=0.06)
     ax1.set_gid("std-vs-error")
     ax2.set_gid("coverage")
+    _std_vs_error(fig, ax1, sigma, err, hexbin)
     if used == "log":
-        xlabel, ylabel = f"predictive std of ln({name})", f"|error| of ln({name})"
+        ax1.set_xlabel(f"predictive std of ln({name})")
+        ax1.set_ylabel(f"|error| of ln({name})")
     else:
-        u = _units_suffix(units)
-        xlabel, ylabel = f"predictive std{u}", f"|imputed \u2212 truth|{u}"
-    if sigma.size:
-        xmax = float(np.quantile(sigma, 0.995)) * 1.05
-        ymax = float(np.quantile(err, 0.995)) * 1.05
-        if not ymax > 0:  # every error 0: keep the axis, and the calibrated line, in view
-            ymax = HALF_NORMAL_MEAN * xmax
-        if hexbin:
-            hb = ax1.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
-                            extent=(0, xmax, 0, ymax), linewidths=0)
-            hb.set_gid("points")
-            cb = fig.colorbar(hb, ax=ax1, label="cells per bin", shrink=0.9, pad=0.02)
-            _style_colorbar(cb)
-            cb.ax.set_gid("colorbar:count")
-        else:
-            sc = ax1.scatter(sigma, err, s=6, color="0.35", alpha=0.6, linewidths=0)
-            sc.set_gid("points")
-        xs = np.array([0.0, xmax])
-        (line,) = ax1.plot(xs, HALF_NORMAL_MEAN * xs, color="C3", linewidth=1.4,
-                           label=r"calibrated: $E|e| = \sqrt{2/\pi}\,\sigma \approx 0.8\sigma$")
-        line.set_gid("expected")
-        nb = min(10, max(1, sigma.size // 20))
-        if nb > 1:
-            edges = np.quantile(sigma, np.linspace(0, 1, nb + 1))
-            which = np.clip(np.searchsorted(edges, sigma, side="right") - 1, 0, nb - 1)
-            xm = np.array([sigma[which == i].mean() for i in range(nb) if np.any(which == i)])
-            ym = np.array([err[which == i].mean() for i in range(nb) if np.any(which == i)])
-            (bm,) = ax1.plot(xm, ym, "o-", color="C0", markersize=4, linewidth=1,
-                             label="mean |error| per decile of \u03c3")
-            bm.set_gid("binned")
-        ax1.set_xlim(0, xmax)
-        ax1.set_ylim(0, ymax)
-        ax1.legend(fontsize="small", loc="upper left")
-    ax1.set_xlabel(xlabel)
-    ax1.set_ylabel(ylabel)
+        ax1.set_xlabel(f"predictive std{_units_suffix(units)}")
+        ax1.set_ylabel(f"|imputed \u2212 truth|{_units_suffix(units)}")
     ax1.set_title(f"{sigma.size} imputed cells", fontsize="medium")
+    _coverage_bars(ax2, _coverage(sigma, err, levels))
+    ax2.set_title("coverage" + (" (in log space)" if used == "log" else ""), fontsize="medium")
+    fig.suptitle(f"Calibration of {name}")
+    return fig
 
+
+def _std_histogram(f: _Field, var: str, name: str, units: Any, figsize) -> Figure:
+    """Without the truth: the histogram of the std at the imputed cells."""
+    if f.std is None:
+        raise KeyError(f"the Dataset has no std for {var!r}")
+    s = np.asarray(f.std.values, dtype=float).ravel()
+    if f.flag is not None:
+        s = s[np.asarray(f.flag.transpose(*f.std.dims).values, dtype=float).ravel() == 1]
+    s = s[np.isfinite(s) & (s > 0)]
+    fig, ax = _plt().subplots(figsize=figsize or (4.0, 3.0), layout="constrained")
+    ax.set_gid("std-histogram")
+    if s.size:
+        if is_log_variable(f.value) and s.max() > s.min():
+            bins = np.geomspace(s.min(), s.max(), 31)
+            ax.set_xscale("log")
+        else:
+            bins = 30
+        ax.hist(s, bins=bins, color="0.45", edgecolor="white", linewidth=0.4)
+        med = float(np.median(s))
+        ax.axvline(med, color="C1", linewidth=1.2, label=f"median {med:.3g}")
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no imputed cell", transform=ax.transAxes, ha="center")
+    ax.set_xlabel(f"predictive std of {name}{_units_suffix(units)}")
+    ax.set_ylabel("imputed cells")
+    ax.set_title(f"std at {s.size} imputed cells", fontsize="medium")
+    return fig
+
+
+def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool) -> None:
+    """|error| against sigma (points or hexbin), the calibrated line and binned means."""
+    if not sigma.size:
+        return
+    xmax = float(np.quantile(sigma, 0.995)) * 1.05
+    ymax = float(np.quantile(err, 0.995)) * 1.05
+    if not ymax > 0:  # every error 0: keep the axis, and the calibrated line, in view
+        ymax = HALF_NORMAL_MEAN * xmax
+    if hexbin:
+        hb = ax.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
+                       extent=(0, xmax, 0, ymax), linewidths=0)
+        hb.set_gid("points")
+        cb = fig.colorbar(hb, ax=ax, label="cells per bin", shrink=0.9, pad=0.02)
+        _style_colorbar(cb)
+        cb.ax.set_gid("colorbar:count")
+    else:
+        sc = ax.scatter(sigma, err, s=6, color="0.35", alpha=0.6, linewidths=0)
+        sc.set_gid("points")
+    xs = np.array([0.0, xmax])
+    (line,) = ax.plot(xs, HALF_NORMAL_MEAN * xs, color="C3", linewidth=1.4,
+                      label=r"calibrated: $E|e| = \sqrt{2/\pi}\,\sigma \approx 0.8\sigma$")
+    line.set_gid("expected")
+    nb = min(10, max(1, sigma.size // 20))
+    if nb > 1:
+        edges = np.quantile(sigma, np.linspace(0, 1, nb + 1))
+        which = np.clip(np.searchsorted(edges, sigma, side="right") - 1, 0, nb - 1)
+        xm = np.array([sigma[which == i].mean() for i in range(nb) if np.any(which == i)])
+        ym = np.array([err[which == i].mean() for i in range(nb) if np.any(which == i)])
+        (bm,) = ax.plot(xm, ym, "o-", color="C0", markersize=4, linewidth=1,
+                        label="mean |error| per decile of \u03c3")
+        bm.set_gid("binned")
+    ax.set_xlim(0, xmax)
+    ax.set_ylim(0, ymax)
+    ax.legend(fontsize="small", loc="upper left")
+
+
+def _coverage_bars(ax, cov: dict[float, float]) -> None:
+    """Nominal and empirical coverage of each central interval, as paired bars."""
     lv = list(cov)
     x = np.arange(len(lv))
     nominal = np.array([100 * p for p in lv])
     empirical = np.array([100 * cov[p] for p in lv])
     w = 0.38
-    bn = ax2.bar(x - w / 2, nominal, w, color="0.8", edgecolor="0.5", label="nominal")
-    be = ax2.bar(x + w / 2, np.nan_to_num(empirical), w, color="C0", label="empirical")
+    bn = ax.bar(x - w / 2, nominal, w, color="0.8", edgecolor="0.5", label="nominal")
+    be = ax.bar(x + w / 2, np.nan_to_num(empirical), w, color="C0", label="empirical")
     for b in bn:
         b.set_gid("nominal")
     for b, e in zip(be, empirical, strict=True):
         b.set_gid("empirical")
-        ax2.annotate(f"{e:.1f}%", (b.get_x() + b.get_width() / 2, b.get_height()),
-                     xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
-                     fontsize="small")
-    ax2.set_xticks(x, [f"{p:.0f}%" for p in nominal])
-    ax2.set_xlabel("central interval")
-    ax2.set_ylabel("coverage [%]")
-    ax2.set_ylim(0, 110)
-    ax2.legend(fontsize="small", loc="upper left")
-    ax2.set_title("coverage" + (" (in log space)" if used == "log" else ""), fontsize="medium")
-    fig.suptitle(f"Calibration of {name}")
-    return fig
+        ax.annotate(f"{e:.1f}%", (b.get_x() + b.get_width() / 2, b.get_height()),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize="small")
+    ax.set_xticks(x, [f"{p:.0f}%" for p in nominal])
+    ax.set_xlabel("central interval")
+    ax.set_ylabel("coverage [%]")
+    ax.set_ylim(0, 110)
+    ax.legend(fontsize="small", loc="upper left")
 
 

@@ -206,42 +206,78 @@ def imputation_variables(
     name = str(name)
     src_attrs = dict(values.attrs if attrs is None else attrs)
     out_dtype = _output_dtype(values.dtype)
-
     original = np.asarray(values.values)
+    observed, imp = _cell_status(name, values, original, imputed, domain)
+    filled = _as_array(filled_values, values, "filled_values")
+    sd = _as_array(std, values, "std")
+    _check_predictions(name, filled, sd, imp)
+    data, std_data, flag = _output_arrays(name, original, observed, imp, filled, sd, out_dtype)
+    label = _label(name, src_attrs)
+    location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
+    location_enc = {k: values.encoding[k] for k in _LOCATION_ATTRS if k in values.encoding}
+    std_name, flag_name = name + STD_SUFFIX, name + IMPUTED_SUFFIX
+    v_out = _value_variable(name, values, data, src_attrs, (std_name, flag_name), transform)
+    s_attrs = _std_attrs(label, src_attrs, location, transform)
+    s_out = xr.DataArray(std_data, dims=values.dims, coords=values.coords, name=std_name,
+                         attrs=s_attrs)
+    s_out.encoding = dict(location_enc)
+    f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
+                               "standard_name": "status_flag"}
+    f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)
+    f_attrs["flag_meanings"] = FLAG_MEANINGS
+    f_attrs.update(location)
+    f_out = xr.DataArray(flag, dims=values.dims, coords=values.coords, name=flag_name,
+                         attrs=f_attrs)
+    f_out.encoding = {**location_enc, "dtype": np.dtype(np.int8),
+                      "_FillValue": FLAG_FILL_VALUE}
+    return {name: v_out, std_name: s_out, flag_name: f_out}
+
+
+def _cell_status(
+    name: str, values: xr.DataArray, original: np.ndarray, imputed: Any, domain: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observed cells and the cells to fill, checked against each other and the domain."""
     observed = ~np.isnan(original) if np.issubdtype(original.dtype, np.floating) else (
         np.ones(original.shape, dtype=bool)
     )
-    hole = ~observed
     inside = (np.ones(original.shape, dtype=bool) if domain is None
               else _as_mask(domain, values, "domain"))
     if imputed is None:
-        imp = hole & inside
-    else:
-        imp = _as_mask(imputed, values, "imputed")
-        if (imp & observed).any():
-            raise ValueError(
-                f"{name}: 'imputed' is True at {int((imp & observed).sum())} observed cells; "
-                "observed values are never replaced"
-            )
-        if (imp & ~inside).any():
-            raise ValueError(
-                f"{name}: 'imputed' is True at {int((imp & ~inside).sum())} cells outside "
-                "the domain"
-            )
+        return observed, ~observed & inside
+    imp = _as_mask(imputed, values, "imputed")
+    if (imp & observed).any():
+        raise ValueError(
+            f"{name}: 'imputed' is True at {int((imp & observed).sum())} observed cells; "
+            "observed values are never replaced"
+        )
+    if (imp & ~inside).any():
+        raise ValueError(
+            f"{name}: 'imputed' is True at {int((imp & ~inside).sum())} cells outside "
+            "the domain"
+        )
+    return observed, imp
 
-    filled = _as_array(filled_values, values, "filled_values")
-    sd = _as_array(std, values, "std")
-    if imp.any():
-        with np.errstate(invalid="ignore"):
-            bad_fill = ~np.isfinite(filled[imp])
-            bad_std = ~np.isfinite(sd[imp]) | (sd[imp] < 0)
-        if bad_fill.any():
-            raise ValueError(f"{name}: {int(bad_fill.sum())} imputed cells have a non-finite value")
-        if bad_std.any():
-            raise ValueError(
-                f"{name}: {int(bad_std.sum())} imputed cells have a non-finite or negative std"
-            )
 
+def _check_predictions(name: str, filled: np.ndarray, sd: np.ndarray, imp: np.ndarray) -> None:
+    """Finite values and finite, non-negative stds at every imputed cell."""
+    if not imp.any():
+        return
+    with np.errstate(invalid="ignore"):
+        bad_fill = ~np.isfinite(filled[imp])
+        bad_std = ~np.isfinite(sd[imp]) | (sd[imp] < 0)
+    if bad_fill.any():
+        raise ValueError(f"{name}: {int(bad_fill.sum())} imputed cells have a non-finite value")
+    if bad_std.any():
+        raise ValueError(
+            f"{name}: {int(bad_std.sum())} imputed cells have a non-finite or negative std"
+        )
+
+
+def _output_arrays(
+    name: str, original: np.ndarray, observed: np.ndarray, imp: np.ndarray,
+    filled: np.ndarray, sd: np.ndarray, out_dtype: np.dtype,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The arrays of ``v``, ``v_std`` and ``v_imputed``."""
     # v: observed cells straight from the original array (no float32 round trip), imputed
     # ones from the model, the rest NaN.
     data = np.full(original.shape, np.nan, dtype=out_dtype)
@@ -253,39 +289,38 @@ def imputation_variables(
                 f"{name}: integer values beyond 2**53 cannot be held exactly as float64"
             )
     data[imp] = filled[imp].astype(out_dtype)
-    has_value = observed | imp
-
     std_data = np.full(original.shape, np.nan, dtype=out_dtype)
     std_data[observed] = 0.0
     std_data[imp] = sd[imp].astype(out_dtype)
-
     flag = np.full(original.shape, FLAG_FILL_VALUE, dtype=np.int8)
     flag[observed] = FLAG_OBSERVED
     flag[imp] = FLAG_IMPUTED
-    assert np.array_equal(has_value, ~np.isnan(data))
+    assert np.array_equal(observed | imp, ~np.isnan(data))
+    return data, std_data, flag
 
-    label = _label(name, src_attrs)
-    std_name = name + STD_SUFFIX
-    flag_name = name + IMPUTED_SUFFIX
 
-    # ---- v
+def _value_variable(
+    name: str, values: xr.DataArray, data: np.ndarray, src_attrs: dict[str, Any],
+    ancillary_names: tuple[str, str], transform: str | None,
+) -> xr.DataArray:
+    """``v`` with its attributes (linked to ``v_std`` and ``v_imputed``) and encoding."""
     v_attrs = {k: val for k, val in src_attrs.items() if k not in _STORAGE_ATTRS}
     ancillary = str(v_attrs.get("ancillary_variables", "")).split()
-    for extra in (std_name, flag_name):
+    for extra in ancillary_names:
         if extra not in ancillary:
             ancillary.append(extra)
     v_attrs["ancillary_variables"] = " ".join(ancillary)
     if transform is not None:
         v_attrs["geogpvae_transform"] = str(transform)
-    v_encoding = {k: val for k, val in values.encoding.items() if k not in _PACKING_ENCODING}
-    v_out = xr.DataArray(data, dims=values.dims, coords=values.coords, name=name,
-                         attrs=v_attrs)
-    v_out.encoding = v_encoding
+    v_out = xr.DataArray(data, dims=values.dims, coords=values.coords, name=name, attrs=v_attrs)
+    v_out.encoding = {k: val for k, val in values.encoding.items() if k not in _PACKING_ENCODING}
+    return v_out
 
-    location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
-    location_enc = {k: values.encoding[k] for k in _LOCATION_ATTRS if k in values.encoding}
 
-    # ---- v_std
+def _std_attrs(
+    label: str, src_attrs: dict[str, Any], location: dict[str, Any], transform: str | None
+) -> dict[str, Any]:
+    """Attributes of ``v_std``: its long and standard names, the units of ``v``."""
     s_attrs: dict[str, Any] = {"long_name": f"standard deviation of {label}"}
     sn = _modified_standard_name(src_attrs.get("standard_name"), "standard_error")
     if sn:
@@ -299,22 +334,7 @@ def imputation_variables(
     s_attrs.update(location)
     if transform is not None:
         s_attrs["geogpvae_transform"] = str(transform)
-    s_out = xr.DataArray(std_data, dims=values.dims, coords=values.coords, name=std_name,
-                         attrs=s_attrs)
-    s_out.encoding = dict(location_enc)
-
-    # ---- v_imputed
-    f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
-                               "standard_name": "status_flag"}
-    f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)
-    f_attrs["flag_meanings"] = FLAG_MEANINGS
-    f_attrs.update(location)
-    f_out = xr.DataArray(flag, dims=values.dims, coords=values.coords, name=flag_name,
-                         attrs=f_attrs)
-    f_out.encoding = {**location_enc, "dtype": np.dtype(np.int8),
-                      "_FillValue": FLAG_FILL_VALUE}
-
-    return {name: v_out, std_name: s_out, flag_name: f_out}
+    return s_attrs
 
 
 def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:

@@ -26,7 +26,8 @@ from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
 from .fields.io import atomic_torch_save
-from .fields.stacking import Field, Geometry, parse_transforms, prepare_field, stack_field
+from .fields.geometry import Geometry
+from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
 from .fields.stacking import locations as _locations
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
@@ -120,7 +121,7 @@ class GPVAEImputer:
         The imputed variables.
     dims_ : tuple of str
         Their dims in the training Dataset.
-    geometry_ : geogpvae.fields.stacking.Geometry
+    geometry_ : geogpvae.fields.geometry.Geometry
         How coordinates became the model's ``x``.
     config_ : GPVAEConfig
         All engine options.

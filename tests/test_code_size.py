@@ -29,8 +29,6 @@ KNOWN_LONG = {
     "geogpvae/engine/training.py:train": 83,
     "geogpvae/engine/core.py:GPVAEEngine.fit": 69,
     "geogpvae/engine/core.py:GPVAEEngine._calibrate": 79,
-    # module: the xarray stacking and the coordinate roles, to be split in two
-    "geogpvae/fields/stacking.py": 1240,
 }
 
 

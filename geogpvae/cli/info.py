@@ -91,13 +91,8 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     import xarray as xr
 
     from ..engine.config import GPVAEConfig
-    from ..fields.stacking import (
-        build_geometry,
-        choose_coordinates,
-        domain_mask,
-        select_variables,
-        variable_dims,
-    )
+    from ..fields.geometry import build_geometry, choose_coordinates
+    from ..fields.stacking import domain_mask, select_variables, variable_dims
 
     exclude = ([settings.mask_var] if settings.mask_var else []) + list(settings.coords or [])
     names = select_variables(ds, settings.vars, exclude=exclude)

@@ -1,8 +1,9 @@
 """The xarray boundary: everything that knows about Datasets, and nothing that needs torch.
 
-:mod:`~geogpvae.fields.stacking` chooses the variables and coordinates of a Dataset, stacks
-them into plain arrays (a :class:`~geogpvae.fields.stacking.Field`) and puts predictions
-back in the Dataset's shape; :mod:`~geogpvae.fields.cf` writes the CF attributes and the
-``v_std``/``v_imputed`` variables; :mod:`~geogpvae.fields.io` reads and writes NetCDF
-(atomically).
+:mod:`~geogpvae.fields.stacking` chooses the variables of a Dataset, stacks them into plain
+arrays (a :class:`~geogpvae.fields.stacking.Field`) and puts predictions back in the
+Dataset's shape; :mod:`~geogpvae.fields.geometry` decides which coordinates form the model's
+``x`` and how they become numbers (coordinate roles, times, lon/lat on the sphere, scales);
+:mod:`~geogpvae.fields.cf` writes the CF attributes and the ``v_std``/``v_imputed`` variables;
+:mod:`~geogpvae.fields.io` reads and writes NetCDF (atomically).
 """

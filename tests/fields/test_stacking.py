@@ -10,7 +10,8 @@ import xarray as xr
 
 from geogpvae.errors import CoordinateWarning, InputError
 from geogpvae.fields import stacking
-from geogpvae.fields.stacking import EARTH_RADIUS_KM, Geometry, prepare_field
+from geogpvae.fields.geometry import EARTH_RADIUS_KM, Geometry, sphere_positions
+from geogpvae.fields.stacking import prepare_field
 
 
 def _grid(dims=("y", "x"), sizes=(4, 5), seed=0, coords=True, missing=0.3):
@@ -160,7 +161,7 @@ def test_duplicate_locations_are_kept_as_separate_points():
 
 # ------------------------------------------------------------------ lon/lat and time
 def test_sphere_positions_across_dateline_and_near_pole():
-    pos = stacking.sphere_positions(
+    pos = sphere_positions(
         np.array([179.9, -179.9, 0.0, 180.0]), np.array([0.0, 0.0, 89.9, 89.9])
     )
     np.testing.assert_allclose(np.linalg.norm(pos, axis=1), EARTH_RADIUS_KM)
@@ -195,7 +196,7 @@ def test_curvilinear_lonlat_and_latitude_range():
         coords={"lon": (("j", "i"), lon), "lat": (("j", "i"), lat)},
     )
     f = prepare_field(ds)
-    np.testing.assert_allclose(f.x, stacking.sphere_positions(lon.ravel(), lat.ravel()))
+    np.testing.assert_allclose(f.x, sphere_positions(lon.ravel(), lat.ravel()))
     bad = ds.assign_coords(lat=(("j", "i"), lat + 40))
     with pytest.raises(InputError, match=r"'lat' has values outside \[-90, 90\]"):
         prepare_field(bad)

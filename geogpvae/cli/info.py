@@ -157,7 +157,7 @@ def _engine_report(config: Any, n: int) -> dict[str, Any]:
         "engine": config.engine,
         "neighbours": config.neighbours,
         "epochs": config.n_epochs(n),
-        "batch_size": config.batch_size,
+        "batch_size": config.batch_for(n),
         "dtype": config.dtype,
         "context": list(config.context_scales),
     }

@@ -15,13 +15,15 @@ from typing import Any
 
 from ..errors import InputError
 
-__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES"]
+__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "MAX_STEPS"]
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
 BATCHINGS = ("auto", "random", "spatial")
 SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
+FULL_BATCH = 0  # fields up to this many locations train on full batches by default
+MAX_STEPS = 4000  # the default step budget
 
 
 @dataclass
@@ -77,10 +79,18 @@ class GPVAEConfig:
         count in the likelihood). It teaches the encoder to infer missing variables and keeps
         the objective a valid ELBO.
     epochs : int or None
-        Passes over the data. ``None``: about 4000 optimiser steps, between 5 and 2000 epochs
-        (2000 epochs for the 359 Jura sites, 8 for the 141,900 cells of SPE10 at batch 256).
-    batch_size : int
-        Locations per mini-batch (capped at N).
+        Passes over the data. ``None``: a budget of about ``MAX_STEPS`` (4000) optimiser
+        steps (between 5 and 4000 epochs); with ``holdout > 0`` training stops earlier, once
+        the fit of held-out observed values stops improving, and keeps the weights that
+        fitted them best (see :mod:`geogpvae.engine.stopping`). An explicit number trains exactly
+        that many epochs on every observed value.
+    batch_size : int or None
+        Locations per mini-batch (capped at N). ``None``: the whole field in one batch up to
+        ``FULL_BATCH`` locations, else 256.
+    holdout : float
+        With ``epochs=None``, the share of each variable's observed values (at most 20,000
+        values in all) kept out of training to decide when to stop; 0 trains the whole step
+        budget on every observed value.
     lr : float
         Peak Adam learning rate.
     kernel_lr : float
@@ -145,7 +155,8 @@ class GPVAEConfig:
     ordering: str = "auto"
     mask_rate: float = 0.25
     epochs: int | None = None
-    batch_size: int = 256
+    batch_size: int | None = None
+    holdout: float = 0.0
     lr: float = 3e-3
     kernel_lr: float = 10.0
     lr_schedule: str = "constant"
@@ -195,7 +206,9 @@ class GPVAEConfig:
         choice("neighbour_backend", BACKENDS)
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
-        ints = {"neighbours": 0, "batch_size": 1, "train_samples": 1, "samples": 1}
+        ints = {"neighbours": 0, "train_samples": 1, "samples": 1}
+        if self.batch_size is not None:
+            ints["batch_size"] = 1
         if not isinstance(self.context, tuple):
             ints["context"] = 0
         for name, low in ints.items():
@@ -222,6 +235,8 @@ class GPVAEConfig:
             raise ValueError(f"jitter must be in [0, 1), got {self.jitter!r}")
         if not (0.0 <= self.weight_average < 1.0):
             raise ValueError(f"weight_average must be in [0, 1), got {self.weight_average!r}")
+        if not (0.0 <= self.holdout < 0.5):
+            raise ValueError(f"holdout must be in [0, 0.5), got {self.holdout!r}")
         if not (0.0 <= self.mask_rate < 1.0):
             raise ValueError(f"mask_rate must be in [0, 1), got {self.mask_rate!r}")
         if any(w < 1 for w in self.encoder_hidden + self.decoder_hidden):
@@ -265,12 +280,29 @@ class GPVAEConfig:
             return n_points / max(self.neighbours, 1)
         return 1.0
 
+    def batch_for(self, n_points: int) -> int:
+        """Locations per mini-batch for ``n_points`` locations."""
+        if self.batch_size is not None:
+            return min(self.batch_size, n_points)
+        return n_points if n_points <= FULL_BATCH else min(256, n_points)
+
     def n_epochs(self, n_points: int) -> int:
-        """Epochs actually run for ``n_points`` locations."""
+        """Epochs run for ``n_points`` locations (at most, with the stopping rule)."""
         if self.epochs is not None:
             return self.epochs
-        steps_per_epoch = math.ceil(n_points / min(self.batch_size, n_points))
-        return int(min(2000, max(5, math.ceil(4000 / steps_per_epoch))))
+        steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))
+        return int(min(MAX_STEPS, max(5, math.ceil(MAX_STEPS / steps_per_epoch))))
+
+    def stops_early(self) -> bool:
+        """Whether training ends by the held-out stopping rule (``epochs=None``, ``holdout > 0``)."""
+        return self.epochs is None and self.holdout > 0
+
+    def stop_rule(self, n_points: int) -> dict[str, float]:
+        """Settings of :class:`geogpvae.engine.stopping.StopRule` for ``n_points`` locations."""
+        steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))
+        rule = {"every": max(20, steps_per_epoch), "patience": 200, "growth": 0.5, "min_steps": 200}
+        rule.update(self.extra.get("stop_rule", {}))
+        return rule
 
     # ------------------------------------------------------------------ (de)serialisation
     def to_dict(self) -> dict[str, Any]:

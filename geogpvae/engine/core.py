@@ -11,6 +11,7 @@ with ``torch.load(..., weights_only=True)``, which never unpickles arbitrary obj
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .config import GPVAEConfig
 from .model import GPVAE
+from .stopping import check_entries
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .threads import configure_threads
 from .training import (
@@ -216,6 +218,19 @@ class GPVAEEngine:
         GPVAEEngine
             ``self``.
         """
+        x, y, observed = self._standardise(x, values, log, names)
+        self._lengthscale_for(x, resume)
+        self.context_radius_ = self._context_radius(x)
+        self._train(x, y, observed, resume, callback, should_stop)
+        self._anchor = self._anchors(self._training_field())
+        if self.config.calibrate and not self.interrupted:
+            self.calibration_ = self._calibrate()
+        return self
+
+    def _standardise(
+        self, x: np.ndarray, values: np.ndarray, log: Any, names: list[str] | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Check the field, fix names, transforms and standardisation; standardised values."""
         cfg = self.config
         x = _check_coordinates(x)
         values = np.asarray(values, dtype=np.float64)
@@ -242,10 +257,13 @@ class GPVAEEngine:
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
         self.n_points_ = n
+        return x, y, observed
 
+    def _lengthscale_for(self, x: np.ndarray, resume: dict[str, Any] | None) -> None:
+        """The initial lengthscale: saved, given, or the median distance to the H-th neighbour."""
+        cfg, n = self.config, x.shape[0]
         if resume is not None:
-            saved = resume["engine"]
-            self.lengthscale_ = float(saved["lengthscale"])
+            self.lengthscale_ = float(resume["engine"]["lengthscale"])
         elif cfg.lengthscale is None:
             kk = max(1, min(cfg.neighbours, n - 1))
             dist, _ = knn(x, kk, exclude_self=True, backend=cfg.neighbour_backend)
@@ -256,16 +274,21 @@ class GPVAEEngine:
         else:
             self.lengthscale_ = float(cfg.lengthscale)
 
-        self.context_radius_ = self._context_radius(x)
+    def _train(self, x, y, observed, resume, callback, should_stop) -> None:
+        """Prepare the tensors, build (or restore) the model and train it.
+
+        With the stopping rule, a share of the observed values is held out of training (see
+        :mod:`geogpvae.engine.stopping`); afterwards the field held for prediction has them all.
+        """
+        cfg, n, k = self.config, x.shape[0], y.shape[1]
         torch.manual_seed(cfg.seed)
-        self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype)
+        check = check_entries(observed, cfg.holdout, seed=cfg.seed) if cfg.stops_early() else None
+        self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check)
         self.model = self._build_model(k, x.shape[1], n)
         state = None
         if resume is not None:
             self.model.load_state_dict(resume["engine"]["weights"])
-            t = resume["train"]
-            state = TrainState(epoch=int(t["epoch"]), history={kk: list(v) for kk, v in t["history"].items()},
-                               optimizer=t["optimizer"], average=t.get("average"), steps=int(t.get("steps", 0)))
+            state = _train_state(resume["train"])
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
 
@@ -278,11 +301,12 @@ class GPVAEEngine:
             _distributed(self.model, self.device), self._data, cfg, state=state, progress=self.progress,
             callback=_callback, should_stop=should_stop,
         )
-        self.interrupted = self.train_state.epoch < cfg.n_epochs(n)
-        self._anchor = self._anchors(self._training_field())
-        if cfg.calibrate and not self.interrupted:
-            self.calibration_ = self._calibrate()
-        return self
+        self.interrupted = not self.train_state.done
+        if self._data.check is not None:  # predict from every observed value
+            full = self._make_field(x, y, observed)
+            self._data = dataclasses.replace(
+                self._data, y=full.y, observed=full.observed, context=full.context, check=None
+            )
 
     interrupted: bool = False
 
@@ -680,7 +704,8 @@ class GPVAEEngine:
             "format": STATE_FORMAT + "-checkpoint",
             "engine": self.state_dict(include_data=False),
             "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
-                      "average": ts.average, "steps": int(ts.steps)},
+                      "average": ts.average, "steps": int(ts.steps), "monitor": ts.monitor,
+                      "done": bool(ts.done)},
         }
 
     @classmethod
@@ -726,6 +751,15 @@ class GPVAEEngine:
             eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
             eng._anchor = eng._anchors(field)
         return eng
+
+
+def _train_state(saved: dict[str, Any]) -> TrainState:
+    """A :class:`TrainState` from a checkpoint's ``"train"`` entry."""
+    return TrainState(
+        epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
+        optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),
+        monitor=dict(saved.get("monitor") or {}), done=bool(saved.get("done", False)),
+    )
 
 
 def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:

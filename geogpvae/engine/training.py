@@ -21,6 +21,7 @@ import torch
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
 from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
+from .stopping import CheckValues, StopRule, predictive_nll
 
 __all__ = [
     "FieldData",
@@ -70,6 +71,8 @@ class FieldData:
         :func:`geogpvae.gp.neighbours.shared_stencils`), when neighbour sets repeat (grids).
     stencil_offsets : Tensor, shape (S, H, D) or None
     stencil_valid : Tensor of bool, shape (S, H) or None
+    check : CheckValues or None
+        Observed values held out of ``y``/``observed``/``context`` to decide when to stop.
     """
 
     x: torch.Tensor
@@ -81,6 +84,7 @@ class FieldData:
     stencil: torch.Tensor | None = None
     stencil_offsets: torch.Tensor | None = None
     stencil_valid: torch.Tensor | None = None
+    check: CheckValues | None = None
 
     @property
     def n(self) -> int:
@@ -90,7 +94,8 @@ class FieldData:
 @dataclass
 class TrainState:
     """Where training stands: completed epochs and optimiser steps, optimiser state, the
-    moving average of the weights and the loss history."""
+    moving average of the weights, the loss history, the stopping rule's record (scores, best
+    step and weights) and whether training is done."""
 
     epoch: int = 0
     history: dict[str, list[float]] = field(
@@ -99,6 +104,8 @@ class TrainState:
     optimizer: dict[str, Any] | None = None
     average: dict[str, torch.Tensor] | None = None
     steps: int = 0
+    monitor: dict[str, Any] = field(default_factory=dict)
+    done: bool = False
 
 
 def neighbourhood_context(
@@ -260,6 +267,7 @@ def field_data(
     device: torch.device,
     dtype: torch.dtype,
     use_stencils: bool = True,
+    check: np.ndarray | None = None,
 ) -> FieldData:
     """Neighbour sets, context and tensors for training.
 
@@ -275,7 +283,14 @@ def field_data(
     use_stencils : bool
         Share prior factorisations between locations with identical neighbour geometry
         (regular grids); exact, and used only when it saves work.
+    check : array of bool, shape (N, K), optional
+        Observed values to hold out of training (likelihood, encoder inputs and context) and
+        keep aside for the stopping rule (see :func:`geogpvae.engine.stopping.check_entries`).
     """
+    check_values = None
+    if check is not None and check.any():
+        check_values = CheckValues.from_arrays(check, y, device=device, dtype=dtype)
+        observed = observed & ~check
     y0 = np.where(observed, y, 0.0)
     context = (
         neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend)
@@ -302,6 +317,7 @@ def field_data(
         stencil=None if stencils is None else tensor(stencils[0], torch.int64),
         stencil_offsets=None if stencils is None else tensor(stencils[1]),
         stencil_valid=None if stencils is None else tensor(stencils[2], torch.bool),
+        check=check_values,
     )
 
 
@@ -364,9 +380,15 @@ def gather_batch(
     b = idx.shape[0]
     nbr = data.nbr[idx]  # (B, H)
     valid = nbr >= 0
-    everything = torch.cat([idx, nbr.clamp_min(0).reshape(-1)])
-    uniq, inverse = torch.unique(everything, return_inverse=True)
-    observed = data.observed[uniq]
+    safe = nbr.clamp_min(0)
+    if data.n <= b * (nbr.shape[1] + 1):  # small field: encoding every location is cheaper
+        uniq = None
+        batch_pos, nbr_pos = idx, safe
+        observed = data.observed
+    else:
+        uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)
+        batch_pos, nbr_pos = inverse[:b], inverse[b:].view(b, -1)
+        observed = data.observed[uniq]
     if mask_rate > 0:
         keep = torch.rand(observed.shape, device=observed.device, generator=generator) >= mask_rate
         visible = observed & keep
@@ -377,17 +399,20 @@ def gather_batch(
         used, which = torch.unique(data.stencil[idx], return_inverse=True)
         stencil = dict(stencil_offsets=data.stencil_offsets[used], stencil_valid=data.stencil_valid[used],
                        stencil_index=which)
+    def rows(t: torch.Tensor | None) -> torch.Tensor | None:
+        return t if t is None or uniq is None else t[uniq]
+
     return Batch(
         **stencil,
-        y=data.y[uniq],
+        y=rows(data.y),
         observed=observed,
         visible=visible,
-        context=None if data.context is None else data.context[uniq],
-        batch_pos=inverse[:b],
-        nbr_pos=inverse[b:].view(b, -1),
+        context=rows(data.context),
+        batch_pos=batch_pos,
+        nbr_pos=nbr_pos,
         nbr_valid=valid,
         x_batch=data.x[idx],
-        x_nbr=data.x[nbr.clamp_min(0)],
+        x_nbr=data.x[safe],
         n_total=data.n,
     )
 
@@ -446,7 +471,7 @@ def train(
     callback: Callable[[TrainState, GPVAE, torch.optim.Optimizer], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> TrainState:
-    """Maximise the mini-batch ELBO with Adam.
+    """Maximise the mini-batch ELBO with Adam, until the stopping rule or the epoch budget says.
 
     Parameters
     ----------
@@ -455,10 +480,12 @@ def train(
         ``torch.nn.parallel.DistributedDataParallel``; each rank then trains on its share of
         every epoch's batches.
     data : FieldData
+        With ``data.check`` (held-out values), training stops when their predictive score
+        stops improving (see :mod:`geogpvae.engine.stopping`) and the best-scoring weights are kept.
     config : GPVAEConfig
-        ``epochs``, ``batch_size``, ``lr``, ``mask_rate``, ``batching``, ``seed``.
+        ``epochs``, ``batch_size``, ``lr``, ``mask_rate``, ``seed``, ``weight_average``.
     state : TrainState, optional
-        Resume from here (completed epochs, optimiser state, history).
+        Resume from here (completed epochs, optimiser state, history, stopping record).
     progress : bool or {"bar", "log", "none"}
         ``True`` chooses a bar on a terminal and plain log lines otherwise.
     callback : callable, optional
@@ -470,87 +497,199 @@ def train(
     -------
     TrainState
         With the loss history per epoch: ``loss`` (negative ELBO / N), ``expected_nll``,
-        ``kl`` (per location) and ``elapsed`` (seconds since this call started).
+        ``kl`` (per location) and ``elapsed`` (seconds since this call started); ``done``
+        is True when training finished (budget spent or stopping rule met).
     """
     state = state or TrainState()
     core = model.module if hasattr(model, "module") else model
     core.set_train_samples(config.train_samples)
-    kernel_params = [p for p in core.kernel.parameters()]
-    kernel_ids = {id(p) for p in kernel_params}
-    groups = [{"params": [p for p in core.parameters() if id(p) not in kernel_ids], "scale": 1.0}]
-    if kernel_params:
-        groups.append({"params": kernel_params, "scale": config.kernel_lr})
-    optimizer = torch.optim.Adam(groups, lr=config.lr)
-    if state.optimizer is not None:
-        optimizer.load_state_dict(state.optimizer)
-    epochs = config.n_epochs(data.n)
-    rank, world = 0, 1
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    steps_per_epoch = len(epoch_batches(data.n, config.batch_size, seed=config.seed, epoch=0, order=data.order))
-    if world > 1:
-        steps_per_epoch = max(1, (steps_per_epoch - steps_per_epoch % world or steps_per_epoch) // world)
-    total_steps = epochs * steps_per_epoch
-    bar = _Progress(progress if rank == 0 else False, epochs, state.epoch)
-    decay = config.weight_average
-    if decay and state.average is None:
-        state.average = {k: v.detach().clone() for k, v in core.state_dict().items() if v.is_floating_point()}
+    optimizer = _optimizer(core, config, state)
+    plan = _Plan.make(data, config)
+    averager = _Averager(core, config.weight_average, state)
+    rule = _Stopping(core, data, config, state, averager) if data.check is not None else None
+    bar = _Progress(progress if plan.rank == 0 else False, plan.epochs, state.epoch)
     t0 = time.perf_counter()
     model.train()
     try:
-        for epoch in range(state.epoch, epochs):
-            batches = epoch_batches(
-                data.n, config.batch_size, seed=config.seed, epoch=epoch, order=data.order
-            )
-            if world > 1:  # equal shares, so that every rank takes the same number of steps
-                usable = len(batches) - len(batches) % world or len(batches)
-                batches = batches[:usable][rank::world]
-            torch.manual_seed((config.seed * 7919 + epoch * 104729 + rank) % (2**63))
-            sums = {"loss": 0.0, "expected_nll": 0.0, "kl": 0.0}
-            for i, idx in enumerate(batches):
-                lr = learning_rate(config, epoch * steps_per_epoch + i, total_steps)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr * group.get("scale", 1.0)
-                batch = gather_batch(data, idx, mask_rate=config.mask_rate)
-                terms = model(batch)
-                optimizer.zero_grad(set_to_none=True)
-                terms["loss"].backward()
-                optimizer.step()
-                state.steps += 1
-                if decay:
-                    _update_average(state.average, core, decay, state.steps)
-                for key in sums:
-                    sums[key] += float(terms[key].detach())
-            n_b = max(len(batches), 1)
-            state.epoch = epoch + 1
-            state.history["epoch"].append(epoch + 1)
-            for key, total in sums.items():
-                state.history[key].append(total / n_b)
-            state.history["elapsed"].append(time.perf_counter() - t0)
-            if not all(math.isfinite(state.history[k][-1]) for k in sums):
-                raise FloatingPointError(
-                    f"training diverged at epoch {epoch + 1} (loss {state.history['loss'][-1]}); "
-                    "try a smaller lr, dtype='float64' or a larger jitter"
-                )
+        for epoch in range(state.epoch, state.epoch if state.done else plan.epochs):
+            sums, n_b = _run_epoch(model, data, config, optimizer, averager, state, plan, epoch)
+            _record_epoch(state, epoch, sums, n_b, time.perf_counter() - t0)
+            if rule is not None and rule.check(state.steps):
+                state.done = True
+            state.done = state.done or state.epoch >= plan.epochs
             bar.update(epoch + 1, state.history["loss"][-1])
             if callback is not None:
                 state.optimizer = optimizer.state_dict()
                 callback(state, core, optimizer)
-            if should_stop is not None and should_stop():
+            if state.done or (should_stop is not None and should_stop()):
                 break
     finally:
         bar.close()
         model.eval()
     state.optimizer = optimizer.state_dict()
-    if decay and state.epoch >= epochs:  # finished: the averaged weights become the model
-        core.load_state_dict({**core.state_dict(), **state.average})
+    if state.done:
+        _final_weights(core, state)
     return state
 
 
-@torch.no_grad()
-def _update_average(average: dict[str, torch.Tensor], model: torch.nn.Module, decay: float, step: int) -> None:
-    """Exponential moving average of the weights, with a shorter memory early on."""
-    rate = min(decay, (1.0 + step) / (10.0 + step))
-    for name, value in model.state_dict().items():
-        if name in average:
-            average[name].mul_(rate).add_(value.detach(), alpha=1.0 - rate)
+def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState) -> torch.optim.Optimizer:
+    """Adam with the kernel hyperparameters in their own group (rate ``kernel_lr`` x ``lr``)."""
+    kernel_params = list(core.kernel.parameters())
+    kernel_ids = {id(p) for p in kernel_params}
+    groups = [{"params": [p for p in core.parameters() if id(p) not in kernel_ids], "scale": 1.0}]
+    if kernel_params:
+        groups.append({"params": kernel_params, "scale": config.kernel_lr})
+    optimizer = torch.optim.Adam(groups, lr=config.lr, fused=_fused_ok(core))
+    if state.optimizer is not None:
+        optimizer.load_state_dict(state.optimizer)
+    return optimizer
+
+
+def _fused_ok(core: GPVAE) -> bool:
+    """Whether Adam's fused kernel serves these parameters (CPU or CUDA, float32/float64)."""
+    p = next(core.parameters())
+    return p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
+
+
+@dataclass
+class _Plan:
+    """The step budget of a run and this process's share of it."""
+
+    epochs: int
+    steps_per_epoch: int
+    total_steps: int
+    batch_size: int
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def make(cls, data: FieldData, config: GPVAEConfig) -> _Plan:
+        rank, world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        batch_size = config.batch_for(data.n)
+        steps = math.ceil(data.n / batch_size)
+        if world > 1:
+            steps = max(1, (steps - steps % world or steps) // world)
+        epochs = config.n_epochs(data.n)
+        return cls(epochs, steps, epochs * steps, batch_size, rank, world)
+
+    def batches(self, data: FieldData, seed: int, epoch: int) -> list[torch.Tensor]:
+        batches = epoch_batches(data.n, self.batch_size, seed=seed, epoch=epoch, order=data.order)
+        if self.world > 1:  # equal shares, so that every rank takes the same number of steps
+            usable = len(batches) - len(batches) % self.world or len(batches)
+            batches = batches[:usable][self.rank :: self.world]
+        return batches
+
+
+def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch) -> tuple[dict[str, float], int]:
+    """One pass over the epoch's mini-batches; the summed loss terms and the number of batches."""
+    batches = plan.batches(data, config.seed, epoch)
+    torch.manual_seed((config.seed * 7919 + epoch * 104729 + plan.rank) % (2**63))
+    sums = [torch.zeros((), dtype=data.x.dtype, device=data.x.device) for _ in _TERMS]
+    constant = config.lr_schedule == "constant"
+    if constant:
+        _set_lr(optimizer, config.lr)
+    for i, idx in enumerate(batches):
+        if not constant:
+            _set_lr(optimizer, learning_rate(config, epoch * plan.steps_per_epoch + i, plan.total_steps))
+        terms = model(gather_batch(data, idx, mask_rate=config.mask_rate))
+        optimizer.zero_grad(set_to_none=True)
+        terms["loss"].backward()
+        optimizer.step()
+        state.steps += 1
+        averager.step(state.steps)
+        with torch.no_grad():  # summed on the device: no host sync per step
+            for acc, key in zip(sums, _TERMS):
+                acc += terms[key].detach()
+    return {key: float(acc) for key, acc in zip(_TERMS, sums)}, max(len(batches), 1)
+
+
+_TERMS = ("loss", "expected_nll", "kl")
+
+
+def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("scale", 1.0)
+
+
+def _record_epoch(state: TrainState, epoch: int, sums: dict[str, float], n_b: int, elapsed: float) -> None:
+    state.epoch = epoch + 1
+    state.history["epoch"].append(epoch + 1)
+    for key, total in sums.items():
+        state.history[key].append(total / n_b)
+    state.history["elapsed"].append(elapsed)
+    if not all(math.isfinite(state.history[k][-1]) for k in sums):
+        raise FloatingPointError(
+            f"training diverged at epoch {epoch + 1} (loss {state.history['loss'][-1]}); "
+            "try a smaller lr, dtype='float64' or a larger jitter"
+        )
+
+
+class _Averager:
+    """Exponential moving average of the weights (all floating-point state), kept in ``state.average``."""
+
+    def __init__(self, core: GPVAE, decay: float, state: TrainState) -> None:
+        self.decay = decay
+        self.avg: list[torch.Tensor] = []
+        self.src: list[torch.Tensor] = []
+        if not decay:
+            return
+        current = core.state_dict()
+        if state.average is None:
+            state.average = {k: v.detach().clone() for k, v in current.items() if v.is_floating_point()}
+        self.names = list(state.average)
+        self.avg = [state.average[k] for k in self.names]
+        self.src = [current[k] for k in self.names]  # share storage with the live weights
+
+    @torch.no_grad()
+    def step(self, step: int) -> None:
+        """Fold the current weights in, with a shorter memory early on."""
+        if self.decay:
+            rate = min(self.decay, (1.0 + step) / (10.0 + step))
+            torch._foreach_lerp_(self.avg, self.src, 1.0 - rate)
+
+
+class _Stopping:
+    """The stopping rule of :mod:`geogpvae.engine.stopping`, scoring the averaged weights."""
+
+    def __init__(self, core: GPVAE, data: FieldData, config: GPVAEConfig, state: TrainState,
+                 averager: _Averager) -> None:
+        self.core, self.averager, self.check_values = core, averager, data.check
+        rows = data.check.rows
+        self.inputs = (data.y[rows], data.observed[rows], None if data.context is None else data.context[rows])
+        gen = torch.Generator().manual_seed(int(config.seed) + 31)
+        eps = torch.randn((16, rows.shape[0], core.latent_dim), generator=gen, dtype=data.x.dtype)
+        self.eps = eps.to(data.x.device)
+        self.rule = StopRule(**config.stop_rule(data.n))
+        self.rule.record = state.monitor
+
+    @torch.no_grad()
+    def check(self, steps: int) -> bool:
+        """Score the check values when due; True when training should stop."""
+        if not self.rule.due(steps):
+            return False
+        live = self.averager.src
+        backup = [t.clone() for t in live] if live else []
+        if live:
+            torch._foreach_copy_(live, self.averager.avg)
+        was_training = self.core.training
+        self.core.eval()
+        try:
+            score = predictive_nll(self.core, self.inputs, self.check_values, self.eps)
+            scored = {k: v for k, v in self.core.state_dict().items() if v.is_floating_point()}
+            return self.rule.update(steps, score, scored)
+        finally:
+            if live:
+                torch._foreach_copy_(live, backup)
+            self.core.train(was_training)
+
+
+def _final_weights(core: GPVAE, state: TrainState) -> None:
+    """The weights kept at the end: the best-scoring ones, else the averaged ones."""
+    best = state.monitor.get("best_weights")
+    if best is not None:
+        core.load_state_dict({**core.state_dict(), **best})
+    elif state.average is not None:
+        core.load_state_dict({**core.state_dict(), **state.average})
+

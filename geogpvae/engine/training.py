@@ -535,10 +535,13 @@ def train(
 def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState) -> torch.optim.Optimizer:
     """Adam with the kernel hyperparameters in their own group (rate ``kernel_lr`` x ``lr``)."""
     kernel_params = list(core.kernel.parameters())
-    kernel_ids = {id(p) for p in kernel_params}
-    groups = [{"params": [p for p in core.parameters() if id(p) not in kernel_ids], "scale": 1.0}]
+    noise_params = [core.raw_noise] if isinstance(core.raw_noise, torch.nn.Parameter) else []
+    special = {id(p) for p in kernel_params + noise_params}
+    groups = [{"params": [p for p in core.parameters() if id(p) not in special], "scale": 1.0}]
     if kernel_params:
         groups.append({"params": kernel_params, "scale": config.kernel_lr})
+    if noise_params:
+        groups.append({"params": noise_params, "scale": float(config.extra.get("noise_lr", 1.0))})
     optimizer = torch.optim.Adam(groups, lr=config.lr, fused=_fused_ok(core))
     if state.optimizer is not None:
         optimizer.load_state_dict(state.optimizer)

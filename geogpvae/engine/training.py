@@ -90,6 +90,13 @@ class FieldData:
     def n(self) -> int:
         return self.x.shape[0]
 
+    def host(self, name: str) -> torch.Tensor:
+        """A host (CPU) copy of an index tensor (``"nbr"`` or ``"stencil"``), made once."""
+        cache = self.__dict__.setdefault("_host", {})
+        if name not in cache:
+            cache[name] = getattr(self, name).cpu()
+        return cache[name]
+
 
 @dataclass
 class TrainState:
@@ -361,6 +368,30 @@ def epoch_batches(
     return list(perm.split(batch_size))
 
 
+def _batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """Index bookkeeping of one mini-batch, done on the host (no device synchronisation).
+
+    Returns the batch's locations, its neighbours' rows, which slots are valid, the distinct
+    locations to encode (``None``: all of them) with the rows of the batch and of the
+    neighbours among those, and the batch's distinct stencils.
+    """
+    idx = idx.cpu()
+    b = idx.shape[0]
+    nbr = data.host("nbr")[idx]  # (B, H)
+    safe = nbr.clamp_min(0)
+    plan: dict[str, torch.Tensor | None] = {"idx": idx, "safe": safe, "valid": nbr >= 0}
+    if data.n <= b * (nbr.shape[1] + 1):  # small field: encoding every location is cheaper
+        plan.update(uniq=None, batch_pos=idx, nbr_pos=safe)
+    else:
+        uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)
+        plan.update(uniq=uniq, batch_pos=inverse[:b], nbr_pos=inverse[b:].view(b, -1))
+    plan["stencils"] = plan["stencil_index"] = None
+    if data.stencil is not None:
+        plan["stencils"], plan["stencil_index"] = torch.unique(data.host("stencil")[idx], return_inverse=True)
+    dev = data.x.device
+    return {k: None if v is None else v.to(dev, non_blocking=True) for k, v in plan.items()}
+
+
 def gather_batch(
     data: FieldData, idx: torch.Tensor, *, mask_rate: float = 0.0, generator: torch.Generator | None = None
 ) -> Batch:
@@ -376,43 +407,33 @@ def gather_batch(
     generator : torch.Generator, optional
         Random source of the hiding (on the data's device).
     """
-    idx = idx.to(data.x.device)
-    b = idx.shape[0]
-    nbr = data.nbr[idx]  # (B, H)
-    valid = nbr >= 0
-    safe = nbr.clamp_min(0)
-    if data.n <= b * (nbr.shape[1] + 1):  # small field: encoding every location is cheaper
-        uniq = None
-        batch_pos, nbr_pos = idx, safe
-        observed = data.observed
-    else:
-        uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)
-        batch_pos, nbr_pos = inverse[:b], inverse[b:].view(b, -1)
-        observed = data.observed[uniq]
-    if mask_rate > 0:
-        keep = torch.rand(observed.shape, device=observed.device, generator=generator) >= mask_rate
-        visible = observed & keep
-    else:
-        visible = observed
-    stencil = {}
-    if data.stencil is not None:
-        used, which = torch.unique(data.stencil[idx], return_inverse=True)
-        stencil = dict(stencil_offsets=data.stencil_offsets[used], stencil_valid=data.stencil_valid[used],
-                       stencil_index=which)
+    plan = _batch_plan(data, idx)
+    uniq = plan["uniq"]
+
     def rows(t: torch.Tensor | None) -> torch.Tensor | None:
         return t if t is None or uniq is None else t[uniq]
 
+    observed = rows(data.observed)
+    visible = observed
+    if mask_rate > 0:
+        keep = torch.rand(observed.shape, device=observed.device, generator=generator) >= mask_rate
+        visible = observed & keep
+    stencil = {}
+    if plan["stencils"] is not None:
+        used = plan["stencils"]
+        stencil = dict(stencil_offsets=data.stencil_offsets[used], stencil_valid=data.stencil_valid[used],
+                       stencil_index=plan["stencil_index"])
     return Batch(
         **stencil,
         y=rows(data.y),
         observed=observed,
         visible=visible,
         context=rows(data.context),
-        batch_pos=batch_pos,
-        nbr_pos=nbr_pos,
-        nbr_valid=valid,
-        x_batch=data.x[idx],
-        x_nbr=data.x[safe],
+        batch_pos=plan["batch_pos"],
+        nbr_pos=plan["nbr_pos"],
+        nbr_valid=plan["valid"],
+        x_batch=data.x[plan["idx"]],
+        x_nbr=data.x[plan["safe"]],
         n_total=data.n,
     )
 

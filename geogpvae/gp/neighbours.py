@@ -113,12 +113,17 @@ def _knn_kdtree(base: np.ndarray, query: np.ndarray, k: int, tree: cKDTree | Non
     return dist, idx.astype(np.int64)
 
 
+@functools.lru_cache(maxsize=1)
+def _gpu_resources():
+    """faiss GPU resources (streams, temporary memory), created once per process and reused."""
+    return _faiss().StandardGpuResources()
+
+
 def _knn_faiss(base: np.ndarray, query: np.ndarray, k: int):
     faiss = _faiss()
     index = faiss.IndexFlatL2(base.shape[1])
-    if faiss_available(gpu=True):  # pragma: no cover - needs a GPU
-        res = faiss.StandardGpuResources()
-        index = faiss.index_cpu_to_gpu(res, 0, index)
+    if faiss_available(gpu=True):
+        index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
     index.add(np.ascontiguousarray(base, dtype=np.float32))
     d2, idx = index.search(np.ascontiguousarray(query, dtype=np.float32), k)
     return np.sqrt(np.maximum(d2, 0.0)).astype(np.float64), idx.astype(np.int64)

@@ -43,6 +43,27 @@ def prior_block(
     return cov * pair + eye * (1.0 - v).unsqueeze(-1)
 
 
+def checked_cholesky(cov: torch.Tensor, *, eager_check: bool | None = None) -> torch.Tensor:
+    """Cholesky factors of a batch of SPD blocks, with failures reported without a device sync.
+
+    A block that is not positive definite raises at once with ``eager_check`` (default: on
+    the CPU, where the check costs nothing); otherwise (accelerators, where reading the flag
+    back would stall the device every step) its factor is NaN, so the loss turns NaN and the
+    epoch's finiteness check reports it.
+    """
+    if eager_check is None:
+        eager_check = cov.device.type == "cpu"
+    chol, info = torch.linalg.cholesky_ex(cov)
+    failed = info > 0
+    if eager_check:
+        if bool(failed.any()):
+            raise torch.linalg.LinAlgError(
+                "a prior covariance block is not positive definite; increase jitter or use dtype='float64'"
+            )
+        return chol
+    return torch.where(failed[..., None, None], torch.full_like(chol, float("nan")), chol)
+
+
 class _SPDSolve(torch.autograd.Function):
     """``u = C^{-1} r`` for symmetric positive definite ``C``, with a cheap backward.
 
@@ -53,11 +74,7 @@ class _SPDSolve(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cov: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        chol, info = torch.linalg.cholesky_ex(cov)
-        if bool((info > 0).any()):
-            raise torch.linalg.LinAlgError(
-                "a prior covariance block is not positive definite; increase jitter or use dtype='float64'"
-            )
+        chol = checked_cholesky(cov)
         u = torch.cholesky_solve(rhs, chol)
         ctx.save_for_backward(chol, u)
         return u

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..kernels import LatentKernel
-from ._blocks import prior_block
+from ._blocks import checked_cholesky, prior_block
 
 __all__ = ["hpa_kl", "gaussian_kl_blocks"]
 
@@ -91,11 +91,7 @@ class _SharedGaussianKL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cov, index, mu, var):  # noqa: D102
-        chol, info = torch.linalg.cholesky_ex(cov)
-        if bool((info > 0).any()):
-            raise torch.linalg.LinAlgError(
-                "a prior covariance block is not positive definite; increase jitter or use dtype='float64'"
-            )
+        chol = checked_cholesky(cov)
         inv_s = torch.cholesky_inverse(chol)
         logdet_s = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
         inv = inv_s[index]  # (B, L, H, H)
@@ -131,11 +127,7 @@ class _GaussianKL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, cov: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        chol, info = torch.linalg.cholesky_ex(cov)
-        if bool((info > 0).any()):
-            raise torch.linalg.LinAlgError(
-                "a prior covariance block is not positive definite; increase jitter or use dtype='float64'"
-            )
+        chol = checked_cholesky(cov)
         inv = torch.cholesky_inverse(chol)
         alpha = (inv @ mu.unsqueeze(-1)).squeeze(-1)
         quad = (mu * alpha).sum(-1)

@@ -1,0 +1,104 @@
+"""The accelerator code path, exercised on the CPU: device choice, no per-step device syncs,
+faiss GPU resources made once, and batches planned on the host."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from geogpvae.datasets.synthetic import grid_points
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.training import _batch_plan, gather_batch, prepare_field, resolve_device
+from geogpvae.gp import neighbours as nb
+from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
+
+
+def test_auto_device_picks_cuda_when_present(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == torch.device("cuda")
+    assert resolve_device("cpu") == torch.device("cpu")
+
+
+def test_failed_factorisations_raise_on_cpu_and_turn_nan_without_a_sync():
+    good = torch.eye(3, dtype=torch.float64) * 2.0
+    bad = torch.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+    cov = torch.stack([good, bad])
+    with pytest.raises(torch.linalg.LinAlgError, match="jitter"):
+        checked_cholesky(cov)  # CPU: immediate, clear error
+    chol = checked_cholesky(cov, eager_check=False)  # what an accelerator gets
+    torch.testing.assert_close(chol[0], torch.linalg.cholesky(good))
+    assert torch.isnan(chol[1]).all()
+    # the solve used by SPA matches a dense solve on good blocks
+    rhs = torch.randn(2, 3, 1, dtype=torch.float64)
+    torch.testing.assert_close(spd_solve(good.expand(2, 3, 3), rhs), torch.linalg.solve(good, rhs))
+
+
+class _FakeGpuFaiss:
+    """faiss with a pretend GPU: counts the GPU resources made, searches on the CPU."""
+
+    def __init__(self, real):
+        self.real, self.made, self.moved = real, 0, 0
+        self.IndexFlatL2 = real.IndexFlatL2
+
+    def StandardGpuResources(self):  # noqa: N802 - faiss's name
+        self.made += 1
+        return object()
+
+    def get_num_gpus(self):
+        return 1
+
+    def index_cpu_to_gpu(self, res, device, index):
+        assert device == 0 and res is not None
+        self.moved += 1
+        return index
+
+
+def test_faiss_gpu_resources_are_made_once_and_reused(monkeypatch):
+    real = pytest.importorskip("faiss")
+    fake = _FakeGpuFaiss(real)
+    monkeypatch.setattr(nb, "_faiss", lambda: fake)
+    nb._gpu_resources.cache_clear()
+    try:
+        pts = np.random.default_rng(0).random((300, 3))
+        assert nb.choose_backend("auto", 3) == "faiss"  # a GPU build is preferred when present
+        d1, i1 = nb.knn(pts, 6, backend="faiss")
+        d2, i2 = nb.knn(pts, 6, backend="faiss", exclude_self=True)
+        dk, ik = nb.knn(pts, 6, backend="kdtree")
+        assert fake.made == 1 and fake.moved >= 2
+        np.testing.assert_allclose(d1, dk, rtol=1e-5, atol=1e-6)
+        assert (i1 == ik).mean() > 0.99
+    finally:
+        nb._gpu_resources.cache_clear()
+
+
+def test_without_faiss_the_kdtree_serves(monkeypatch):
+    monkeypatch.setattr(nb, "_faiss", lambda: None)
+    assert nb.choose_backend("auto", 2) == "kdtree"
+    with pytest.raises(ImportError, match="faiss"):
+        nb.choose_backend("faiss", 2)
+
+
+@pytest.mark.parametrize("shape,batch", [((9, 8, 5), 64), ((12, 10), 240)])
+def test_batches_are_planned_on_the_host_and_gather_the_right_rows(shape, batch):
+    x = grid_points(shape)
+    rng = np.random.default_rng(1)
+    y, observed = rng.normal(size=(len(x), 2)), rng.random((len(x), 2)) > 0.3
+    data = prepare_field(x, y, observed, GPVAEConfig(neighbours=6, context=4), device=torch.device("cpu"),
+                         dtype=torch.float64)
+    assert data.host("nbr") is data.host("nbr")  # one copy, made once
+    idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:batch]
+    plan = _batch_plan(data, idx)
+    b = gather_batch(data, idx)
+    # the batch's own rows and its neighbours' rows point at the right locations
+    enc = torch.arange(len(x)) if plan["uniq"] is None else plan["uniq"]
+    assert torch.equal(enc[b.batch_pos], idx)
+    nbr = data.nbr[idx]
+    assert torch.equal(torch.where(b.nbr_valid, enc[b.nbr_pos], -1), torch.where(nbr >= 0, nbr, -1))
+    torch.testing.assert_close(b.y[b.batch_pos], data.y[idx])
+    torch.testing.assert_close(b.context[b.nbr_pos], data.context[nbr.clamp_min(0)])
+    if data.stencil is not None:  # each location's stencil is the one its id names
+        used = plan["stencils"]
+        assert torch.equal(used[b.stencil_index], data.stencil[idx])

@@ -1,91 +1,129 @@
-"""Seconds per training epoch of the SPA and HPA engines on a field the size of SPE10's task.
+"""Speed of both engines with the package defaults on a field the size of SPE10's task.
 
 A synthetic 4-variable Gaussian-process field on a 43 x 110 x 30 grid (141,900 locations, the
-size of the paper's downsampled SPE10), half of the values missing, H = 20 neighbours,
-mini-batches of 1000. Prints the time to build the neighbour structures, seconds per epoch
-(mean over the timed epochs, after one warm-up epoch), and the peak resident memory.
+size of the paper's downsampled SPE10), half of the values missing. For each engine, with the
+package defaults (only ``engine`` set), in a fresh process so that its peak memory is its own:
 
-    python benchmarks/speed.py                      # both engines, package defaults
-    python benchmarks/speed.py --engine spa --batching spatial --epochs 3
+* neighbour structures: the time to build the training tensors (neighbour sets, orderings,
+  shared stencils, context summaries);
+* s/epoch: mean training time per epoch;
+* end to end: ``fit`` (neighbours, training, calibration) plus ``predict`` at every location;
+* peak RSS of the process;
+* roofline ratio: s/epoch divided by one forward and backward pass of the encoder and
+  decoder over the N locations (what an epoch would cost if the networks were all it did).
+
+Prints the machine (CPU, threads, GPU or "no GPU").
+
+    python benchmarks/speed.py --threads 2                 # both engines, package defaults
+    python benchmarks/speed.py --engine spa --options '{"batch_size": 1000}'
+    python benchmarks/speed.py --device cuda               # on a GPU machine
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
 import torch
 
+from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine.training import field_data, resolve_device, resolve_layout, train
+from geogpvae.engine.training import field_data, resolve_device, resolve_layout
 
 
-def machine() -> str:
-    dev = resolve_device("auto")
+def machine(device: str) -> str:
+    dev = resolve_device(device)
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else "no GPU"
-    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {gpu}, torch {torch.__version__}"
+    return (f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {gpu}, "
+            f"torch {torch.__version__}")
+
+
+def roofline(engine: GPVAEEngine, data, chunk: int = 16384) -> float:
+    """Seconds of one forward+backward pass of encoder and decoder over all locations."""
+    model = engine.model
+    best = float("inf")
+    for _ in range(2):
+        t = time.perf_counter()
+        for part in torch.arange(data.n, device=data.x.device).split(chunk):
+            ctx = None if data.context is None else data.context[part]
+            mean, var = model.encode(data.y[part], data.observed[part], ctx)
+            out = model.decode(mean + var.sqrt() * torch.randn_like(mean))
+            out.square().mean().backward()
+        if data.x.device.type == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    model.zero_grad(set_to_none=True)
+    return best
+
+
+def one_engine(args) -> dict:
+    shape = tuple(int(v) for v in args.shape.split(","))
+    field = make_field(grid_points(shape), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5, rng=0)
+    options = {"engine": args.engine, "device": args.device, **json.loads(args.options)}
+    if args.epochs is not None:
+        options["epochs"] = args.epochs
+    cfg = GPVAEConfig(**options)
+    x, values = field.points, field.values
+    eng = GPVAEEngine(cfg, progress=False)
+    y = np.where(field.observed, field.truth, 0.0)
+    t = time.perf_counter()
+    data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
+    prep = time.perf_counter() - t
+    del data
+    t = time.perf_counter()
+    eng.fit(x, values)
+    fit_s = time.perf_counter() - t
+    pred = eng.predict()
+    total = time.perf_counter() - t
+    hist = eng.history
+    epochs = len(hist["epoch"])
+    per_epoch = hist["elapsed"][-1] / max(epochs, 1)
+    roof = roofline(eng, eng._data)
+    hidden = ~field.observed
+    rmse = float(np.sqrt(np.mean((pred.mean[hidden] - field.truth[hidden]) ** 2)))
+    return {"engine": args.engine, "layout": resolve_layout(x, cfg), "batch": cfg.batch_for(len(x)),
+            "neighbours_s": prep, "epochs": epochs, "steps": eng.train_state.steps, "s_per_epoch": per_epoch,
+            "fit_s": fit_s, "end_to_end_s": total, "roofline_s": roof, "roofline_ratio": per_epoch / roof,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rmse_hidden": rmse,
+            "machine": machine(args.device)}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", choices=["spa", "hpa", "both"], default="both")
     p.add_argument("--shape", default="43,110,30")
-    p.add_argument("--neighbours", type=int, default=20)
-    p.add_argument("--batch-size", type=int, default=1000)
-    p.add_argument("--batching", choices=["random", "spatial"], default=None)
-    p.add_argument("--ordering", choices=["random", "maxmin", "sorted", "none"], default=None,
-                   help="SPA ordering (sorted: shared conditioning geometries on grids)")
-    p.add_argument("--epochs", type=int, default=2, help="timed epochs (after one warm-up)")
-    p.add_argument("--hidden", default=None, help="hidden widths for encoder and decoder, e.g. 128,128")
-    p.add_argument("--context", type=int, default=None)
+    p.add_argument("--epochs", type=int, default=None, help="fixed epochs (default: the package's rule)")
+    p.add_argument("--options", default="{}", help="other GPVAEConfig options as JSON")
     p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="float32")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    shape = tuple(int(v) for v in args.shape.split(","))
-    t = time.perf_counter()
-    field = make_field(grid_points(shape), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5, rng=0)
-    print(f"machine: {machine()}")
-    print(f"field: {len(field.points)} locations x 4 variables, 50% missing (generated in {time.perf_counter() - t:.1f} s)")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.child:
+        print(json.dumps(one_engine(args)))
+        return
+    print(f"machine: {machine(args.device)}")
+    print(f"field: {args.shape.replace(',', ' x ')} grid, 4 variables, 50% missing; options {args.options}", flush=True)
     engines = ["spa", "hpa"] if args.engine == "both" else [args.engine]
     for engine in engines:
-        opts = dict(engine=engine, neighbours=args.neighbours, batch_size=args.batch_size,
-                    epochs=args.epochs + 1, device=args.device, dtype=args.dtype, kernel="cauchy")
-        if args.batching:
-            opts["batching"] = args.batching
-        if args.ordering:
-            opts["ordering"] = args.ordering
-        if args.hidden:
-            w = tuple(int(v) for v in args.hidden.split(","))
-            opts.update(encoder_hidden=w, decoder_hidden=w)
-        if args.context is not None:
-            opts["context"] = args.context
-        cfg = GPVAEConfig(**opts)
-        eng = GPVAEEngine(cfg, progress=False)
-        # use the engine's own preparation and model construction, timed separately
-        x = field.points
-        y = np.where(field.observed, field.truth, 0.0)
-        t = time.perf_counter()
-        data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
-        prep = time.perf_counter() - t
-        eng.lengthscale_ = 2.0
-        model = eng._build_model(4, x.shape[1], len(x))
-        state = train(model, data, cfg, progress=False)
-        layout = resolve_layout(x, cfg)
-        el = np.diff([0.0, *state.history["elapsed"]])
-        per_epoch = el[1:].mean() if len(el) > 1 else el[0]
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(
-            f"{engine.upper()}-H{args.neighbours} batch {args.batch_size} batching {layout[1]} "
-            f"{'ordering ' + layout[0] + ' ' if engine == 'spa' else ''}"
-            f"hidden {cfg.encoder_hidden}/{cfg.decoder_hidden} context {cfg.context}: "
-            f"neighbour structures {prep:.2f} s, {per_epoch:.2f} s/epoch "
-            f"(epochs {', '.join(f'{v:.2f}' for v in el)}), peak RSS {peak:.0f} MiB"
-        )
+        cmd = [sys.executable, __file__, "--child", "--engine", engine, "--shape", args.shape,
+               "--options", args.options, "--device", args.device]
+        cmd += ["--epochs", str(args.epochs)] if args.epochs is not None else []
+        cmd += ["--threads", str(args.threads)] if args.threads else []
+        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        print(f"{engine.upper()}-H20 ({'/'.join(r['layout'])}, batch {r['batch']}): neighbour structures "
+              f"{r['neighbours_s']:.1f} s, {r['s_per_epoch']:.2f} s/epoch over {r['epochs']} epochs "
+              f"({r['steps']} steps), fit {r['fit_s']:.1f} s, end to end {r['end_to_end_s']:.1f} s, "
+              f"peak RSS {r['peak_rss_mib']:.0f} MiB, roofline {r['roofline_s']:.2f} s "
+              f"(ratio {r['roofline_ratio']:.1f}), RMSE at hidden values {r['rmse_hidden']:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -286,6 +286,10 @@ class GPVAEConfig:
             return min(self.batch_size, n_points)
         return n_points if n_points <= FULL_BATCH else min(256, n_points)
 
+    def chunk_for(self, batch_size: int) -> int:
+        """Run length of spatial mini-batches: consecutive locations of the spatial order."""
+        return int(self.extra.get("chunk", max(32, batch_size // 8)))
+
     def n_epochs(self, n_points: int) -> int:
         """Epochs run for ``n_points`` locations (at most, with the stopping rule)."""
         if self.epochs is not None:

@@ -583,6 +583,7 @@ class _Plan:
     steps_per_epoch: int
     total_steps: int
     batch_size: int
+    chunk: int
     rank: int = 0
     world: int = 1
 
@@ -596,10 +597,11 @@ class _Plan:
         if world > 1:
             steps = max(1, (steps - steps % world or steps) // world)
         epochs = config.n_epochs(data.n)
-        return cls(epochs, steps, epochs * steps, batch_size, rank, world)
+        return cls(epochs, steps, epochs * steps, batch_size, config.chunk_for(batch_size), rank, world)
 
     def batches(self, data: FieldData, seed: int, epoch: int) -> list[torch.Tensor]:
-        batches = epoch_batches(data.n, self.batch_size, seed=seed, epoch=epoch, order=data.order)
+        batches = epoch_batches(data.n, self.batch_size, seed=seed, epoch=epoch, order=data.order,
+                                chunk=self.chunk)
         if self.world > 1:  # equal shares, so that every rank takes the same number of steps
             usable = len(batches) - len(batches) % self.world or len(batches)
             batches = batches[:usable][self.rank :: self.world]

@@ -380,7 +380,7 @@ def _batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | 
     nbr = data.host("nbr")[idx]  # (B, H)
     safe = nbr.clamp_min(0)
     plan: dict[str, torch.Tensor | None] = {"idx": idx, "safe": safe, "valid": nbr >= 0}
-    if data.n <= b * (nbr.shape[1] + 1):  # small field: encoding every location is cheaper
+    if data.n <= 2 * b:  # the batch is most of the field: encoding every location is cheaper
         plan.update(uniq=None, batch_pos=idx, nbr_pos=safe)
     else:
         uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)

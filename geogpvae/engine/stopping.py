@@ -94,8 +94,10 @@ class CheckValues:
 
 
 @torch.no_grad()
-def predictive_nll(model: Any, inputs: tuple, check: CheckValues, eps: torch.Tensor) -> float:
-    """Mean Gaussian negative log-likelihood of the check values under the encoder predictive.
+def predictive_nll(
+    model: Any, inputs: tuple, check: CheckValues, eps: torch.Tensor, *, calibrated: bool = True
+) -> float:
+    """Gaussian negative log-likelihood of the check values under the encoder predictive.
 
     Parameters
     ----------
@@ -106,19 +108,33 @@ def predictive_nll(model: Any, inputs: tuple, check: CheckValues, eps: torch.Ten
     check : CheckValues
     eps : Tensor, shape (S, M, L)
         Standard normal draws (fixed across calls, so that scores differ by the model only).
+    calibrated : bool
+        Score each variable after scaling its predictive variances by the factor that
+        minimises its NLL (the mean squared standardised error), as the engine's calibration
+        does after training: the score then judges the predictive mean and the shape of the
+        uncertainty, not a miscalibrated overall spread that calibration removes anyway.
 
     Returns
     -------
     float
-        Nats per held-out value, with the predictive moment-matched over ``S`` latent draws
-        plus the likelihood noise.
+        Nats per held-out value, averaged per variable and then over the variables, with the
+        predictive moment-matched over ``S`` latent draws plus the likelihood noise.
     """
     mean, var = model.encode(*inputs)
     pred = model.decode(mean + var.sqrt() * eps)  # (S, M, K)
     mu = pred.mean(0)
     v = pred.var(0, unbiased=False) + model.noise_var
-    nll = 0.5 * (torch.log(2 * math.pi * v) + (check.y - mu).square() / v)
-    return float(nll[check.mask].mean())
+    z2 = (check.y - mu).square() / v
+    mask = check.mask.to(v.dtype)
+    count = mask.sum(0)
+    used = count > 0
+    if calibrated:  # each variable's variances scaled by the factor that minimises its NLL
+        factor = (z2 * mask).sum(0) / count.clamp_min(1)
+        factor = torch.where(used, factor, torch.ones_like(factor)).clamp_min(1e-12)
+        v, z2 = v * factor, z2 / factor
+    nll = 0.5 * (torch.log(2 * math.pi * v) + z2)
+    per_var = (nll * mask).sum(0) / count.clamp_min(1)
+    return float(per_var[used].mean())
 
 
 @dataclass

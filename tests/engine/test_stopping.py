@@ -65,10 +65,9 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
     mask = torch.tensor([[False, True]] * 4 + [[True, True]])
     check = CheckValues(rows=torch.arange(5), mask=mask, y=torch.where(mask, y, 0.0))
     eps = torch.randn(7, 5, 2, dtype=torch.float64)
-    got = predictive_nll(model, (y, visible, None), check, eps)
     with torch.no_grad():
         mean, var = model.encode(y, visible)
-    total, count = 0.0, 0
+    per_var = {0: [], 1: []}
     for i in range(5):
         with torch.no_grad():
             draws = torch.stack([model.decode(mean[i] + var[i].sqrt() * eps[s, i]) for s in range(7)])
@@ -76,9 +75,19 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
             if mask[i, j]:
                 mu = float(draws[:, j].mean())
                 v = float(((draws[:, j] - mu) ** 2).mean() + model.noise_var[j])
-                total += 0.5 * math.log(2 * math.pi * v) + 0.5 * (float(y[i, j]) - mu) ** 2 / v
-                count += 1
-    assert got == pytest.approx(total / count, rel=1e-10)
+                per_var[j].append((float(y[i, j]) - mu, v))
+
+    def nll(err, v):
+        return 0.5 * math.log(2 * math.pi * v) + 0.5 * err**2 / v
+
+    raw = np.mean([np.mean([nll(e, v) for e, v in per_var[j]]) for j in per_var])
+    assert predictive_nll(model, (y, visible, None), check, eps, calibrated=False) == pytest.approx(raw, rel=1e-10)
+    scaled = []
+    for j in per_var:  # each variable's variances scaled by its mean squared standardised error
+        f = np.mean([e**2 / v for e, v in per_var[j]])
+        scaled.append(np.mean([nll(e, f * v) for e, v in per_var[j]]))
+    got = predictive_nll(model, (y, visible, None), check, eps)
+    assert got == pytest.approx(np.mean(scaled), rel=1e-10) and got <= raw + 1e-12
 
 
 def test_stop_rule_stops_when_the_gain_over_the_stretch_is_small_and_keeps_the_best_weights():
@@ -137,7 +146,7 @@ def test_explicit_epochs_or_no_holdout_train_the_whole_budget_on_every_value(fie
 
 
 def test_resume_with_the_stopping_rule_matches_the_uninterrupted_run(field):
-    opts = dict(progress=False, calibrate=False, seed=2, extra={"stop_rule": RULE})
+    opts = dict(progress=False, calibrate=False, seed=2, holdout=0.1, extra={"stop_rule": RULE})
     full = GPVAEEngine(**opts).fit(field.points, field.values)
     saved = {}
 

@@ -9,7 +9,7 @@ import torch
 
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import _batch_plan, gather_batch, prepare_field, resolve_device
+from geogpvae.engine.training import _batch_plan, gather_batch, field_data, resolve_device
 from geogpvae.gp import neighbours as nb
 from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
 
@@ -86,7 +86,7 @@ def test_batches_are_planned_on_the_host_and_gather_the_right_rows(shape, batch)
     x = grid_points(shape)
     rng = np.random.default_rng(1)
     y, observed = rng.normal(size=(len(x), 2)), rng.random((len(x), 2)) > 0.3
-    data = prepare_field(x, y, observed, GPVAEConfig(neighbours=6, context=4), device=torch.device("cpu"),
+    data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=4), device=torch.device("cpu"),
                          dtype=torch.float64)
     assert data.host("nbr") is data.host("nbr")  # one copy, made once
     idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:batch]

@@ -26,8 +26,6 @@ KNOWN_LONG = {
     # CLI help text (issue 13)
     "geogpvae/cli/parser.py:_impute_parser": 73,
     # training loop, fit flow and calibration are being rewritten (issues 9 and 10)
-    "geogpvae/engine/training.py:train": 83,
-    "geogpvae/engine/core.py:GPVAEEngine.fit": 69,
     "geogpvae/engine/core.py:GPVAEEngine._calibrate": 79,
 }
 

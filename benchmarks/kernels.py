@@ -1,7 +1,7 @@
 """Training-step time of the latent kernels: built-in (hand-written) against gpytorch's.
 
 One training step (gather a mini-batch, ELBO forward, backward, Adam step) of a GPVAE on a
-synthetic 3-variable field, timed for the built-in ``matern32`` kernel and for the same kernel
+synthetic K-variable field (``--vars``), timed for the built-in ``matern32`` kernel and for the same kernel
 written as ``ScaleKernel(MaternKernel(nu=1.5, ard_num_dims=D))``, for SPA and HPA, on scattered
 points (every neighbourhood its own covariance block) and on a grid (shared stencils).
 Prints the median over ``--repeats`` runs of ``--steps`` steps, and the machine.
@@ -43,15 +43,16 @@ def _kernels(n_dims: int) -> dict[str, object]:
     return out
 
 
-def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repeats: int) -> float:
-    field = make_field(points, n_vars=3, n_latent=2, lengthscale=4.0, missing=0.5, rng=0)
+def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repeats: int,
+               n_vars: int) -> float:
+    field = make_field(points, n_vars=n_vars, n_latent=2, lengthscale=4.0, missing=0.5, rng=0)
     cfg = GPVAEConfig(engine=engine, neighbours=20, batch_size=256, epochs=1, kernel=kernel,
                       ordering="auto", batching="random", context=0)
     eng = GPVAEEngine(cfg, progress=False)
     y = np.where(field.observed, field.truth, 0.0)
     data = FIELD_DATA(points, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
     eng.lengthscale_ = 2.0
-    model = eng._build_model(3, points.shape[1], len(points))
+    model = eng._build_model(n_vars, points.shape[1], len(points))
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     batches = training.epoch_batches(data.n, cfg.batch_size, seed=0, epoch=0, order=data.order)
     times = []
@@ -73,17 +74,20 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--vars", type=int, default=3,
+                   help="variables K; the model has L = max(2, K - 1) latent channels")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     layouts = {"scattered 6000": rng.uniform(0, 80, (6000, 2)), "grid 60x100": grid_points((60, 100))}
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads; ms per step (median)")
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, K = {args.vars}; "
+          "ms per step (median)")
     for layout, points in layouts.items():
         for engine in ("spa", "hpa"):
             row = [f"{layout:15s} {engine}"]
             for name, kernel in _kernels(points.shape[1]).items():
-                row.append(f"{name}: {1e3 * _step_time(points, engine, kernel, args.steps, args.repeats):7.2f}")
+                row.append(f"{name}: {1e3 * _step_time(points, engine, kernel, args.steps, args.repeats, args.vars):7.2f}")
             print("  ".join(row), flush=True)
 
 

@@ -26,9 +26,7 @@ from torch.nn import functional as F
 
 from ..gp.kernels import LatentKernel
 from ..gp.user_kernels import GPyTorchLatentKernel
-from ..gp.priors._blocks import prior_block
-from ..gp.priors.hpa import gaussian_kl_blocks, hpa_kl
-from ..gp.priors.spa import spa_conditional, spa_kl_given_conditional
+from ..gp.priors import PRIORS
 
 __all__ = ["Batch", "GPVAE", "mlp"]
 
@@ -255,25 +253,7 @@ class GPVAE(nn.Module):
         loglik = self.expected_loglik(
             batch.y[pos], batch.observed[pos], mean_u[pos], var_u[pos], n_samples=self._train_samples
         )
-        nbr = batch.nbr_pos
-        shared = batch.stencil_index is not None
-        if self.engine == "spa":
-            if shared:  # one factorisation per distinct neighbour geometry, centre at the origin
-                offsets = batch.stencil_offsets
-                centre = offsets.new_zeros((offsets.shape[0], offsets.shape[-1]))
-                w, cond_var = spa_conditional(self.kernel, centre, offsets, batch.stencil_valid, self.jitter)
-                w, cond_var = w[batch.stencil_index], cond_var[batch.stencil_index]
-            else:
-                w, cond_var = spa_conditional(self.kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid, self.jitter)
-            kl = spa_kl_given_conditional(w, cond_var, mean_u[pos], var_u[pos], mean_u[nbr], var_u[nbr])
-            kl_per_location = kl.mean()
-        else:
-            if shared:
-                cov = prior_block(self.kernel, batch.stencil_offsets, batch.stencil_valid, self.jitter)
-                kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, mean_u[nbr], var_u[nbr])
-            else:
-                kl = hpa_kl(self.kernel, batch.x_nbr, batch.nbr_valid, mean_u[nbr], var_u[nbr], self.jitter)
-            kl_per_location = kl.mean() / batch.n_total
+        kl_per_location = PRIORS[self.engine].kl(self.kernel, batch, mean_u, var_u, self.jitter)
         expected_nll = -loglik.mean()
         loss = expected_nll + self.beta * kl_per_location
         return {"loss": loss, "expected_nll": expected_nll, "kl": kl_per_location}

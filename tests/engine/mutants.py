@@ -23,9 +23,9 @@ MUTANTS = {
     "likelihood over missing entries": (
         "geogpvae/engine/model.py", "(logpdf * observed.to(y.dtype)).sum(-1)", "logpdf.sum(-1)"),
     "SPA KL scaled by 1/N": (
-        "geogpvae/engine/model.py", "kl_per_location = kl.mean()\n", "kl_per_location = kl.mean() / batch.n_total\n"),
+        "geogpvae/gp/priors/spa.py", "        return kl.mean()\n", "        return kl.mean() / batch.n_total\n"),
     "HPA KL not divided by N": (
-        "geogpvae/engine/model.py", "kl_per_location = kl.mean() / batch.n_total", "kl_per_location = kl.mean()"),
+        "geogpvae/gp/priors/hpa.py", "return kl.mean() / batch.n_total", "return kl.mean()"),
     "log(2 pi s2) dropped": ("geogpvae/engine/model.py", " + torch.log(2 * math.pi * noise))", ")"),
     "KL sign flipped": (
         "geogpvae/engine/model.py", "expected_nll + self.beta * kl_per_location", "expected_nll - self.beta * kl_per_location"),

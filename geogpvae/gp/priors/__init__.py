@@ -1,1 +1,17 @@
-"""Prior (KL) terms of the neighbour-driven GPVAE engines."""
+"""The KL terms of the two neighbour-driven priors, one small class each.
+
+:class:`~geogpvae.gp.priors.spa.SPAPrior` (sparse precision, Vecchia: appendix B.2) and
+:class:`~geogpvae.gp.priors.hpa.HPAPrior` (hierarchical: appendix B.1) share one contract:
+``prior.kl(kernel, batch, mean, var, jitter)`` is the KL estimate per location of a
+mini-batch, a scalar that the ELBO weighs by beta. :data:`PRIORS` maps the engine kind to it.
+"""
+
+from __future__ import annotations
+
+from .hpa import HPAPrior
+from .spa import SPAPrior
+
+__all__ = ["HPAPrior", "PRIORS", "SPAPrior"]
+
+#: engine kind -> its prior
+PRIORS = {"spa": SPAPrior(), "hpa": HPAPrior()}

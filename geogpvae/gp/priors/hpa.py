@@ -12,12 +12,14 @@ Frobenius norm of ``L^{-1} S^{1/2}`` with ``K = L L'``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..kernels import LatentKernel
 from ._blocks import checked_cholesky, prior_block
 
-__all__ = ["hpa_kl", "gaussian_kl_blocks"]
+__all__ = ["HPAPrior", "hpa_kl", "gaussian_kl_blocks"]
 
 
 def hpa_kl(
@@ -147,3 +149,27 @@ class _GaussianKL(torch.autograd.Function):
         d_mu = g * alpha
         d_var = 0.5 * g * (torch.diagonal(inv, dim1=-2, dim2=-1) - 1.0 / var)
         return d_cov, d_mu, d_var
+
+
+class HPAPrior:
+    """The hierarchical prior of a mini-batch: the KL term of its ELBO.
+
+    For each batch location, the KL between the diagonal posterior and the dense GP prior on
+    its H nearest locations (paper appendix B.1, eq. 8), averaged over the batch and divided
+    by N, the number of locations, as the estimator weighs one neighbourhood KL against N
+    likelihood terms. Shared stencils are factorised once each.
+    """
+
+    name = "hpa"
+
+    def kl(
+        self, kernel: LatentKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
+    ) -> torch.Tensor:
+        """KL estimate per location (a scalar) for ``batch`` (see :meth:`SPAPrior.kl`)."""
+        nbr = batch.nbr_pos
+        if batch.stencil_index is not None:
+            cov = prior_block(kernel, batch.stencil_offsets, batch.stencil_valid, jitter)
+            kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, mean[nbr], var[nbr])
+        else:
+            kl = hpa_kl(kernel, batch.x_nbr, batch.nbr_valid, mean[nbr], var[nbr], jitter)
+        return kl.mean() / batch.n_total

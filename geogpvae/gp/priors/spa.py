@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 
+from typing import Any
+
 import torch
 
 from ..kernels import LatentKernel
 from ._blocks import prior_block, spd_solve
 
-__all__ = ["spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
+__all__ = ["SPAPrior", "spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
 
 
 def spa_conditional(
@@ -181,3 +183,43 @@ def spa_log_prior(
     mean = (weights * z[idx].mT).sum(-1)
     resid = z - mean
     return (-0.5 * (resid.square() / cond_var + torch.log(cond_var) + math.log(2 * math.pi))).sum()
+
+
+class SPAPrior:
+    """The sparse-precision (Vecchia) prior of a mini-batch: the KL term of its ELBO.
+
+    Each batch location ``j`` conditions on its H nearest *earlier* locations; the term is
+    the mean over the batch of :func:`spa_kl_given_conditional` (paper appendix B.2). With
+    shared stencils (``batch.stencil_index``) each distinct neighbour geometry is factorised
+    once, with its centre at the origin.
+    """
+
+    name = "spa"
+
+    def kl(
+        self, kernel: LatentKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
+    ) -> torch.Tensor:
+        """KL estimate per location (a scalar) for ``batch``.
+
+        Parameters
+        ----------
+        kernel : LatentKernel or GPyTorchLatentKernel
+        batch : geogpvae.engine.model.Batch
+            Positions of the batch locations (``batch_pos``) and of their neighbours
+            (``nbr_pos``, ``nbr_valid``) among the encoded rows, their coordinates, and the
+            shared stencils if any.
+        mean, var : Tensor, shape (M, L)
+            Encoder posterior of every encoded row.
+        jitter : float
+            Relative nugget of the prior.
+        """
+        pos, nbr = batch.batch_pos, batch.nbr_pos
+        if batch.stencil_index is not None:
+            offsets = batch.stencil_offsets
+            centre = offsets.new_zeros((offsets.shape[0], offsets.shape[-1]))
+            w, cond_var = spa_conditional(kernel, centre, offsets, batch.stencil_valid, jitter)
+            w, cond_var = w[batch.stencil_index], cond_var[batch.stencil_index]
+        else:
+            w, cond_var = spa_conditional(kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid, jitter)
+        kl = spa_kl_given_conditional(w, cond_var, mean[pos], var[pos], mean[nbr], var[nbr])
+        return kl.mean()

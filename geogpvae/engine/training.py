@@ -328,16 +328,17 @@ def field_data(
     )
 
 
-def learning_rate(config: GPVAEConfig, step: int, total_steps: int) -> float:
+def learning_rate(config: GPVAEConfig, step: int, total_steps: int, n_points: int) -> float:
     """The learning rate at optimiser step ``step`` (0-based) of ``total_steps``."""
+    lr = config.lr_for(n_points)
     if config.lr_schedule == "constant" or total_steps <= 1:
-        return config.lr
+        return lr
     warm = max(1, int(0.02 * total_steps))
     if step < warm:
-        return config.lr * (step + 1) / warm
+        return lr * (step + 1) / warm
     progress = min(1.0, (step - warm) / max(1, total_steps - warm - 1))
     floor = 0.05
-    return config.lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+    return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
 def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -524,7 +525,7 @@ def train(
     state = state or TrainState()
     core = model.module if hasattr(model, "module") else model
     core.set_train_samples(config.train_samples)
-    optimizer = _optimizer(core, config, state)
+    optimizer = _optimizer(core, config, state, data.n)
     plan = _Plan.make(data, config)
     averager = _Averager(core, config.weight_average, state)
     rule = _Stopping(core, data, config, state, averager) if data.check is not None else None
@@ -553,7 +554,7 @@ def train(
     return state
 
 
-def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState) -> torch.optim.Optimizer:
+def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState, n_points: int) -> torch.optim.Optimizer:
     """Adam with the kernel hyperparameters in their own group (rate ``kernel_lr`` x ``lr``)."""
     kernel_params = list(core.kernel.parameters())
     noise_params = [core.raw_noise] if isinstance(core.raw_noise, torch.nn.Parameter) else []
@@ -563,7 +564,7 @@ def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState) -> torch.opt
         groups.append({"params": kernel_params, "scale": config.kernel_lr})
     if noise_params:
         groups.append({"params": noise_params, "scale": float(config.extra.get("noise_lr", 1.0))})
-    optimizer = torch.optim.Adam(groups, lr=config.lr, fused=_fused_ok(core))
+    optimizer = torch.optim.Adam(groups, lr=config.lr_for(n_points), fused=_fused_ok(core))
     if state.optimizer is not None:
         optimizer.load_state_dict(state.optimizer)
     return optimizer
@@ -615,10 +616,10 @@ def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch) -> 
     sums = [torch.zeros((), dtype=data.x.dtype, device=data.x.device) for _ in _TERMS]
     constant = config.lr_schedule == "constant"
     if constant:
-        _set_lr(optimizer, config.lr)
+        _set_lr(optimizer, config.lr_for(data.n))
     for i, idx in enumerate(batches):
         if not constant:
-            _set_lr(optimizer, learning_rate(config, epoch * plan.steps_per_epoch + i, plan.total_steps))
+            _set_lr(optimizer, learning_rate(config, epoch * plan.steps_per_epoch + i, plan.total_steps, data.n))
         terms = model(gather_batch(data, idx, mask_rate=config.mask_rate))
         optimizer.zero_grad(set_to_none=True)
         terms["loss"].backward()

@@ -47,12 +47,21 @@ def test_location_rule_has_one_message():
         cfg.check_locations(10)
 
 
-def test_epochs_default_is_about_4000_steps_within_bounds():
-    cfg = GPVAEConfig(batch_size=256)
-    assert cfg.n_epochs(359) == 2000  # 2 steps per epoch -> capped at 2000
-    assert cfg.n_epochs(141_900) == 8  # 555 steps per epoch
-    assert cfg.n_epochs(10**8) == 5
+def test_default_budget_batches_and_learning_rates():
+    cfg = GPVAEConfig()
+    # small fields: one full batch per step, 1000 steps, the larger rate
+    assert cfg.batch_for(359) == 359 and cfg.n_epochs(359) == 1000 and cfg.lr_for(359) == 0.01
+    # large fields: about 32 steps per epoch in batches of 256..4096, 1000 steps (at least 5 epochs)
+    assert cfg.batch_for(2304) == 256 and cfg.n_epochs(2304) == 112 and cfg.lr_for(2304) == 0.003
+    assert cfg.batch_for(141_900) == 4096 and cfg.n_epochs(141_900) == 29
+    assert cfg.batch_for(10**8) == 4096 and cfg.n_epochs(10**8) == 5
+    # with the stopping rule the cap is 4000 steps; explicit choices win
+    assert GPVAEConfig(holdout=0.1).n_epochs(359) == 4000
     assert GPVAEConfig(epochs=3).n_epochs(10**6) == 3
+    assert GPVAEConfig(batch_size=256).batch_for(359) == 256 and GPVAEConfig(batch_size=256).lr_for(359) == 0.003
+    assert GPVAEConfig(lr=0.05).lr_for(359) == 0.05
+    with pytest.raises(ValueError, match="lr"):
+        GPVAEConfig(lr=-1.0)
 
 
 def test_kl_weight_and_latent_size():

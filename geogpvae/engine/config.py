@@ -80,13 +80,16 @@ class GPVAEConfig:
         count in the likelihood). It teaches the encoder to infer missing variables and keeps
         the objective a valid ELBO.
     epochs : int or None
-        Passes over the data. ``None``: a budget of ``STEP_BUDGET`` (1000) optimiser steps
-        (between 5 and 1000 epochs); with ``holdout > 0``, training goes on for up to
-        ``MAX_STEPS`` (4000) steps but stops once the fit of held-out observed values stops
-        improving, and keeps the weights that fitted them best (see
-        :mod:`geogpvae.engine.stopping`). An explicit number trains exactly that many epochs.
-        The budget was chosen on tuning splits that are never scored (Jura: cross-validation
-        inside the training sites; SPE10: a second mask): see docs/benchmarks.md.
+        Passes over the data. ``None``: a budget of optimiser steps (see
+        :meth:`step_budget`: 1000 full-batch steps on fields of up to 1024 locations; 4000
+        steps in batches of 256, and in proportion fewer with larger batches but at least
+        1000, on larger ones; at least 5 epochs). With ``holdout > 0``, training goes on
+        for up to ``MAX_STEPS`` (4000) steps but stops once the fit of held-out observed
+        values stops improving, and keeps the weights that fitted them best (see
+        :mod:`geogpvae.engine.stopping`). An explicit number trains exactly that many
+        epochs. The budgets were chosen on tuning splits that are never scored (Jura:
+        cross-validation inside the training sites; SPE10: a second mask; a synthetic 48 x 48
+        field): see docs/benchmarks.md.
     batch_size : int or None
         Locations per mini-batch (capped at N). ``None``: the whole field in one batch up to
         ``FULL_BATCH`` (1024) locations; larger fields take about N/32 (a power of two
@@ -308,12 +311,24 @@ class GPVAEConfig:
         """Run length of spatial mini-batches: consecutive locations of the spatial order."""
         return int(self.extra.get("chunk", max(32, batch_size // 8)))
 
+    def step_budget(self, n_points: int) -> int:
+        """Optimiser steps of the default budget for ``n_points`` locations.
+
+        ``STEP_BUDGET`` (1000) full-batch steps; with mini-batches, as many steps as about a
+        million location visits in batches of 256 would take (4000), in proportion fewer for
+        larger batches, and never fewer than ``STEP_BUDGET``.
+        """
+        batch = self.batch_for(n_points)
+        if batch >= n_points:
+            return STEP_BUDGET
+        return max(STEP_BUDGET, math.ceil(4 * STEP_BUDGET * 256 / batch))
+
     def n_epochs(self, n_points: int) -> int:
         """Epochs run for ``n_points`` locations (at most, with the stopping rule)."""
         if self.epochs is not None:
             return self.epochs
         steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))
-        budget = MAX_STEPS if self.stops_early() else STEP_BUDGET
+        budget = MAX_STEPS if self.stops_early() else self.step_budget(n_points)
         return int(min(budget, max(5, math.ceil(budget / steps_per_epoch))))
 
     def stops_early(self) -> bool:

@@ -51,8 +51,10 @@ def test_default_budget_batches_and_learning_rates():
     cfg = GPVAEConfig()
     # small fields: one full batch per step, 1000 steps, the larger rate
     assert cfg.batch_for(359) == 359 and cfg.n_epochs(359) == 1000 and cfg.lr_for(359) == 0.01
-    # large fields: about 32 steps per epoch in batches of 256..4096, 1000 steps (at least 5 epochs)
-    assert cfg.batch_for(2304) == 256 and cfg.n_epochs(2304) == 112 and cfg.lr_for(2304) == 0.003
+    # larger fields: about 32 steps per epoch in batches of 256..4096; 4000 steps at 256, fewer
+    # (at least 1000) with larger batches; at least 5 epochs
+    assert cfg.batch_for(2304) == 256 and cfg.n_epochs(2304) == 445 and cfg.lr_for(2304) == 0.003
+    assert cfg.batch_for(20_000) == 512 and cfg.step_budget(20_000) == 2000
     assert cfg.batch_for(141_900) == 4096 and cfg.n_epochs(141_900) == 29
     assert cfg.batch_for(10**8) == 4096 and cfg.n_epochs(10**8) == 5
     # with the stopping rule the cap is 4000 steps; explicit choices win

@@ -511,7 +511,7 @@ def test_jura_cd_at_validation_sites(data_dir):
     validation = (jura.split == "validation").values
     truth = jura.Cd.values[validation]
     hidden = jura.assign(Cd=jura.Cd.where(~(jura.split == "validation")))
-    out = impute(hidden, neighbours=10, epochs=50, progress=False)
+    out = impute(hidden, neighbours=10, progress=False)  # package defaults: 1000 full-batch steps
     assert list(out.Cd_imputed.values[validation]) == [1] * 100
     rmse = _rmse(out.Cd.values[validation], truth)
     mean_predictor = _rmse(np.nanmean(hidden.Cd.values), truth)

@@ -153,7 +153,7 @@ def _impute_parser(subs: Any) -> None:
     )
     _engine_flags(p)
     p.add_argument("--log-vars", help="variables to model in log space, comma separated")
-    p.add_argument("--epochs", type=int, help="training epochs (default: about 4000 steps)")
+    p.add_argument("--epochs", type=int, help="training epochs (default: a step budget, 1000 full-batch steps on small fields)")
     p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
     p.add_argument("--seed", type=int, help=f"random seed (default {GPVAEConfig.seed})")
     p.add_argument("--checkpoint-dir", metavar="DIR", help="save resumable checkpoints here")

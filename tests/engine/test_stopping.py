@@ -96,10 +96,12 @@ def test_stop_rule_stops_when_the_gain_over_the_stretch_is_small_and_keeps_the_b
     scores = [5.0, 4.0, 3.0, 2.5, 2.0, 1.9, 1.8, 1.75, 1.7, 1.69, 1.68, 1.67, 1.66, 1.65, 1.66, 1.67, 1.68,
               1.69, 1.7, 1.7, 1.7]
     stopped_at = None
+    live = torch.zeros(1)
     for i, score in enumerate(scores):
         step = 10 * (i + 1)
         assert rule.due(step)
-        if rule.update(step, score, {"w": torch.tensor([float(step)])}):
+        live.fill_(float(step))  # the live weights change in place between scores
+        if rule.update(step, score, {"w": live}):
             stopped_at = step
             break
     # by hand: stop at the first step s >= 50 where min(scores up to s - max(30, s/2)) - best < 0.05

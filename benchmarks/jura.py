@@ -22,13 +22,18 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 import geogpvae
 from geogpvae.datasets import load_jura
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _requires import require  # noqa: E402
 
 Z95 = 1.959964
 
@@ -138,6 +143,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--json", default=None)
     args = p.parse_args()
+    require("benchmarks/jura.py", {"pykrige": "PyKrige", "sklearn": "scikit-learn"})
     if args.threads:
         torch.set_num_threads(args.threads)
     ds, work, val, truth = task()

@@ -33,13 +33,18 @@ import argparse
 import json
 import platform
 import resource
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 import geogpvae
 from geogpvae.datasets import load_spe10
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _requires import require  # noqa: E402
 
 CHANNELS = {"full": ["porosity", "log_kx", "log_ky", "log_kz"], "honest": ["porosity", "log_kx", "log_kz"]}
 
@@ -232,6 +237,9 @@ def main() -> None:
     p.add_argument("--progress", default="log")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args()
+    if not args.no_references:
+        require("benchmarks/spe10.py", {"sklearn": "scikit-learn"},
+                hint=" (or pass --no-references to skip the reference methods)")
 
     ds, names, truth, keep = load_task(args.honest, args.mask_seed)
     coords = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in truth.shape[:3]], indexing="ij"), -1).reshape(-1, 3)

@@ -94,3 +94,4 @@ def test_engine_applies_and_reports_the_choice(monkeypatch):
     out = impute(ds, epochs=1, threads=1, neighbours=4, progress=False)
     assert out.attrs["geogpvae_threads"] == "1 CPU thread (requested)"
     assert np.isfinite(out.v0.values).all()
+

@@ -1,7 +1,7 @@
 """Hierarchical prior approximation (HPA): the KL on each point's neighbourhood.
 
 For each point ``i`` of a mini-batch, ``n(i)`` holds its H nearest locations among all points
-(``i`` itself first). The prior term of the HPA ELBO (paper eq. 8, appendix B.1) is
+(``i`` itself first). The prior term of the HPA ELBO (paper eq. 8, appendix B.1) is::
 
     KL[ q(Z_n(i)) || p(Z_n(i)) ] = 1/2 sum_l [ mu' K^{-1} mu + tr(K^{-1} S) + log|K| - sum log s^2 - |n(i)| ]
 

@@ -1,0 +1,99 @@
+"""Sphinx configuration of the geogpvae documentation.
+
+Build (from the repository root, after ``pip install -e ".[docs,cpu]"``)::
+
+    python -m sphinx -W --keep-going -b html docs docs/_build/html
+
+The gallery (``docs/examples/*.py``) is executed during the build with few epochs and one
+CPU thread; the API reference is generated from the docstrings of every public module.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("GEOGPVAE_DOCS_QUICK", "1")
+if "GEOGPVAE_DATA_DIR" not in os.environ and (ROOT.parent / "shared" / "datasets").is_dir():
+    os.environ["GEOGPVAE_DATA_DIR"] = str(ROOT.parent / "shared" / "datasets")
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import geogpvae  # noqa: E402
+
+project = "geogpvae"
+author = "geogpvae developers"
+copyright = "geogpvae developers, BSD-3-Clause"
+release = geogpvae.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.doctest",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "sphinx_gallery.gen_gallery",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "slurm", "examples/README.txt", "**.ipynb_checkpoints"]
+templates_path = ["_templates"]
+
+# --- MyST: the Markdown pages are also read on GitHub, so keep to plain CommonMark + these
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+# --- API reference from the docstrings (numpydoc style, read by napoleon)
+autosummary_generate = True
+autosummary_ignore_module_all = True  # what a module defines without a leading underscore
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+autodoc_member_order = "bysource"
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_ivar = True
+napoleon_use_rtype = False
+napoleon_preprocess_types = False
+
+# --- doctests: the examples of these pages (``-b doctest``; the docstrings' examples run under
+# ``pytest --doctest-modules geogpvae``); files they write go to a temporary folder
+doctest_global_setup = """
+import os, tempfile
+os.chdir(tempfile.mkdtemp(prefix="geogpvae-doctest-"))
+import matplotlib
+matplotlib.use("Agg")
+"""
+doctest_test_doctest_blocks = ""
+
+nitpicky = False
+suppress_warnings = ["config.cache"]
+
+# --- gallery: short scripts, executed at build time
+sphinx_gallery_conf = {
+    "examples_dirs": "examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "within_subsection_order": "FileNameSortKey",
+    "download_all_examples": False,
+    "remove_config_comments": True,
+    "abort_on_example_error": True,
+    "matplotlib_animations": False,
+    "show_memory": False,
+    "image_scrapers": ("matplotlib",),
+}
+
+# --- HTML
+html_theme = "furo"
+html_title = f"geogpvae {release}"
+html_static_path: list[str] = []

@@ -1,0 +1,50 @@
+"""Benchmark scripts say which extra they need before doing any work."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# run a script as __main__ with some modules made unimportable (None in sys.modules)
+_RUN = (
+    "import runpy, sys\n"
+    "for name in sys.argv[2].split(','):\n"
+    "    sys.modules[name] = None\n"
+    "script = sys.argv[1]\n"
+    "sys.argv = [script, *sys.argv[3:]]\n"
+    "runpy.run_path(script, run_name='__main__')\n"
+)
+
+
+def _run(script: str, hidden: str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           "OMP_NUM_THREADS": "1", "GEOGPVAE_DATA_DIR": str(REPO / "no-such-folder")}
+    return subprocess.run([sys.executable, "-c", _RUN, str(REPO / script), hidden, *args],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+
+
+@pytest.mark.parametrize("script, hidden, needs", [
+    ("benchmarks/jura.py", "pykrige", "PyKrige"),
+    ("benchmarks/jura.py", "sklearn,sklearn.impute", "scikit-learn"),
+    ("benchmarks/spe10.py", "sklearn", "scikit-learn"),
+])
+def test_missing_extra_is_named_before_any_work(script, hidden, needs):
+    res = _run(script, hidden)
+    assert res.returncode == 2, res.stderr
+    err = res.stderr.strip().splitlines()
+    assert len(err) == 1 and needs in err[0] and 'pip install -e ".[bench]"' in err[0], res.stderr
+    # it stopped before loading data (the data folder does not exist) or training anything
+    assert res.stdout == ""
+
+
+def test_spe10_without_references_does_not_need_the_extra():
+    res = _run("benchmarks/spe10.py", "sklearn", "--no-references")
+    # it goes on to the data, which are absent here: a data error, not an extra error
+    assert ".[bench]" not in res.stderr
+    assert res.returncode != 0 and ("SPE10" in res.stderr or "spe10" in res.stderr)

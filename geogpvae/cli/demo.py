@@ -55,13 +55,26 @@ def _demo_table(scores: Mapping[str, Mapping[str, float]]) -> str:
     return "\n".join(lines)
 
 
+_TIMES = " \u00d7 "
+
+
+def _shape(text: str) -> tuple[int, ...]:
+    """The grid shape of ``--shape``: 1 to 4 positive integers, comma separated."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not 1 <= len(parts) <= 4 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UsageError(
+            f"--shape takes 1 to 4 positive integers separated by commas, e.g. 48,48; got {text!r}"
+        )
+    return tuple(int(p) for p in parts)
+
+
 def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """``geogpvae demo``."""
     from ..datasets import make_gaussian_field
     from ..fields.io import to_netcdf
 
     say = Reporter(args.quiet)
-    shape = tuple(_positive(int(v), "--shape") for v in _names(args.shape, "--shape"))
+    shape = _shape(args.shape)
     if not 0 <= args.missing < 1:
         raise UsageError(f"--missing must be in [0, 1), got {args.missing}")
     _check_device(args.device)
@@ -79,7 +92,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     ds, truth = make_gaussian_field(shape, missing=args.missing, seed=args.seed, return_truth=True)
     names = [str(v) for v in ds.data_vars]
     say(
-        f"synthetic field: {' x '.join(map(str, shape))} grid, {len(names)} variables, "
+        f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
         f"{args.missing:.0%} hidden; engine {imputer.config_.engine}, "
         f"{imputer.config_.n_epochs(int(math.prod(shape)))} epochs"
     )

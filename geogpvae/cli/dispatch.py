@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -21,10 +22,21 @@ from .parser import build_parser
 __all__ = ["main"]
 
 
+def _jobs():
+    """:mod:`geogpvae.cli.jobs` when a command has loaded it (it imports torch), else None."""
+    return sys.modules.get(f"{__package__}.jobs")
+
+
 def _rank() -> int:
     """This process's rank in a torchrun/srun launch (0 when alone or unknown)."""
-    from .jobs import launch_environment
-
+    jobs = _jobs()
+    if jobs is None:  # nothing started yet: read the launcher's variables without torch
+        for key in ("RANK", "SLURM_PROCID"):
+            value = os.environ.get(key, "")
+            if value.isdigit():
+                return int(value)
+        return 0
+    launch_environment = jobs.launch_environment
     try:
         launch = launch_environment()
     except ValueError:
@@ -62,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str], debug: bool) -> int:
-    from .jobs import JobInterrupted, flush_streams
-
+    # torch is imported by the commands that need it, after the command line is checked, so
+    # that a bad command line fails at once
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -77,29 +89,37 @@ def _dispatch(argv: list[str], debug: bool) -> int:
             if isinstance(exc.code, int)
             else (EXIT_OK if exc.code is None else EXIT_FAILURE)
         )
-    except JobInterrupted as exc:
-        if _rank() == 0:
-            _report(exc, debug, prefix=None)
-        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - sorted below
+        return _failure(exc, debug)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr, flush=True)
         return 130
-    except _bad_input_types() as exc:
+    finally:
+        jobs = _jobs()
+        if jobs is not None:
+            jobs.flush_streams()
+
+
+def _failure(exc: BaseException, debug: bool) -> int:
+    """Report a command's failure; returns the exit code."""
+    jobs = _jobs()
+    if jobs is not None and isinstance(exc, jobs.JobInterrupted):
+        if _rank() == 0:
+            _report(exc, debug, prefix=None)
+        return exc.exit_code
+    if isinstance(exc, _bad_input_types()):
         _report(exc, debug)
         return EXIT_USAGE
-    except Exception as exc:  # noqa: BLE001 - the command's last line of defence
-        if not debug:
-            print(
-                f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)} (run with --debug for "
-                "the traceback)",
-                file=sys.stderr,
-                flush=True,
-            )
-        else:
-            _report(exc, debug)
-        return EXIT_FAILURE
-    finally:
-        flush_streams()
+    if not debug:
+        print(
+            f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)} (run with --debug for "
+            "the traceback)",
+            file=sys.stderr,
+            flush=True,
+        )
+    else:
+        _report(exc, debug)
+    return EXIT_FAILURE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -216,7 +216,7 @@ def _describe_field(field: Any, imputer: Any) -> str:
     n, k = field.values.shape
     missing = float(1 - (~_isnan(field.values)).mean())
     return (
-        f"{n} locations x {k} variables ({', '.join(field.names)}), {missing:.1%} missing; "
+        f"{n} locations \u00d7 {k} variables ({', '.join(field.names)}), {missing:.1%} missing; "
         f"x from {field.geometry.describe()}; engine {imputer.config_.engine}, "
         f"{imputer.config_.neighbours} neighbours, {imputer.config_.n_epochs(n)} epochs"
     )

@@ -164,7 +164,7 @@ def _engine_report(config: Any, n: int) -> dict[str, Any]:
 
 
 def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
-    dims = " x ".join(f"{d} {s}" for d, s in info["dims"].items())
+    dims = " \u00d7 ".join(f"{d} {s}" for d, s in info["dims"].items())
     lines = [
         f"input: {', '.join(files)}",
         f"layout: {info['layout']} ({dims}); {info['locations']} locations to model",

@@ -81,13 +81,13 @@ examples:
 """
 
 
-def _common(sub: argparse.ArgumentParser) -> None:
+def _common(sub: argparse.ArgumentParser, progress: bool = False) -> None:
     sub.add_argument(
         "-q",
         "--quiet",
         action="store_true",
         default=None,
-        help="no messages except errors (and no progress unless --progress)",
+        help="no messages except errors" + (" (and no progress unless --progress)" if progress else ""),
     )
     sub.add_argument(
         "--debug",
@@ -205,7 +205,7 @@ def _impute_parser(subs: Any) -> None:
         metavar="S",
         help="longest wait of one process for the others, seconds (default 3600)",
     )
-    _common(p)
+    _common(p, progress=True)
     p.set_defaults(handler=cmd_impute)
 
 
@@ -235,9 +235,9 @@ def _predict_parser(subs: Any) -> None:
         description="Predict every variable of a saved model (impute "
         "--save-model) at the locations of COORDS.nc.",
     )
-    p.add_argument("model", metavar="MODEL.pt")
-    p.add_argument("coords", metavar="COORDS.nc")
-    p.add_argument("output", metavar="OUT.nc")
+    p.add_argument("model", metavar="MODEL.pt", help="a model saved by impute --save-model")
+    p.add_argument("coords", metavar="COORDS.nc", help="the new locations (coordinates only)")
+    p.add_argument("output", metavar="OUT.nc", help="the predictions and their std")
     p.add_argument("--device", help="auto (default: as saved), cpu, cuda or cuda:N")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
     _common(p)
@@ -294,19 +294,36 @@ def _demo_parser(subs: Any) -> None:
         formatter_class=_FORMATTER,
         description="The built-in default job: a synthetic 3-variable "
         "Gaussian-process field with half of its values hidden is imputed; "
-        "prints RMSE against mean imputation and the 95%% interval coverage.",
+        "prints RMSE against mean imputation and the 95% interval coverage.",
     )
     p.add_argument("output", nargs="?", metavar="OUT.nc", help="also write the imputed field")
-    p.add_argument("--shape", default="48,48", help="grid shape, comma separated (default 48,48)")
-    p.add_argument("--engine", choices=["spa", "hpa"], default="spa")
+    p.add_argument(
+        "--shape", default="48,48", help="grid shape, 1 to 4 sizes, comma separated (default 48,48)"
+    )
+    p.add_argument(
+        "--engine", choices=["spa", "hpa"], default="spa", help="GP prior approximation (default spa)"
+    )
     p.add_argument("--epochs", type=int, default=60, help="training epochs (default 60)")
-    p.add_argument("--missing", type=float, default=0.5, help="fraction hidden (default 0.5)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
-    p.add_argument("--progress", choices=["auto", "bar", "log", "none"])
-    p.add_argument("--option", action="append", metavar="KEY=VALUE", help="engine option")
+    p.add_argument(
+        "--missing", type=float, default=0.5, help="fraction of values hidden (default 0.5)"
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the field, the holes and the model (default 0)"
+    )
+    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
+    p.add_argument(
+        "--progress",
+        choices=["auto", "bar", "log", "none"],
+        help="training progress: a bar, log lines, or none (default auto: a bar on a terminal)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="any engine option, repeatable (e.g. neighbours=10, threads=1)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
-    _common(p)
+    _common(p, progress=True)
     p.set_defaults(handler=cmd_demo)
 
 

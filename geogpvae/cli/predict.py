@@ -43,7 +43,7 @@ def cmd_predict(args: argparse.Namespace, argv: Sequence[str]) -> int:
         out = imputer.predict(ds)
         out.attrs["geogpvae_command"] = shlex.join([PROG, *argv])
         to_netcdf(out, args.output, overwrite=bool(args.overwrite))
-    where = " x ".join(f"{d} {n}" for d, n in out.sizes.items())
+    where = " \u00d7 ".join(f"{d} {n}" for d, n in out.sizes.items())
     say(f"wrote {args.output} ({', '.join(imputer.vars_)} at {where})")
     return EXIT_OK
 

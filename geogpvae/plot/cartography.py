@@ -150,13 +150,10 @@ def _add_map_features(ax, ccrs, span_deg: float, coastlines: bool, borders: bool
             )
             artist.set_gid("borders")
     if missing:
-        where = ", ".join(str(d) for d in map_data_dirs())
         _warn_once(
             "map-data",
-            f"Natural Earth shapefiles not found offline, so maps are drawn without "
-            f"{' and '.join(missing)} (nothing is downloaded). Searched: {where}. Put "
-            "shapefiles/natural_earth/{physical,cultural}/ne_<res>_<name>.shp in one of "
-            "these folders, or point CARTOPY_DATA_DIR at such a tree.",
+            f"no {' or '.join(missing)} on the map: the Natural Earth files are not on this "
+            "machine (nothing is downloaded; set CARTOPY_DATA_DIR to a folder holding them)",
         )
 
 

@@ -1,0 +1,86 @@
+"""The command line reads clearly and fails fast: help text, messages, bad command lines."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import geogpvae
+from geogpvae.cli import build_parser, main
+from geogpvae.datasets import make_gaussian_field
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _subparsers():
+    parser = build_parser()
+    (action,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    return action.choices
+
+
+def _help(command: str) -> str:
+    return _subparsers()[command].format_help()
+
+
+def test_demo_help_has_a_plain_percent_sign():
+    text = _help("demo")
+    assert "95% interval" in text and "%%" not in text
+
+
+@pytest.mark.parametrize("command", ["impute", "info", "predict", "plot", "demo"])
+def test_quiet_mentions_progress_only_where_there_is_one(command):
+    sub = _subparsers()[command]
+    flags = {o for a in sub._actions for o in a.option_strings}
+    quiet = next(a for a in sub._actions if "-q" in a.option_strings)
+    assert ("--progress" in quiet.help) == ("--progress" in flags)
+
+
+@pytest.mark.parametrize("command", ["impute", "info", "predict", "plot", "demo"])
+def test_every_flag_has_help(command):
+    sub = _subparsers()[command]
+    bare = [a.option_strings or [a.dest] for a in sub._actions if not a.help]
+    assert bare == []
+
+
+def test_no_x_as_a_times_sign_next_to_an_axis_named_x(tmp_path, capsys):
+    path = geogpvae.to_netcdf(make_gaussian_field((4, 5, 6), n_vars=2), tmp_path / "f.nc")
+    assert main(["info", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "z 4 \u00d7 y 5 \u00d7 x 6" in text
+    # neither "z 4 x y 5" nor "z x 0.41"
+    assert not re.search(r"\d x [a-z]|\b[a-z] x \d", text), text
+
+
+def test_bad_demo_shape_is_a_usage_error(capsys):
+    assert main(["demo", "--shape", "a,b"]) == 2
+    err = capsys.readouterr().err
+    assert "--shape takes 1 to 4 positive integers" in err and "int()" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["impute", "--bogus"],
+    ["impute", "only_one.nc"],
+    ["plot", "x.nc"],
+    ["info", "--neighbours", "x", "a.nc"],
+    ["demo", "--shape", "0"],
+    ["frobnicate"],
+])
+def test_bad_command_lines_fail_before_torch_is_imported(argv):
+    code = ("import sys\nfrom geogpvae.cli import main\nrc = main(sys.argv[1:])\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nsys.exit(rc)\n")
+    res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                         cwd=REPO, timeout=600)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("geogpvae: error: ") and len(res.stderr.splitlines()) == 1
+
+
+def test_plain_import_does_not_load_torch():
+    code = ("import sys, geogpvae\nassert 'torch' not in sys.modules\n"
+            "from geogpvae import impute, GPVAEImputer, InputError\nassert 'torch' in sys.modules\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr

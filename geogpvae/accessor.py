@@ -5,7 +5,7 @@ Importing this module registers the accessor::
     import geogpvae.accessor  # noqa: F401  (geogpvae does this on import)
 
     filled = ds.gpvae.impute(...)
-    fig = filled.gpvae.plot_layers("kx", layer=[0, -1])
+    fig = filled.gpvae.plot_layers("kx", layer=[1, 5])
     fig = filled.gpvae.plot_map("zn")
     fig = filled.gpvae.plot_uncertainty("zn", truth=truth)
 

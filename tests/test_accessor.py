@@ -85,8 +85,8 @@ def test_accessor_is_registered():
 
 def test_plot_layers_matches_the_function():
     ds, truth = _volume()
-    fig = ds.gpvae.plot_layers("kx", layer=[0, -1], truth=truth)
-    ref = plot.layers(ds, "kx", layer=[0, -1], truth=truth)
+    fig = ds.gpvae.plot_layers("kx", layer=[1, 4], truth=truth)
+    ref = plot.layers(ds, "kx", layer=[1, 4], truth=truth)
     assert isinstance(fig, Figure)
     got, want = _panel_data(fig), _panel_data(ref)
     assert [g for g, _ in got] == [w for w, _ in want]

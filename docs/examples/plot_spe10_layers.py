@@ -43,5 +43,4 @@ else:
 
     # %%
     # Layers are named by their number in the full model (the ``layer`` coordinate).
-    shown = [int(np.flatnonzero(spe.layer.values == n)[0]) for n in (22, 26, 41)]
-    fig = geogpvae.plot.layers(out, "kx", layer=shown, truth=spe, figsize=(9.6, 12.8))
+    fig = geogpvae.plot.layers(out, "kx", layer=[22, 26, 41], truth=spe, figsize=(9.6, 12.8))

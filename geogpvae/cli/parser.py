@@ -67,7 +67,7 @@ own dims; scattered points: coordinates along one dim); its data variables are i
 
 _PLOT_EPILOG = f"""\
 examples:
-  {PROG} plot spe10_filled.nc --var kx --layer 0,42 -o kx_layers.png
+  {PROG} plot spe10_filled.nc --var kx --layer 22,26,41 -o kx_layers.png
   {PROG} plot soil_filled.nc --var Cd --map -o cd_map.pdf
   {PROG} plot demo.nc --var v0 --uncertainty -o v0_std.png
 Without --layer/--map/--uncertainty: layers for 3-D variables, a map otherwise.
@@ -244,13 +244,22 @@ def _predict_parser(subs: Any) -> None:
     p.set_defaults(handler=cmd_predict)
 
 
-def _layer_list(text: str) -> list[int]:
-    try:
-        return [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"layers must be integers, e.g. 0 or 0,5,-1; got {text!r}"
-        ) from None
+def _layer_list(text: str) -> list[int | float]:
+    """``--layer``: layer numbers (integers) or coordinate values (with a decimal point)."""
+    out: list[int | float] = []
+    for v in (v.strip() for v in text.split(",")):
+        if not v:
+            continue
+        try:
+            out.append(int(v) if v.lstrip("+-").isdigit() else float(v))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"give layer numbers (counted from 1, e.g. 22 or 22,26,41) or --axis values "
+                f"with a decimal point (e.g. 12.5); got {text!r}"
+            ) from None
+    if not out:
+        raise argparse.ArgumentTypeError("give at least one layer")
+    return out
 
 
 def _plot_parser(subs: Any) -> None:
@@ -268,8 +277,9 @@ def _plot_parser(subs: Any) -> None:
     kind.add_argument(
         "--layer",
         type=_layer_list,
-        metavar="K[,K...]",
-        help="layer slices at these indices along --axis",
+        metavar="L[,L...]",
+        help="layer slices: layer numbers counted from 1 (or the file's layer coordinate, "
+        "e.g. SPE10's), or --axis values with a decimal point (e.g. 12.5)",
     )
     kind.add_argument("--map", action="store_true", help="a map of the field and its std")
     kind.add_argument("--uncertainty", action="store_true", help="uncertainty panels")

@@ -28,10 +28,19 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
     from .. import plot
 
     if kind == "layers":
-        layer = args.layer if args.layer is not None else [0]
-        return plot.layers(
-            ds, var, layer=layer if len(layer) > 1 else layer[0], axis=args.axis, truth=truth
-        )
+        da = ds[var]
+        if args.axis not in da.dims:  # a single 2-D layer, or an error from layers()
+            return plot.layers(ds, var, layer=args.layer, axis=args.axis, truth=truth)
+        try:  # the layers are checked here so that a bad one is a usage error (exit 2)
+            positions = plot.layer_positions(da, args.axis, args.layer)
+        except ValueError as err:
+            raise UsageError(f"--layer: {err}") from None
+        # hand the layers on as layer numbers (positions counted from 1 where there is no
+        # layer coordinate), which layers() reads the same way
+        c = da.coords.get("layer")
+        keyed = c is not None and c.dims == (args.axis,) and c.dtype.kind in "iu"
+        numbers = [int(c.values[k]) if keyed else k + 1 for k in positions]
+        return plot.layers(ds, var, layer=numbers, axis=args.axis, truth=truth)
     if kind == "map":
         return plot.field_map(ds, var, truth=truth)
     return plot.uncertainty(ds, var, truth=truth)

@@ -29,17 +29,18 @@ How coordinates become numbers
   neighbours are found across the dateline and near the poles: at neighbour scale the
   chordal distance equals the great-circle distance to within 0.1 % below 500 km. A lone
   longitude or latitude (without the other) is used as a plain number in degrees.
-* ``coord_scale={"z": 10.0}`` multiplies a coordinate before modelling (vertical
-  exaggeration, anisotropy; time in days). For longitude/latitude the scale applies to the
-  sphere positions as a whole and may be given under the name of either. Coordinates not
-  named keep their units.
+* ``coord_scale={"z": 10.0}`` multiplies a coordinate, in its units, before modelling
+  (vertical exaggeration, anisotropy; time in days). For longitude/latitude the scale
+  applies to the sphere positions as a whole and may be given under the name of either.
+  Coordinates not named keep their default: cell steps on a regular grid (below), their
+  units otherwise.
 * Without ``coord_scale`` (``None``, the default), a **regular grid in plain numbers** (every
   coordinate of ``x`` a 1-D dimension coordinate with equal steps, none of them time or
   lon/lat) is modelled in cell steps: each coordinate is divided by its step, so that one
   cell counts the same along every axis. Reservoir grids have cells tens of times wider than
   they are thick; in metres a cell's nearest neighbours would all sit in one vertical column
   (SPE10: RMSE 0.49 in metres against 0.44 in cell steps). ``coord_scale={}`` keeps the
-  units as they are. Every other case (scattered data, time, lon/lat, uneven steps) keeps
+  units of every coordinate, and ``coord_scale={"z": 5.0}`` changes ``z`` only. Every other case (scattered data, time, lon/lat, uneven steps) keeps
   its units. The kernels learn one lengthscale per axis either way; the choice matters for
   which locations are neighbours.
 """
@@ -465,18 +466,23 @@ def build_geometry(
     A ``lon`` and a ``lat`` become one sphere axis (at the place of the first); time
     coordinates get their origin (the earliest time of ``ds``). With ``coord_scale=None``,
     a regular grid in plain numbers is put in cell steps (see :func:`grid_steps` and the
-    module docstring); the scales chosen are part of the geometry, so new locations are
-    scaled the same way.
+    module docstring); a ``coord_scale`` that names some axes changes those and keeps the
+    default of the others, and ``coord_scale={}`` keeps every unit. The scales chosen are
+    part of the geometry, so new locations are scaled the same way.
 
     Raises
     ------
     InputError
         ``coord_scale`` names an unused coordinate, or has a non-positive value.
     """
-    if coord_scale is None:
+    given = _scales(coord_scale, chosen) if coord_scale else {}
+    if coord_scale is not None and not coord_scale:
+        scales = {}  # coord_scale={}: every coordinate in its own units
+    else:
+        # the cell-step default (on a regular grid), then the axes named in coord_scale
         steps = grid_steps(ds, chosen)
-        coord_scale = {} if steps is None else {n: 1.0 / v for n, v in steps.items() if v != 1.0}
-    scales = _scales(coord_scale, chosen)
+        scales = {} if steps is None else {n: 1.0 / v for n, v in steps.items() if v != 1.0}
+        scales.update(given)
     roles = {r: n for n, r in chosen}
     sphere = "lon" in roles and "lat" in roles
     axes: list[Axis] = []

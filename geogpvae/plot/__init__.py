@@ -37,7 +37,7 @@ from __future__ import annotations
 from .calibration import interval_coverage, uncertainty
 from .cartography import find_map_shapefile, map_data_dirs
 from .history import training_history
-from .layers import layers
+from .layers import layer_positions, layers
 from .maps import field_map
 from .style import is_log_variable, label_for, make_norm, pretty_units, robust_limits
 
@@ -47,6 +47,7 @@ __all__ = [
     "interval_coverage",
     "is_log_variable",
     "label_for",
+    "layer_positions",
     "layers",
     "make_norm",
     "map_data_dirs",

@@ -42,13 +42,108 @@ from .style import (
     robust_limits,
 )
 
-__all__ = ["layers"]
+__all__ = ["layer_positions", "layers"]
+
+def _layer_numbers(da: xr.DataArray, axis: str) -> np.ndarray:
+    """The number of each layer along ``axis``: a ``layer`` coordinate, else 1..n."""
+    c = da.coords.get("layer")
+    if c is not None and c.dims == (axis,) and np.issubdtype(c.dtype, np.integer):
+        return np.asarray(c.values)
+    return np.arange(1, da.sizes[axis] + 1)
+
+
+def _describe_layers(da: xr.DataArray, axis: str, numbers: np.ndarray) -> str:
+    text = f"layers along {axis!r} are numbered {numbers[0]} to {numbers[-1]}"
+    if len(numbers) > 1 and not np.array_equal(np.diff(numbers), np.ones(len(numbers) - 1)):
+        text += f" (every {int(numbers[1] - numbers[0])})" if len(set(np.diff(numbers))) == 1 else ""
+    c = da.coords.get(axis)
+    if c is not None and c.dims == (axis,) and np.issubdtype(c.dtype, np.number):
+        units = c.attrs.get("units", "")
+        lo, hi = float(np.min(c.values)), float(np.max(c.values))
+        text += f", or give a {axis} value from {lo:g} to {hi:g}{' ' + units if units else ''}"
+    return text
+
+
+def layer_positions(da: xr.DataArray, axis: str, layer: Any = None) -> list[int]:
+    """Positions along ``axis`` of the layers that ``layer`` names.
+
+    ``layer`` takes the same thing as ``geogpvae plot --layer``:
+
+    * an integer is a **layer number**: the value of a ``layer`` coordinate along ``axis``
+      when there is one (SPE10 keeps the numbers of the full model, 1 at the top, also after
+      ``downsample``), else the position counted from 1;
+    * a float is a **coordinate value** along ``axis`` (e.g. a depth in metres): the layer
+      whose coordinate is nearest, within half a cell;
+    * a sequence of those gives several layers; ``None`` the first layer.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        The variable.
+    axis : str
+        The dim along which layers are taken.
+    layer : int, float, sequence of them, or None
+
+    Returns
+    -------
+    list of int
+        0-based positions along ``axis``.
+
+    Raises
+    ------
+    ValueError
+        A layer that is not there, with the valid numbers and coordinate range.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr
+    >>> da = xr.DataArray(np.zeros((4, 2)), dims=("z", "x"),
+    ...                   coords={"z": ("z", [0.5, 1.5, 2.5, 3.5], {"units": "m"})})
+    >>> layer_positions(da, "z", [1, 4]), layer_positions(da, "z", 2.4)
+    ([0, 3], [2])
+    """
+    n = da.sizes[axis]
+    if layer is None:
+        return [0]
+    requested = list(layer) if isinstance(layer, (list, tuple, np.ndarray)) else [layer]
+    if not requested:
+        raise ValueError("no layer requested")
+    numbers = _layer_numbers(da, axis)
+    coord = da.coords.get(axis)
+    out = []
+    for item in requested:
+        if isinstance(item, str):
+            item = item.strip()
+            item = int(item) if item.lstrip("+-").isdigit() else float(item)
+        if isinstance(item, (bool, np.bool_)):
+            raise ValueError(f"layer {item!r} is not a layer number or a {axis} value")
+        if isinstance(item, (int, np.integer)):
+            hits = np.flatnonzero(numbers == item)
+            if hits.size == 0:
+                raise ValueError(f"there is no layer {item}: {_describe_layers(da, axis, numbers)}")
+            out.append(int(hits[0]))
+            continue
+        value = float(item)
+        if coord is None or coord.dims != (axis,) or not np.issubdtype(coord.dtype, np.number):
+            raise ValueError(
+                f"{axis!r} has no numeric coordinate to look {value:g} up in: give a layer "
+                f"number instead ({_describe_layers(da, axis, numbers)})"
+            )
+        c = np.asarray(coord.values, dtype=float)
+        k = int(np.nanargmin(np.abs(c - value)))
+        half = 0.5 * (float(np.min(np.abs(np.diff(c)))) if n > 1 else max(abs(c[0]), 1.0) * 1e-9)
+        if not abs(c[k] - value) <= half * (1 + 1e-9):
+            raise ValueError(
+                f"{axis} = {value:g} is not inside any layer: {_describe_layers(da, axis, numbers)}"
+            )
+        out.append(k)
+    return out
 
 
 def layers(
     ds: xr.Dataset,
     var: str,
-    layer: int | Sequence[int] = 0,
+    layer: int | float | Sequence[int | float] | None = None,
     axis: str = "z",
     truth: xr.DataArray | xr.Dataset | None = None,
     *,
@@ -86,13 +181,14 @@ def layers(
         The output of :func:`geogpvae.impute`.
     var : str
         Name of the imputed variable.
-    layer : int or sequence of int
-        Layer index or indices along ``axis``, 0-based as in Python. Negative indices count
-        from the end. The titles of horizontal layers give the layer number and the
-        coordinate value, such as "layer 21 (z = 12.5 m)". The number is the value of a
-        ``layer`` coordinate along ``axis`` when the Dataset has one (SPE10 loaded with
-        ``downsample=2`` keeps every other layer, so index 10 is layer 21), and otherwise
-        the 1-based index, as geologists count. Vertical sections (``axis`` ``"x"`` or
+    layer : int, float, sequence of them, or None
+        The layers to draw, as ``geogpvae plot --layer`` takes them (see
+        :func:`layer_positions`): an integer is a layer number, counted from 1 at the first
+        layer as geologists count, or the value of a ``layer`` coordinate along ``axis`` when
+        the Dataset has one (SPE10 keeps the numbers of the full model after
+        ``downsample``); a float is a coordinate value along ``axis``, e.g. a depth. Default:
+        the first layer. The titles of horizontal layers give the layer number and the
+        coordinate value, such as "layer 21 (z = 12.5 m)". Vertical sections (``axis`` ``"x"`` or
         ``"y"``) are titled with the coordinate value only. Values are rounded to 3
         significant digits, or more where neighbouring values need them to differ.
     axis : str
@@ -142,16 +238,7 @@ def layers(
     f = _Field(ds, var, truth)
     da = f.value
     if axis in da.dims:
-        n = da.sizes[axis]
-        requested = [layer] if np.ndim(layer) == 0 else list(layer)  # type: ignore[arg-type]
-        if not requested:
-            raise ValueError("no layer requested")
-        indices = []
-        for k in requested:
-            k = int(k)
-            if not -n <= k < n:
-                raise IndexError(f"layer {k} out of range for {axis!r} of size {n}")
-            indices.append(k % n)
+        indices = layer_positions(da, axis, layer)
         selections: list[dict[str, int]] = [{axis: k} for k in indices]
     elif da.ndim == 2:
         selections = [{}]

@@ -553,7 +553,7 @@ def test_predict_at_new_locations(data, tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "extra, name",
-    [([], "map.png"), (["--layer", "0"], "layers.pdf"), (["--uncertainty"], "std.png")],
+    [([], "map.png"), (["--layer", "1"], "layers.pdf"), (["--uncertainty"], "std.png")],
 )
 def test_plot_writes_a_figure(extra, name, data, tmp_path):
     fig = tmp_path / name

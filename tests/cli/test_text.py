@@ -84,3 +84,53 @@ def test_plain_import_does_not_load_torch():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          timeout=600)
     assert res.returncode == 0, res.stderr
+
+
+@pytest.fixture
+def volume_file(tmp_path):
+    ds = make_gaussian_field((5, 6, 4), n_vars=1, extent=(4.0, 5.0, 3.0), seed=3)
+    ds = ds.assign(v0_std=ds.v0 * 0 + 0.1)  # looks imputed enough for the plot command
+    return geogpvae.to_netcdf(ds, tmp_path / "vol.nc")
+
+
+def test_layer_flag_takes_numbers_and_coordinate_values(volume_file, tmp_path, monkeypatch):
+    from geogpvae import plot
+
+    seen = []
+    real = plot.layers
+
+    def spy(ds, var, layer=None, **kw):
+        seen.append(layer)
+        return real(ds, var, layer=layer, **kw)
+
+    monkeypatch.setattr(plot, "layers", spy)
+    assert main(["plot", str(volume_file), "--var", "v0", "--layer", "2,5", "-o",
+                 str(tmp_path / "a.png"), "-q"]) == 0
+    assert main(["plot", str(volume_file), "--var", "v0", "--layer", "1.0", "-o",
+                 str(tmp_path / "b.png"), "-q"]) == 0  # z = 1.0 is the second layer
+    assert seen == [[2, 5], [2]]
+
+
+@pytest.mark.parametrize("layer, words", [
+    ("6", "there is no layer 6: layers along 'z' are numbered 1 to 5"),
+    ("0", "there is no layer 0"),
+    ("-1", "there is no layer -1"),
+    ("9.5", "z = 9.5 is not inside any layer"),
+    ("two", "give layer numbers (counted from 1"),
+])
+def test_a_bad_layer_is_a_usage_error(volume_file, tmp_path, capsys, layer, words):
+    fig = tmp_path / "f.png"
+    assert main(["plot", str(volume_file), "--var", "v0", f"--layer={layer}", "-o", str(fig)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and "IndexError" not in err
+    assert not fig.exists()
+
+
+def test_coord_scale_option_merges_per_axis(tmp_path, capsys):
+    ds = make_gaussian_field((4, 6, 5), n_vars=1, extent=(3.0, 50.0, 40.0), seed=4)
+    path = geogpvae.to_netcdf(ds, tmp_path / "g.nc")
+    assert main(["info", str(path), "--option", "coord_scale={z=5}"]) == 0
+    text = capsys.readouterr().out
+    line = next(v for v in text.splitlines() if v.startswith("model x"))
+    # z as given; y and x still in cell steps (50/5 = 10 and 40/4 = 10 units per cell)
+    assert "z \u00d7 5;" in line and "y \u00d7 0.1;" in line and "x \u00d7 0.1" in line, line

@@ -361,13 +361,16 @@ def test_regular_grid_in_metres_is_modelled_in_cell_steps():
     assert "\u00d7 0.164" in field.geometry.describe()  # the scale is shown to the user
 
 
-def test_explicit_coord_scale_keeps_units_and_empty_mapping_disables_cell_steps():
+def test_coord_scale_changes_the_axes_it_names_and_empty_mapping_disables_cell_steps():
     ds = _reservoir()
     plain = prepare_field(ds, "phi", coord_scale={})
     np.testing.assert_allclose(np.diff(np.unique(plain.x[:, 0])), 0.6096, rtol=1e-9)
     stretched = prepare_field(ds, "phi", coord_scale={"z": 10.0})
     scales = {a.names[0]: a.scale for a in stretched.geometry.axes}
-    assert scales == {"z": 10.0, "y": 1.0, "x": 1.0}
+    # z as asked (its metres times 10); y and x keep the cell-step default
+    assert scales == pytest.approx({"z": 10.0, "y": 1 / 3.048, "x": 1 / 6.096})
+    every = prepare_field(ds, "phi", coord_scale={"z": 10.0, "y": 1.0, "x": 1.0})
+    assert {a.names[0]: a.scale for a in every.geometry.axes} == {"z": 10.0, "y": 1.0, "x": 1.0}
 
 
 def test_cell_steps_only_for_even_plain_number_grids():

@@ -264,7 +264,7 @@ def test_label_for_uses_long_name_and_units():
 
 def test_layers_panels_and_drawn_data():
     ds, truth = make_volume()
-    fig = plot.layers(ds, "porosity", layer=[0, -1], truth=truth)
+    fig = plot.layers(ds, "porosity", layer=[1, 6], truth=truth)  # layer numbers, from 1
     axs = panels(fig)
     assert [ax.get_gid() for ax in axs] == ["observed", "imputed", "truth", "std", "error"] * 2
     assert set(colorbars(fig)) == {"colorbar:value", "colorbar:uncertainty"}
@@ -297,7 +297,7 @@ def test_layers_panels_and_drawn_data():
 
 def test_layers_shared_limits_and_norms():
     ds, truth = make_volume()
-    fig = plot.layers(ds, "kx", layer=[1, 2, 3], truth=truth)
+    fig = plot.layers(ds, "kx", layer=[2, 3, 4], truth=truth)
     axs = panels(fig)
     values = [mesh(ax) for ax in axs if ax.get_gid() in ("observed", "imputed", "truth")]
     uncert = [mesh(ax) for ax in axs if ax.get_gid() in ("std", "error")]
@@ -307,20 +307,20 @@ def test_layers_shared_limits_and_norms():
     assert all(isinstance(m.norm, LogNorm) for m in values + uncert)
     assert values[0].get_clim()[0] > 0
 
-    fig = plot.layers(ds, "porosity", layer=[1, 2])
+    fig = plot.layers(ds, "porosity", layer=[2, 3])
     meshes = [mesh(ax) for ax in panels(fig)]
     assert not any(isinstance(m.norm, LogNorm) for m in meshes)
     assert meshes[2].get_clim()[0] == 0.0  # std starts at zero on a linear scale
 
-    fig = plot.layers(ds, "kx", layer=1, log=False)
+    fig = plot.layers(ds, "kx", layer=2, log=False)
     assert not any(isinstance(mesh(ax).norm, LogNorm) for ax in panels(fig))
-    fig = plot.layers(ds, "porosity", layer=1, log=True)
+    fig = plot.layers(ds, "porosity", layer=2, log=True)
     assert all(isinstance(mesh(ax).norm, LogNorm) for ax in panels(fig))
 
 
 def test_layers_row_sharing_gives_row_limits():
     ds, _ = make_volume()
-    fig = plot.layers(ds, "kx", layer=[0, 5], share="row")
+    fig = plot.layers(ds, "kx", layer=[1, 6], share="row")
     axs = panels(fig)
     assert len(colorbars(fig)) == 0 or True  # gids are reused per row
     cbs = [ax for ax in fig.axes if is_colorbar_axes(ax)]
@@ -332,7 +332,7 @@ def test_layers_row_sharing_gives_row_limits():
 
 def test_layers_colorbar_labels_and_titles():
     ds, truth = make_volume()
-    fig = plot.layers(ds, "kx", layer=-1, truth=truth)
+    fig = plot.layers(ds, "kx", layer=6, truth=truth)
     cbs = colorbars(fig)
     value_label = cbs["colorbar:value"].get_xlabel()
     assert "permeability in x" in value_label and "[mD]" in value_label
@@ -342,7 +342,7 @@ def test_layers_colorbar_labels_and_titles():
         title = ax.get_title()
         assert "layer 6" in title  # 1-based
         assert "z = 6 m" in title  # coordinate value: 3.0 + 0.6 * 5
-    fig = plot.layers(ds, "kx", layer=0)
+    fig = plot.layers(ds, "kx", layer=1)
     assert all("layer 1 (z = 3 m)" in ax.get_title() for ax in panels(fig))
     assert len(panels(fig)) == 3  # observed, imputed, std
 
@@ -351,7 +351,7 @@ def test_layers_orientation_follows_coordinates():
     ds, _ = make_volume(descending_y=True)
     # a field equal to its y coordinate tells where each row was drawn
     ds["porosity"] = ds["porosity"] * 0 + ds["y"]
-    fig = plot.layers(ds, "porosity", layer=0)
+    fig = plot.layers(ds, "porosity", layer=1)
     ax = panels(fig)[1]
     m = mesh(ax)
     corners = m.get_coordinates()  # (ny + 1, nx + 1, 2) cell corners
@@ -370,7 +370,7 @@ def test_layers_orientation_follows_coordinates():
     # a vertical section: depth (positive down) increases downwards, free aspect
     ds2, _ = make_volume()
     ds2["porosity"] = ds2["porosity"] * 0 + ds2["z"]
-    fig = plot.layers(ds2, "porosity", layer=3, axis="y")
+    fig = plot.layers(ds2, "porosity", layer=4, axis="y")
     ax = panels(fig)[1]
     m = mesh(ax)
     corners = m.get_coordinates()
@@ -386,12 +386,28 @@ def test_layers_orientation_follows_coordinates():
     assert ax.get_xlabel().startswith("x") and panels(fig)[0].get_ylabel().startswith("depth")
 
 
+def test_layer_numbers_and_coordinate_values_select_the_same_layers():
+    ds, _ = make_volume()  # z = 3.0, 3.6, ..., 6.0 m
+    da = ds["kx"]
+    assert plot.layer_positions(da, "z", [1, 6]) == [0, 5]
+    assert plot.layer_positions(da, "z", [3.6, 4.75]) == [1, 3]  # nearest, within half a cell
+    assert plot.layer_positions(da, "z", None) == [0]
+    spe = make_spe10_like()  # layer coordinate 1, 3, 5, ...
+    assert plot.layer_positions(spe["kx"], "z", [1, 21]) == [0, 10]
+    with pytest.raises(ValueError, match="numbered 1 to"):
+        plot.layer_positions(spe["kx"], "z", 2)  # an even layer was dropped by downsampling
+    a = plot.layers(spe, "kx", layer=21)
+    b = plot.layers(spe, "kx", layer=float(spe.z[10]))
+    assert [ax.get_title() for ax in panels(a)] == [ax.get_title() for ax in panels(b)]
+
+
 def test_layers_bad_requests():
     ds, _ = make_volume()
-    with pytest.raises(IndexError):
-        plot.layers(ds, "kx", layer=6)
-    with pytest.raises(IndexError):
-        plot.layers(ds, "kx", layer=-7)
+    for bad in (7, 0, -1, [1, 9]):
+        with pytest.raises(ValueError, match="numbered 1 to 6"):
+            plot.layers(ds, "kx", layer=bad)
+    with pytest.raises(ValueError, match="z value from 3 to 6 m"):
+        plot.layers(ds, "kx", layer=9.5)  # a depth outside the grid
     with pytest.raises(ValueError):
         plot.layers(ds, "kx", axis="t")
     with pytest.raises(KeyError):
@@ -827,7 +843,7 @@ def test_render_volume_and_sites_to_png(tmp_path):
     ds, truth = make_volume()
     sites, site_truth = make_sites()
     figs = {
-        "layers": plot.layers(ds, "kx", layer=[0, -1], truth=truth),
+        "layers": plot.layers(ds, "kx", layer=[1, 6], truth=truth),
         "sites": plot.field_map(sites, "zn", truth=site_truth, coords="xy"),
     }
     for name, fig in figs.items():
@@ -963,13 +979,13 @@ def test_field_map_equal_aspect_height_leaves_room_for_titles():
 
 def test_layers_titles_use_the_layer_coordinate_and_round_the_depth():
     ds = make_spe10_like()
-    fig = plot.layers(ds, "kx", layer=[0, 10])
+    fig = plot.layers(ds, "kx", layer=[1, 21])  # SPE10's own layer numbers
     titles = [ax.get_title() for ax in panels(fig)]
     assert all("layer 1 (z = 0.305 m)" in t for t in titles[:3])
     assert all("layer 21 (z = 12.5 m)" in t for t in titles[3:])
     assert not any("12.4968" in t or "layer 11" in t for t in titles)
     # without the coordinate, the layer number is the 1-based index
-    fig = plot.layers(ds.drop_vars("layer"), "kx", layer=10)
+    fig = plot.layers(ds.drop_vars("layer"), "kx", layer=11)
     assert all("layer 11 (z = 12.5 m)" in ax.get_title() for ax in panels(fig))
     # a layer selected beforehand: its number first, and no units "1" after it
     fig = plot.layers(ds.isel(z=10), "kx")
@@ -991,7 +1007,7 @@ def test_coordinate_values_are_rounded_for_titles():
 
 def test_layers_axis_labels_fit_narrow_panels():
     ds = make_spe10_like()
-    fig = plot.layers(ds, "kx", layer=[1, 2])
+    fig = plot.layers(ds, "kx", layer=[3, 5])
     bottom = [ax for ax in panels(fig)[3:]]
     assert [ax.get_xlabel() for ax in bottom] == ["x [m]"] * 3
     assert all(ax.get_xlabel() == "" for ax in panels(fig)[:3])  # outer panels only
@@ -1000,13 +1016,13 @@ def test_layers_axis_labels_fit_narrow_panels():
     for left, right in zip(boxes, boxes[1:]):
         assert left.x1 < right.x0  # neighbouring labels do not touch
     # wide panels keep the long names
-    fig = plot.layers(ds, "kx", layer=1, panel_width=4.5)
+    fig = plot.layers(ds, "kx", layer=3, panel_width=4.5)
     assert panels(fig)[0].get_xlabel() == "x coordinate of the cell centre [m]"
 
 
 def test_layers_tall_panels_leave_no_gap_above_the_colourbars():
     ds = make_spe10_like()
-    fig = plot.layers(ds, "kx", layer=[1, 2, 3], truth=ds)
+    fig = plot.layers(ds, "kx", layer=[3, 5, 7], truth=ds)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     to_inches = fig.dpi_scale_trans.inverted()
@@ -1075,7 +1091,7 @@ def test_std_colour_map_keeps_clear_of_the_grey_of_empty_cells():
     from matplotlib.colors import to_rgb
 
     ds, _ = make_volume()
-    fig = plot.layers(ds, "kx", layer=0)
+    fig = plot.layers(ds, "kx", layer=1)
     std = mesh(panels(fig)[2])
     grey = np.array(to_rgb(style.MASKED_COLOUR))
     colours = std.cmap(np.linspace(0, 1, 64))[:, :3]

@@ -193,22 +193,32 @@ def uncertainty(
         fig.get_layout_engine().set(wspace=0.06)
     ax1.set_gid("std-vs-error")
     ax2.set_gid("coverage")
-    _std_vs_error(fig, ax1, sigma, err, hexbin)
+    where = _locations(f)
+    _std_vs_error(fig, ax1, sigma, err, hexbin, where)
     if used == "log":
         ax1.set_xlabel(f"predictive std of ln({name})")
         ax1.set_ylabel(f"|error| of ln({name})")
     else:
         ax1.set_xlabel(f"predictive std{_units_suffix(units)}")
         ax1.set_ylabel(f"|imputed \u2212 truth|{_units_suffix(units)}")
-    ax1.set_title(f"{sigma.size} imputed cells", fontsize="medium")
+    ax1.set_title(f"{sigma.size} imputed {where}", fontsize="medium")
     _coverage_bars(ax2, _coverage(sigma, err, levels))
     ax2.set_title("coverage" + (" (in log space)" if used == "log" else ""), fontsize="medium")
     fig.suptitle(f"Calibration of {name}")
     return fig
 
 
+def _locations(f: _Field) -> str:
+    """What the variable's locations are called: "sites" for a survey, "cells" for a grid."""
+    dim = f.value.dims[0] if f.value.ndim == 1 else None
+    scattered = dim is not None and dim not in f.value.indexes and any(
+        c.dims == (dim,) for n, c in f.ds.coords.items() if n != dim)
+    return "sites" if scattered else "cells"
+
+
 def _std_histogram(f: _Field, var: str, name: str, units: Any, figsize) -> Figure:
     """Without the truth: the histogram of the std at the imputed cells."""
+    where = _locations(f)
     if f.std is None:
         raise KeyError(f"the Dataset has no std for {var!r}")
     s = np.asarray(f.std.values, dtype=float).ravel()
@@ -228,14 +238,15 @@ def _std_histogram(f: _Field, var: str, name: str, units: Any, figsize) -> Figur
         ax.axvline(med, color="C1", linewidth=1.2, label=f"median {med:.3g}")
         ax.legend(fontsize="small")
     else:
-        ax.text(0.5, 0.5, "no imputed cell", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, f"no imputed {where[:-1]}", transform=ax.transAxes, ha="center")
     ax.set_xlabel(f"predictive std of {name}{_units_suffix(units)}")
-    ax.set_ylabel("imputed cells")
-    ax.set_title(f"std at {s.size} imputed cells", fontsize="medium")
+    ax.set_ylabel(f"imputed {where}")
+    ax.set_title(f"std at {s.size} imputed {where}", fontsize="medium")
     return fig
 
 
-def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool) -> None:
+def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool,
+                  where: str = "cells") -> None:
     """|error| against sigma (points or hexbin), the calibrated line and binned means."""
     if not sigma.size:
         return
@@ -247,7 +258,7 @@ def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool) -> 
         hb = ax.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
                        extent=(0, xmax, 0, ymax), linewidths=0)
         hb.set_gid("points")
-        cb = fig.colorbar(hb, ax=ax, label="cells per bin", shrink=0.9, pad=0.02)
+        cb = fig.colorbar(hb, ax=ax, label=f"{where} per bin", shrink=0.9, pad=0.02)
         _style_colorbar(cb)
         cb.ax.set_gid("colorbar:count")
     else:

@@ -299,7 +299,7 @@ def layers(
                 percentiles=percentiles,
                 log=use_log,
             )
-            un = make_norm(lo if use_log else 0.0, hi, log=use_log)
+            un = make_norm(lo, hi, log=use_log)  # from the data: a narrow spread stays visible
         return vn, un
 
     # geometry of one panel

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +73,63 @@ def _find_sites(ds: xr.Dataset, da: xr.DataArray, coords: str):
     return None
 
 
+def _lattice_axis(c: np.ndarray) -> tuple[float, float, int] | None:
+    """(first, step, count) when the values lie on an evenly spaced line, else None."""
+    c = c[np.isfinite(c)]
+    if c.size == 0:
+        return None
+    u = np.unique(c)
+    if u.size < 3:
+        return None
+    step = float(np.min(np.diff(u)))
+    k = (u - u[0]) / step
+    if step <= 0 or not np.allclose(k, np.round(k), atol=1e-3):
+        return None
+    return float(u[0]), step, int(round(float(k.max()))) + 1
+
+
+def _sites_as_grid(f, dim: str, hname: str, vname: str):
+    """Sites on a regular lattice (e.g. the nodes of a prediction grid) as a (y, x) grid.
+
+    Returns ``(dataset, truth)`` with the variable, its std and flag on the lattice (NaN,
+    or the flag's fill value, where there is no node), or None when the sites are not on a
+    lattice that they fill well enough for a raster.
+    """
+    ds, da = f.ds, f.value
+    if da.dims != (dim,):
+        return None
+    h = np.asarray(ds[hname].values, dtype=float)
+    v = np.asarray(ds[vname].values, dtype=float)
+    ah, av = _lattice_axis(h), _lattice_axis(v)
+    if ah is None or av is None or ah[2] * av[2] > 4 * h.size or not np.isfinite(h + v).all():
+        return None
+    ih = np.rint((h - ah[0]) / ah[1]).astype(int)
+    iv = np.rint((v - av[0]) / av[1]).astype(int)
+    if len(set(zip(ih.tolist(), iv.tolist()))) < h.size:  # two sites in one cell
+        return None
+    hc = ah[0] + ah[1] * np.arange(ah[2])
+    vc = av[0] + av[1] * np.arange(av[2])
+
+    def grid(a: xr.DataArray | None, fill: float) -> xr.DataArray | None:
+        if a is None:
+            return None
+        values = np.asarray(a.values)
+        out = np.full((vc.size, hc.size), fill, dtype=np.result_type(values.dtype, type(fill)))
+        out[iv, ih] = values
+        return xr.DataArray(out, dims=(vname, hname), attrs=dict(a.attrs))
+
+    coords = {vname: (vname, vc, dict(ds[vname].attrs)), hname: (hname, hc, dict(ds[hname].attrs))}
+    data = {f.var: grid(da, np.nan)}
+    if f.std is not None:
+        data[f.std.name] = grid(f.std, np.nan)
+    if f.flag is not None:
+        fill = f.flag.encoding.get("_FillValue", -127)
+        data[f.flag.name] = grid(f.flag, fill).astype(f.flag.dtype)
+    out = xr.Dataset(data, coords=coords, attrs=dict(ds.attrs))
+    truth = grid(f.truth, np.nan)
+    return out, (truth.assign_coords(out.coords) if truth is not None else None)
+
+
 def field_map(
     ds: xr.Dataset,
     var: str,
@@ -91,6 +149,7 @@ def field_map(
     marker_size: float | None = None,
     panel_width: float = 3.3,
     figsize: tuple[float, float] | None = None,
+    raster: bool = True,
 ) -> Figure:
     """Maps of an imputed field, its std, and with ``truth`` the truth and the error.
 
@@ -161,6 +220,11 @@ def field_map(
         Figure size, overriding the one computed from ``panel_width``. By default, maps
         with a fixed aspect (equal units on both axes, lon/lat) get the height that the
         aspect asks for, with room for the titles and the colourbars.
+    raster : bool
+        Draw sites that lie on a regular lattice (evenly spaced x and y that they fill at
+        least a quarter of, one site per node), such as the nodes of a prediction grid, as
+        a raster of cells instead of one marker per site. Nodes missing from the lattice
+        are left white.
 
     Returns
     -------
@@ -173,6 +237,19 @@ def field_map(
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
+    if raster and _find_sites(ds, f.value, coords) is not None:
+        # sites on a regular lattice, such as the nodes of a prediction grid, are a raster
+        for pick in ("auto", "xy") if coords == "auto" else (coords,):
+            found = _find_sites(ds, f.value, pick)
+            as_grid = _sites_as_grid(f, *found[:3]) if found is not None else None
+            if as_grid is not None:
+                return field_map(
+                    as_grid[0], var, as_grid[1], std=std, projection=projection, coords=pick,
+                    isel=isel, log=log, cmap=cmap, std_cmap=std_cmap, percentiles=percentiles,
+                    coastlines=coastlines, borders=borders, outline_holes=outline_holes,
+                    marker_size=marker_size, panel_width=panel_width, figsize=figsize,
+                    raster=False,
+                )
     use_log = is_log_variable(f.value) if log is None else bool(log)
     g = _map_geometry(ds, f.value, var, coords, isel)
     p = _map_panels(f, g, std)
@@ -192,7 +269,9 @@ def field_map(
     if g.sites is not None:
         _site_legend(axes[0], p.obs, p.imp, p.inside)
     h = _fit_projected_height(fig, axes[0], size) if size.auto and view.ccrs is not None else size.h
-    _map_colourbars(fig, axes, mappables, p, f, var, pad=size.cbar_pad / h)
+    # the pad is measured from the panels' frame: it must clear their tick and axis labels
+    _map_colourbars(fig, axes, mappables, p, f, var, pad=(size.cbar_pad + size.under) / h,
+                    size=size)
     title = str(f.value.attrs.get("long_name") or var)
     fig.suptitle(title + (" (" + ", ".join(g.notes) + ")" if g.notes else ""))
     for ax in axes:
@@ -375,7 +454,7 @@ class _PanelStyle:
         if p.unc_keys:
             lo, hi = robust_limits(*[p.panels[k] for k in p.unc_keys], percentiles=percentiles,
                                    log=use_log)
-            unorm = make_norm(lo if use_log else 0.0, hi, log=use_log)
+            unorm = make_norm(lo, hi, log=use_log)  # from the data: a narrow spread stays visible
         size = marker_size or float(np.clip(4000.0 / max(p.panels["imputed"].size, 1), 10.0, 60.0))
         return cls(vnorm, unorm, _cmap(cmap or VALUE_CMAP), _cmap(std_cmap), size)
 
@@ -448,6 +527,7 @@ class _MapSize:
     auto: bool
     mt: Any
     cbar_pad: float = 0.1  # inches
+    under: float = 0.0  # inches of tick and axis labels under a panel
 
 
 def _map_ratio(g: _MapGeometry, view: _MapView) -> tuple[float, bool, bool]:
@@ -497,7 +577,8 @@ def _map_size(g: _MapGeometry, view: _MapView, nv: int, nu: int, panel_width: fl
         h = max(float(figsize[1]) - top - below, 0.3)
         if fixed:
             w, h = min(w, h / ratio), min(h, w * ratio)
-    return _MapSize(figsize, width, w, h, gap, top, below, fixed, same_units, auto, mt, cbar_pad)
+    return _MapSize(figsize, width, w, h, gap, top, below, fixed, same_units, auto, mt, cbar_pad,
+                    under)
 
 
 def _draw_map_panel(ax, key: str, g: _MapGeometry, p: _MapPanels, style: _PanelStyle,
@@ -562,17 +643,25 @@ def _fit_projected_height(fig, ax, size: _MapSize) -> float:
     return h
 
 
-def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pad: float) -> None:
+def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pad: float,
+                    size: _MapSize) -> None:
     kw = {"location": "bottom", "shrink": 0.85, "aspect": 30, "pad": pad}
+
+    def bar_label(text: str, n_panels: int) -> str:
+        # wrapped to the colourbar's width, so that two bars side by side keep their
+        # labels apart
+        inches = kw["shrink"] * (n_panels * size.w + (n_panels - 1) * size.gap)
+        return textwrap.fill(text, max(12, int(inches / (0.55 * size.mt.label_font))))
+
     value_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.value_keys]
     cb = fig.colorbar(mappables[p.value_keys[0]], ax=value_axes, **kw)
-    cb.set_label(label_for(f.value, var))
+    cb.set_label(bar_label(label_for(f.value, var), len(p.value_keys)))
     _style_colorbar(cb)
     cb.ax.set_gid("colorbar:value")
     if p.unc_keys:
         unc_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.unc_keys]
         cb = fig.colorbar(mappables[p.unc_keys[0]], ax=unc_axes, **kw)
-        cb.set_label(_uncertainty_label(f, p.unc_keys))
+        cb.set_label(bar_label(_uncertainty_label(f, p.unc_keys), len(p.unc_keys)))
         _style_colorbar(cb)
         cb.ax.set_gid("colorbar:uncertainty")
 
@@ -645,7 +734,7 @@ def _site_legend(ax, obs, imp, inside) -> None:
                label=f"observed ({int(obs.sum())})"),
         Line2D([], [], marker="^", linestyle="", markerfacecolor="0.7",
                markeredgecolor="k", markeredgewidth=0.9, markersize=7,
-               label=f"imputed ({int(imp.sum())})"),
+               label=f"{'imputed' if obs.any() else 'predicted'} ({int(imp.sum())})"),
     ]
     if (~inside).any():
         handles.append(Line2D([], [], marker="x", linestyle="", color="0.55",

@@ -130,6 +130,22 @@ def _sites_as_grid(f, dim: str, hname: str, vname: str):
     return out, (truth.assign_coords(out.coords) if truth is not None else None)
 
 
+def _lattice_of(f, coords: str):
+    """``(grid Dataset, grid truth, coords)`` for sites on a regular lattice, else None."""
+    if _find_sites(f.ds, f.value, coords) is None:
+        return None
+    for pick in ("auto", "xy") if coords == "auto" else (coords,):
+        found = _find_sites(f.ds, f.value, pick)
+        as_grid = _sites_as_grid(f, *found[:3]) if found is not None else None
+        if as_grid is not None:
+            return as_grid[0], as_grid[1], pick
+    return None
+
+
+_MAP_OPTIONS = ("std", "projection", "coords", "isel", "log", "cmap", "std_cmap", "percentiles",
+                "coastlines", "borders", "outline_holes", "marker_size", "panel_width", "figsize")
+
+
 def field_map(
     ds: xr.Dataset,
     var: str,
@@ -237,19 +253,11 @@ def field_map(
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
-    if raster and _find_sites(ds, f.value, coords) is not None:
-        # sites on a regular lattice, such as the nodes of a prediction grid, are a raster
-        for pick in ("auto", "xy") if coords == "auto" else (coords,):
-            found = _find_sites(ds, f.value, pick)
-            as_grid = _sites_as_grid(f, *found[:3]) if found is not None else None
-            if as_grid is not None:
-                return field_map(
-                    as_grid[0], var, as_grid[1], std=std, projection=projection, coords=pick,
-                    isel=isel, log=log, cmap=cmap, std_cmap=std_cmap, percentiles=percentiles,
-                    coastlines=coastlines, borders=borders, outline_holes=outline_holes,
-                    marker_size=marker_size, panel_width=panel_width, figsize=figsize,
-                    raster=False,
-                )
+    lattice = _lattice_of(f, coords) if raster else None
+    if lattice is not None:  # sites on a regular lattice (a prediction grid) are a raster
+        kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}
+        return field_map(lattice[0], var, lattice[1], **{**kwargs, "coords": lattice[2],
+                                                        "raster": False})
     use_log = is_log_variable(f.value) if log is None else bool(log)
     g = _map_geometry(ds, f.value, var, coords, isel)
     p = _map_panels(f, g, std)

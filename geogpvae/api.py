@@ -24,9 +24,11 @@ import xarray as xr
 from ._version import __version__
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
+from .engine.training import resolve_device
+from .errors import InputError, UnreadableFileError
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
-from .fields.io import atomic_torch_save
 from .fields.geometry import Geometry
+from .fields.io import atomic_torch_save, read_torch_file
 from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
 from .fields.stacking import locations as _locations
 
@@ -597,19 +599,40 @@ class GPVAEImputer:
 
         Raises
         ------
-        ValueError
-            The file is not a geogpvae imputer, or was written by a newer version.
+        FileNotFoundError
+            No such file.
+        UnreadableFileError (a ValueError)
+            The file is not a geogpvae imputer (empty, truncated, damaged, another kind of
+            file, or holding Python objects other than tensors and plain values, which are
+            never loaded), or was written by a newer version. One line names the file and
+            the problem.
         """
-        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+        state = read_torch_file(path, "geogpvae model file")
         if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
-            raise ValueError(
-                f"{path} is not a geogpvae imputer file (format tag missing or different)"
+            raise UnreadableFileError(
+                f"{path} is not a geogpvae imputer file (format tag missing or different); "
+                "models are written by GPVAEImputer.save or 'geogpvae impute --save-model'"
             )
         if int(state.get("version", 0)) > _SAVE_VERSION:
-            raise ValueError(
+            raise UnreadableFileError(
                 f"{path} was written by a newer geogpvae ({state.get('package_version')}); "
                 "upgrade to load it"
             )
+        _check_load_device(path, state, device)
+        try:
+            imp = cls._from_state(state, device=device, progress=progress)
+        except (KeyError, TypeError, AttributeError, IndexError, RuntimeError) as err:
+            what = f"missing entry {err}" if isinstance(err, KeyError) else type(err).__name__
+            raise UnreadableFileError(
+                f"{path} is a damaged or incompatible geogpvae model file ({what}); "
+                "save the model again"
+            ) from None
+        return imp
+
+    @classmethod
+    def _from_state(
+        cls, state: dict[str, Any], *, device: str | None, progress: bool | str | None
+    ) -> GPVAEImputer:
         settings, fitted = state["settings"], state["fitted"]
         show = settings["progress"] if progress is None else progress
         engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
@@ -637,6 +660,23 @@ class GPVAEImputer:
         imp._dtypes = dict(fitted["dtypes"])
         imp._fingerprint = fitted["fingerprint"]
         return imp
+
+
+def _check_load_device(path: Any, state: Mapping[str, Any], device: str | None) -> None:
+    """Refuse, before building anything, a device that does not exist or is not available."""
+    if device is not None:
+        GPVAEConfig(device=device)  # raises ValueError for an unknown device
+    try:
+        wanted = device or state["engine"]["config"].get("device", "auto")
+    except (KeyError, TypeError, AttributeError):
+        return  # a damaged state: reported when it is read
+    try:
+        resolve_device(wanted)
+    except (RuntimeError, ValueError):
+        raise InputError(
+            f"{path}: device {wanted!r} is not available here; load it with device='cpu' "
+            "(or 'auto')"
+        ) from None
 
 
 # --------------------------------------------------------------------------- one call

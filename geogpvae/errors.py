@@ -10,13 +10,31 @@ import os
 import sys
 import warnings
 
-__all__ = ["CoordinateWarning", "InputError", "warn_caller"]
+__all__ = [
+    "CoordinateWarning",
+    "InputError",
+    "NetCDFReadError",
+    "UnreadableFileError",
+    "warn_caller",
+]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
 class InputError(ValueError):
     """Input that the package cannot work with; the message says what to do."""
+
+
+class UnreadableFileError(ValueError):
+    """A file exists but cannot be read as what it should be (model, checkpoint)."""
+
+
+class NetCDFReadError(OSError, ValueError):
+    """A file cannot be read as NetCDF (bad input: truncated, damaged, not NetCDF).
+
+    An :class:`OSError` (what the NetCDF libraries raise) and a :class:`ValueError` (bad
+    input), so code catching either keeps working.
+    """
 
 
 class CoordinateWarning(UserWarning):

@@ -43,7 +43,8 @@ from typing import Any
 import torch
 
 from .._version import __version__
-from ..fields.io import atomic_torch_save
+from ..errors import UnreadableFileError
+from ..fields.io import atomic_torch_save, read_torch_file
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -267,14 +268,9 @@ def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[s
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
-        raise CheckpointError(
-            f"{path} is not a readable geogpvae checkpoint ({type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}); delete it or pass --overwrite"
-        ) from None
+        payload = read_torch_file(path, "geogpvae checkpoint")
+    except UnreadableFileError as err:
+        raise CheckpointError(f"{err}; delete it or pass --overwrite to start over") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a geogpvae checkpoint (format tag missing)")
     if int(payload.get("version", 0)) > _CHECKPOINT_VERSION:

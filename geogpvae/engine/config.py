@@ -10,10 +10,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InputError
+
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
 __all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MAX_STEPS"]
 
@@ -232,8 +235,18 @@ class GPVAEConfig:
             not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
         ):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
-        if self.epochs is not None and (not isinstance(self.epochs, int) or self.epochs < 0):
-            raise ValueError(f"epochs must be a non-negative integer or None, got {self.epochs!r}")
+        if self.epochs is not None and (
+            not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 1
+        ):
+            raise ValueError(
+                f"epochs must be a positive integer or None (the default), got {self.epochs!r}"
+                + ("; epochs=0 would return an untrained model" if self.epochs == 0 else "")
+            )
+        if not isinstance(self.device, str) or not _DEVICE.match(self.device):
+            raise ValueError(
+                f"unknown device {self.device!r}; use 'auto' (CUDA when available), 'cpu', "
+                "'cuda', 'cuda:N' or 'mps'"
+            )
         positive = {"outputscale": self.outputscale, "noise": self.noise, "kernel_lr": self.kernel_lr}
         if self.lr is not None:
             positive["lr"] = self.lr

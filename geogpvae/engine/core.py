@@ -92,6 +92,56 @@ def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
     return x
 
 
+def _centre(x: np.ndarray) -> np.ndarray:
+    """The middle of the coordinates' range per column, shape (D,), float64."""
+    if x.shape[0] == 0:
+        return np.zeros(x.shape[1])
+    return (x.min(axis=0) + x.max(axis=0)) / 2.0
+
+
+def _real_values(values: np.ndarray, names: list[str] | None) -> np.ndarray:
+    """``values`` as float64, refusing complex and other non-real numbers."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "c":
+        raise InputError(
+            "values are complex numbers; only real values can be imputed: impute the real and "
+            "imaginary parts (or modulus and phase) as separate variables"
+        )
+    if arr.dtype.kind not in "biuf":
+        try:
+            arr = arr.astype(np.float64)
+        except (TypeError, ValueError):
+            raise InputError(f"values must be real numbers, got dtype {arr.dtype}") from None
+    return np.asarray(arr, dtype=np.float64)
+
+
+def _check_spread(
+    mod: np.ndarray, observed: np.ndarray, loc: np.ndarray, sd: np.ndarray, names: list[str]
+) -> None:
+    """Refuse variables whose standardisation overflows (values near or above 1e154)."""
+    for j, name in enumerate(names):
+        if np.isfinite(loc[j]) and np.isfinite(sd[j]):
+            continue
+        big = float(np.max(np.abs(mod[observed[:, j], j])))
+        raise InputError(
+            f"{name}: observed values as large as {big:.3g} overflow when standardised (their "
+            "squares exceed the float64 range, about 1.8e308); express the variable in other "
+            "units (e.g. divide it by a power of ten) or set the outlying values to NaN"
+        )
+
+
+def _check_standardised(y: np.ndarray, names: list[str]) -> None:
+    """Refuse standardised values too far out for the model's arithmetic (|y| > 1e15)."""
+    with np.errstate(invalid="ignore"):
+        far = ~(np.abs(y) <= 1e15)
+    if far.any():
+        j = int(np.argwhere(far)[0][1])
+        raise InputError(
+            f"{names[j]}: values lie more than 1e15 standard deviations from the training "
+            "values (different units?); convert them to the units of the training field"
+        )
+
+
 class GPVAEEngine:
     """Train a neighbour-driven GPVAE on one field and predict from it.
 
@@ -127,6 +177,7 @@ class GPVAEEngine:
         self.lengthscale_: float | None = None
         self.calibration_: np.ndarray | None = None
         self.n_points_: int | None = None
+        self.x_offset_: np.ndarray | float = 0.0
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
@@ -161,7 +212,7 @@ class GPVAEEngine:
         return np.where(observed, (mod - self.loc) / self.scale, 0.0)
 
     def _check_values(self, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        values = np.asarray(values, dtype=np.float64)
+        values = _real_values(values, self.names)
         k = len(self.names)
         if values.ndim != 2 or values.shape != (n, k):
             raise InputError(f"values must have shape ({n}, {k}), got {values.shape}")
@@ -233,7 +284,11 @@ class GPVAEEngine:
         """Check the field, fix names, transforms and standardisation; standardised values."""
         cfg = self.config
         x = _check_coordinates(x)
-        values = np.asarray(values, dtype=np.float64)
+        # float64 centring before any float32 cast: offsets such as projected coordinates
+        # near 1e8 m would otherwise eat the precision of the model's inputs
+        self.x_offset_ = _centre(x)
+        x = x - self.x_offset_
+        values = _real_values(values, names)
         if values.ndim != 2 or values.shape[0] != x.shape[0]:
             raise InputError(f"values must have shape (N, K) with N = {x.shape[0]}, got {values.shape}")
         n, k = values.shape
@@ -251,8 +306,10 @@ class GPVAEEngine:
         # standardisation with statistics of the observed (transformed) values
         safe = np.where(observed & self.log, values, 1.0)
         mod = np.where(self.log, np.log(safe), values)
-        self.loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
-        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+        with np.errstate(over="ignore", invalid="ignore"):
+            self.loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
+            sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+        _check_spread(mod, observed, self.loc, sd, self.names)
         self.scale = np.where(sd > 0, sd, 1.0)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
@@ -498,11 +555,13 @@ class GPVAEEngine:
         if values is not None:
             if x is None:
                 raise InputError("values need their coordinates x")
-            xq = _check_coordinates(x)
+            xq = _check_coordinates(x) - self.x_offset_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             vals, observed = self._check_values(values, xq.shape[0])
-            field = self._make_field(xq, self._to_model_space(vals, observed), observed)
+            y = self._to_model_space(vals, observed)
+            _check_standardised(y, self.names)
+            field = self._make_field(xq, y, observed)
             anchor = self._anchors(field)
             self_index = np.full(xq.shape[0], -1)
             self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
@@ -520,7 +579,7 @@ class GPVAEEngine:
             mean, var, source = self._latent(field, anchor, self_index, mode)
             has_own = field.observed.any(1).cpu().numpy()
         else:
-            xq = _check_coordinates(x, "new locations")
+            xq = _check_coordinates(x, "new locations") - self.x_offset_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             if self._anchor is None:
@@ -681,6 +740,7 @@ class GPVAEEngine:
             "scale": torch.as_tensor(self.scale, dtype=torch.float64),
             "log": torch.as_tensor(self.log, dtype=torch.bool),
             "lengthscale": float(self.lengthscale_),
+            "x_offset": torch.as_tensor(self.x_offset_, dtype=torch.float64),
             "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
             "predict_mode": self.predict_mode_,
             "context_radius": float(self.context_radius_),
@@ -740,6 +800,9 @@ class GPVAEEngine:
         eng.predict_mode_ = state.get("predict_mode")
         eng.context_radius_ = float(state.get("context_radius", float("inf")))
         eng.n_points_ = int(state["n_points"])
+        offset = state.get("x_offset")  # absent in files of versions that did not centre
+        eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
+                         else offset.numpy().astype(np.float64))
         eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
         eng.model.load_state_dict(state["weights"])
         eng.model.eval()

@@ -542,7 +542,7 @@ def _check_finite(name: str, column: np.ndarray) -> None:
     if bad.any():
         raise InputError(
             f"coordinate {name!r} is NaN or infinite at {int(bad.sum())} of the locations to "
-            "model; "
+            "model (NaT for a missing time); "
             "every location needs finite coordinates: fix them, or leave those cells out with mask="
         )
 
@@ -624,7 +624,8 @@ def coordinates_at(
 
 # --------------------------------------------------------------------------- variables
 def _is_numeric(dtype: np.dtype) -> bool:
-    return np.issubdtype(dtype, np.number)
+    """Real numbers: integers or floats (not complex, bool, times or objects)."""
+    return np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
 
 
 def _take(

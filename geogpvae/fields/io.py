@@ -10,9 +10,13 @@ from __future__ import annotations
 import glob
 import json
 import math
+import errno
 import os
 import re
 import secrets
+import socket
+import threading
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,9 +25,19 @@ from typing import Any, Union
 import numpy as np
 import xarray as xr
 
+from ..errors import NetCDFReadError, UnreadableFileError
 from .cf import point_geometry, restore_flag_variables
 
-__all__ = ["CF_VERSION", "atomic_torch_save", "open_dataset", "to_netcdf"]
+__all__ = [
+    "CF_VERSION",
+    "NetCDFReadError",
+    "UnreadableFileError",
+    "abort_partial_writes",
+    "atomic_torch_save",
+    "open_dataset",
+    "read_torch_file",
+    "to_netcdf",
+]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -285,11 +299,194 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+# --------------------------------------------------------------------------- temporary files
+# Temporary files are named ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a later run on the
+# same target can tell a leftover of a killed process on this host (pid no longer running)
+# from a write in progress. Earlier versions named them ``.<target name>.<12 hex>.tmp``.
+_PARTIAL: set[Path] = set()  # temporary files this process is writing now
+_PARTIAL_LOCK = threading.RLock()
+# Errors of os.link on file systems without hard links (then O_EXCL + rename is used).
+_NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
+            errno.EXDEV, errno.EACCES}
+
+
+def _host() -> str:
+    name = socket.gethostname().split(".")[0]
+    return re.sub(r"[^A-Za-z0-9-]", "", name) or "host"
+
+
+def _temp_name(target: Path) -> Path:
+    return target.with_name(
+        f".{target.name}.{os.getpid()}@{_host()}.{secrets.token_hex(6)}.tmp")
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):  # another user's process, or cannot tell
+        return True
+    return True
+
+
+def _leftovers(target: Path) -> None:
+    """Remove temporary files of ``target`` left by killed processes on this host.
+
+    A leftover of a process that still runs, of another host or of the earlier naming is
+    kept and named in a :class:`UserWarning` (it may belong to a write in progress).
+    """
+    prefix = re.escape(f".{target.name}.")
+    ours = re.compile(prefix + r"(\d+)@([A-Za-z0-9-]*)\.[0-9a-f]{12}\.tmp$")
+    older = re.compile(prefix + r"[0-9a-f]{12}\.tmp$")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    host = _host()
+    for name in names:
+        match = ours.match(name)
+        if match is None and not older.match(name):
+            continue
+        path = target.parent / name
+        with _PARTIAL_LOCK:
+            if path in _PARTIAL:
+                continue
+        if match is not None and match.group(2) == host and not _pid_running(int(match.group(1))):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as err:
+                warnings.warn(f"could not remove {path}, left by a killed write: {err}",
+                              UserWarning, stacklevel=3)
+                continue
+            warnings.warn(f"removed {path}, a temporary file left by a killed write "
+                          f"(pid {match.group(1)})", UserWarning, stacklevel=3)
+            continue
+        try:
+            age = time.time() - path.stat().st_mtime
+        except OSError:
+            continue
+        who = (f"process {match.group(1)} on host {match.group(2) or '?'}" if match else
+               "an earlier geogpvae version")
+        warnings.warn(
+            f"{path} is a temporary file of {who}, {age / 3600:.1f} h old: a write to "
+            f"{target.name} in progress, or a leftover of a killed one; delete it when no job "
+            "is writing that file", UserWarning, stacklevel=3)
+
+
+def _create_temp(target: Path) -> Path:
+    """Create (exclusively) an empty temporary file beside ``target`` and return its path.
+
+    Created with mode 0o666 so the process umask applies, as for a normal new file. The
+    path is registered so that :func:`abort_partial_writes` can remove it.
+    """
+    for _ in range(100):
+        tmp = _temp_name(target)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        with _PARTIAL_LOCK:
+            _PARTIAL.add(tmp)
+        return tmp
+    raise FileExistsError(f"could not create a temporary file beside {target}")
+
+
+def _discard(tmp: Path) -> None:
+    with _PARTIAL_LOCK:
+        _PARTIAL.discard(tmp)
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _exists_message(target: Path) -> str:
+    return (f"{target} already exists (another process created it while this one was writing); "
+            "nothing was written over it: pass overwrite=True to replace it")
+
+
+def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
+    """Move the finished ``tmp`` to ``target``: replace it, or create it exclusively.
+
+    Without ``overwrite`` the target is made a hard link of ``tmp`` (``link(2)`` fails when
+    the name exists, atomically, also on NFS), so of two processes finishing at the same time
+    exactly one wins. Where hard links are not supported, the name is first reserved with
+    ``O_CREAT | O_EXCL`` and then replaced.
+    """
+    with _PARTIAL_LOCK:
+        _check_not_aborted(tmp, target)
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise FileExistsError(_exists_message(target)) from None
+            except OSError as err:
+                if err.errno not in _NO_LINK:
+                    raise
+                try:
+                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                except FileExistsError:
+                    raise FileExistsError(_exists_message(target)) from None
+                os.close(fd)
+                os.replace(tmp, target)
+            else:
+                tmp.unlink()
+        _PARTIAL.discard(tmp)
+
+
+def _check_not_aborted(tmp: Path, target: Path) -> None:
+    with _PARTIAL_LOCK:
+        if tmp not in _PARTIAL:  # removed by abort_partial_writes
+            raise InterruptedError(f"the write of {target} was aborted")
+
+
+def abort_partial_writes() -> list[Path]:
+    """Remove the temporary files of every write in progress in this process.
+
+    For a signal handler that stops the process at once: afterwards no write of this process
+    can complete (its final step sees the temporary file gone and raises).
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    with _PARTIAL_LOCK:
+        removed = sorted(_PARTIAL)
+        for tmp in removed:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+        _PARTIAL.clear()
+    return removed
+
+
+def _check_target(target: Path, overwrite: bool) -> None:
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"cannot write {target}: folder {folder} does not exist (create it first)"
+        )
+    if target.is_dir():
+        raise IsADirectoryError(f"cannot write {target}: it is a folder")
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
+
+
 def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then rename.
+    """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then move it there.
 
     A killed process leaves either no file or the previous one at ``path``, never a partial
-    file. Used for saved models and training checkpoints.
+    file. Without ``overwrite`` the file is created exclusively: of two processes saving to
+    the same new ``path``, one fails with :class:`FileExistsError`. Used for saved models and
+    training checkpoints.
 
     Parameters
     ----------
@@ -309,46 +506,92 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fa
     Raises
     ------
     FileNotFoundError, IsADirectoryError, FileExistsError
-        The folder is missing, ``path`` is a folder, or it exists and ``overwrite`` is False;
-        nothing is written.
+        The folder is missing, ``path`` is a folder, or it exists (or appears during the
+        write) and ``overwrite`` is False; nothing is written.
     """
     import torch  # noqa: PLC0415 - io is usable without importing torch
 
     path = Path(os.fspath(path)).expanduser()
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write {path}: folder {path.parent} does not exist")
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write {path}: it is a folder")
-    if path.exists() and not overwrite:
-        raise FileExistsError(f"{path} already exists; pass overwrite=True to replace it")
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    _check_target(path, overwrite)
+    _leftovers(path)
+    tmp = _create_temp(path)
     try:
-        with open(tmp, "xb") as fh:
+        with open(tmp, "wb") as fh:
             torch.save(obj, fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        _commit(tmp, path, overwrite)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _discard(tmp)
         raise
     _fsync_dir(path.parent)
     return path
 
 
-def _temp_path(target: Path) -> Path:
-    """Create (exclusively) an empty temporary file beside ``target`` and return its path.
+def _describe_torch_error(err: BaseException, head: bytes) -> str:
+    """What is wrong with a file ``torch.load(weights_only=True)`` refused, in a few words.
 
-    Created with mode 0o666 so the process umask applies, as for a normal new file.
+    ``head`` is the file's first bytes. Never repeats torch's own text, which may advise
+    ``weights_only=False`` (unsafe: it runs code from the file).
     """
-    for _ in range(100):
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileExistsError:
-            continue
-        os.close(fd)
-        return tmp
-    raise FileExistsError(f"could not create a temporary file beside {target}")
+    text = str(err)
+    if not head:
+        return "the file is empty"
+    if not head.startswith(b"PK") and not head.startswith(b"\x80"):
+        return "it is not a file written by torch.save"
+    if isinstance(err, EOFError) or "failed finding central directory" in text:
+        return "the file is empty or truncated (an interrupted copy?)"
+    if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
+        return ("it holds Python objects other than tensors and plain values, which are "
+                "never loaded (they could run code)")
+    if "PytorchStreamReader" in text or "zip archive" in text:
+        return "the file is damaged (not a complete zip archive)"
+    if "magic number" in text or "invalid load key" in text:
+        return "it is not a file written by torch.save"
+    return f"it cannot be read ({type(err).__name__})"
+
+
+def read_torch_file(path: str | os.PathLike, what: str) -> Any:
+    """``torch.load(path, map_location="cpu", weights_only=True)`` with one-line errors.
+
+    Parameters
+    ----------
+    path : str or path-like
+    what : str
+        What the file should be, for messages (``"geogpvae model file"``).
+
+    Returns
+    -------
+    object
+        The loaded plain values.
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    IsADirectoryError
+        ``path`` is a folder.
+    UnreadableFileError
+        The file is empty, truncated, damaged, not a torch file or holds arbitrary Python
+        objects; the message names the file and the problem.
+    """
+    import torch  # noqa: PLC0415
+
+    path = Path(os.fspath(path)).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {path} not found")
+    if path.is_dir():
+        raise IsADirectoryError(f"{what} {path} is a folder, not a file")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (PermissionError, MemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+        raise UnreadableFileError(
+            f"{path} is not a readable {what}: {_describe_torch_error(err, head)}"
+        ) from None
 
 
 def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, complevel: int = 4,
@@ -356,11 +599,16 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     """Write a Dataset to a compressed, CF-tidy NetCDF-4 file, atomically.
 
     The file is first written to a hidden temporary file beside the target
-    (``.<name>.<random>.tmp``), flushed to disk (fsync) and then moved onto the target with
-    :func:`os.replace`. If anything goes wrong, including ``KeyboardInterrupt``, the
-    temporary file is removed and the error re-raised: the target is then either absent or
-    the complete previous file. A process killed outright (SIGKILL, power loss) cannot
-    clean up and may leave the hidden temporary file, but never a partial target.
+    (``.<name>.<pid>@<host>.<random>.tmp``) and flushed to disk (fsync). Then, without
+    ``overwrite``, the target is created *exclusively* (a hard link to the finished file,
+    which fails if the name exists): when two processes write the same new target, exactly
+    one wins and the other raises :class:`FileExistsError`, never replacing the first's
+    result. With ``overwrite`` the finished file replaces the target (:func:`os.replace`).
+    If anything goes wrong, including ``KeyboardInterrupt``, the temporary file is removed
+    and the error re-raised: the target is then either absent or the complete previous
+    file. A process killed outright (SIGKILL, power loss) cannot clean up and may leave the
+    hidden temporary file, but never a partial target; the next write to the same target
+    removes such leftovers of dead processes on this host and warns about others.
 
     What is written:
 
@@ -408,7 +656,8 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     Raises
     ------
     FileExistsError
-        The target exists and ``overwrite`` is False.
+        The target exists, or another process created it during the write, and
+        ``overwrite`` is False.
     FileNotFoundError
         The target's folder does not exist.
     IsADirectoryError
@@ -425,44 +674,37 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     ):
         raise ValueError(f"complevel must be an integer from 0 to 9, got {complevel!r}")
     target = Path(os.fspath(path)).expanduser()
-    folder = target.parent
-    if not folder.is_dir():
-        raise FileNotFoundError(
-            f"cannot write {target}: folder {folder} does not exist (create it first)"
-        )
-    if target.is_dir():
-        raise IsADirectoryError(f"cannot write {target}: it is a folder")
-    if target.exists() and not overwrite:
-        raise FileExistsError(
-            f"{target} already exists; pass overwrite=True to replace it"
-        )
+    _check_target(target, overwrite)
+    _leftovers(target)
 
     prepared = _prepare(ds, int(complevel))
     old_mode = None
-    if target.exists():
+    if overwrite and target.exists():
         try:
             old_mode = target.stat().st_mode & 0o7777
         except OSError:
             old_mode = None
 
-    tmp = _temp_path(target)
+    tmp = _create_temp(target)
     try:
         _write_netcdf(prepared, tmp, engine)
+        _check_not_aborted(tmp, target)
         _fsync(tmp)
         if old_mode is not None:
             os.chmod(tmp, old_mode)
-        os.replace(tmp, target)
+        _commit(tmp, target, overwrite)
     except BaseException:
-        try:
-            tmp.unlink()
-        except FileNotFoundError:
-            pass
+        _discard(tmp)
         raise
-    _fsync_dir(folder)
+    _fsync_dir(target.parent)
     return target
 
 
 # --------------------------------------------------------------------------- reading
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def _is_url(path: str) -> bool:
     return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
 
@@ -552,6 +794,9 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     ------
     FileNotFoundError
         A file does not exist, or a pattern matches nothing (the message names it).
+    NetCDFReadError
+        A file looks like NetCDF but cannot be read (truncated, damaged); both an
+        ``OSError`` and a ``ValueError``.
     ValueError
         A file is not NetCDF (the message names it), or no paths were given.
     """
@@ -560,9 +805,15 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
         try:
             ds = xr.open_dataset(files[0], chunks=chunks, mask_and_scale=mask_and_scale,
                                  **kwargs)
-        except (OSError, ValueError) as err:
-            kind = OSError if isinstance(err, OSError) else ValueError
-            raise kind(f"cannot open {files[0]} as NetCDF: {err}") from err
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except OSError as err:
+            raise NetCDFReadError(
+                f"cannot read {files[0]} as NetCDF: the file is damaged or truncated "
+                f"({_one_line(err)}); copy it again or check it with ncdump -h"
+            ) from err
+        except ValueError as err:
+            raise ValueError(f"cannot open {files[0]} as NetCDF: {err}") from err
     else:
         options: dict[str, Any] = {"coords": "minimal", "compat": "override", "join": "exact",
                                    "combine_attrs": "override"}
@@ -576,8 +827,16 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
         else:
             options.update(combine="by_coords", data_vars="minimal")
         options.update(kwargs)
-        ds = xr.open_mfdataset(files, chunks={} if chunks is None else chunks,
-                               mask_and_scale=mask_and_scale, **options)
+        try:
+            ds = xr.open_mfdataset(files, chunks={} if chunks is None else chunks,
+                                   mask_and_scale=mask_and_scale, **options)
+        except (FileNotFoundError, PermissionError, IsADirectoryError):
+            raise
+        except OSError as err:
+            raise NetCDFReadError(
+                f"cannot read the files as NetCDF: one is damaged or truncated "
+                f"({_one_line(err)}); check them with ncdump -h"
+            ) from err
     if mask_and_scale:
         ds = restore_flag_variables(ds)
     return ds

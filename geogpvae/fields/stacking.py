@@ -100,14 +100,23 @@ def _is_output(name: str, ds: xr.Dataset) -> bool:
 
 def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
     referenced = _referenced_names(ds)
-    out = []
+    out, skipped = [], []
     for name, var in ds.data_vars.items():
         name = str(name)
         if name in exclude or name in referenced or not var.dims:
             continue
-        if not _is_numeric(var.dtype) or _is_flag(var) or _is_output(name, ds):
+        if _is_flag(var) or _is_output(name, ds):
+            continue
+        if not _is_numeric(var.dtype):
+            skipped.append(f"{name} ({var.dtype})")
             continue
         out.append(name)
+    if skipped and out:
+        _warn(
+            f"not imputing {', '.join(skipped)}: only real numbers (integers, floats) can be "
+            "imputed; they pass through unchanged (name the variables with vars=[...] to "
+            "silence this)"
+        )
     return out
 
 
@@ -163,6 +172,11 @@ def select_variables(
                 f"available: {', '.join(map(str, ds.data_vars)) or 'none'}"
             )
         dtype = ds[name].dtype
+        if dtype.kind == "c":
+            raise TypeError(
+                f"variable {name!r} holds complex numbers ({dtype}): only real values can be "
+                f"imputed; impute ds[{name!r}].real and .imag (or abs and phase) as two variables"
+            )
         if not _is_numeric(dtype):
             raise TypeError(
                 f"variable {name!r} has dtype {dtype}, not a number: only numeric variables can "
@@ -429,12 +443,94 @@ def _stack_values(
     return values, originals
 
 
+_DECODE_HINT = (
+    "the Dataset looks undecoded (opened with mask_and_scale=False or decode_cf=False?): "
+    "open it with xarray's default decoding (mask_and_scale=True) or decode it with "
+    "xr.decode_cf(ds)"
+)
+
+
+def _attr_values(value: Any) -> np.ndarray:
+    return np.atleast_1d(np.asarray(value)).ravel()
+
+
+def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
+    """Refuse values that CF attributes mark as packed, missing or invalid.
+
+    A Dataset opened without decoding keeps ``scale_factor``/``add_offset`` and
+    ``_FillValue``/``missing_value`` in its attributes and the raw numbers in its data;
+    ``valid_range``/``valid_min``/``valid_max`` are never applied by xarray. Taken as they
+    are, such values would be modelled as observations.
+    """
+    attrs = var.attrs
+    for key in ("scale_factor", "add_offset"):
+        if key in attrs:
+            raise InputError(
+                f"variable {name!r} is still packed ({key} = {attrs[key]!r} in its attributes, "
+                f"so its numbers are not in their real units); {_DECODE_HINT}"
+            )
+    for key in ("_FillValue", "missing_value"):
+        if key not in attrs:
+            continue
+        fills = _attr_values(attrs[key]).astype(np.float64)
+        hits = np.isin(col, fills[~np.isnan(fills)])
+        if hits.any():
+            fill = fills[~np.isnan(fills)][0]
+            raise InputError(
+                f"variable {name!r} holds its {key} {fill:g} at {int(hits.sum())} cells, which "
+                f"would be taken as observed values; {_DECODE_HINT}, or set them to NaN: "
+                f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {fill:g})"
+            )
+    low, high = _valid_bounds(var)
+    if low is None and high is None:
+        return
+    observed = col[~np.isnan(col)]
+    bad = np.zeros(observed.shape, dtype=bool)
+    if low is not None:
+        bad |= observed < low
+    if high is not None:
+        bad |= observed > high
+    if bad.any():
+        raise InputError(
+            f"variable {name!r} has {int(bad.sum())} values outside its valid range "
+            f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}] "
+            "(CF: such values are missing, but xarray does not mask them): set them to NaN "
+            f"with ds[{name!r}].where(...), or remove the valid_range/valid_min/valid_max "
+            "attribute if they are real values"
+        )
+
+
+def _valid_bounds(var: xr.DataArray) -> tuple[float | None, float | None]:
+    """``valid_range``/``valid_min``/``valid_max`` in the units of the (decoded) values."""
+    attrs = var.attrs
+    low = high = None
+    if "valid_range" in attrs:
+        bounds = _attr_values(attrs["valid_range"]).astype(np.float64)
+        if bounds.size == 2:
+            low, high = float(bounds[0]), float(bounds[1])
+    if "valid_min" in attrs:
+        low = float(_attr_values(attrs["valid_min"]).astype(np.float64)[0])
+    if "valid_max" in attrs:
+        high = float(_attr_values(attrs["valid_max"]).astype(np.float64)[0])
+    # CF: for packed data the bounds are in the packed units
+    scale = float(var.encoding.get("scale_factor", 1.0))
+    offset = float(var.encoding.get("add_offset", 0.0))
+    low = None if low is None else low * scale + offset
+    high = None if high is None else high * scale + offset
+    if scale < 0:
+        low, high = high, low
+    return low, high
+
+
 def _check_values(
-    values: np.ndarray, names: Sequence[str], transforms: Mapping[str, str | None], masked: bool
+    values: np.ndarray, names: Sequence[str], transforms: Mapping[str, str | None], masked: bool,
+    originals: Mapping[str, xr.DataArray] | None = None,
 ) -> None:
     where = " inside the mask" if masked else ""
     for j, name in enumerate(names):
         col = values[:, j]
+        if originals is not None:
+            _check_decoded(name, originals[name], col)
         if np.isinf(col).any():
             raise InputError(
                 f"variable {name!r} has {int(np.isinf(col).sum())} infinite values{where}; "
@@ -498,7 +594,7 @@ def stack_field(
     index = np.flatnonzero(domain.reshape(-1))
     x = coordinates_at(ds, geometry, dims, shape, index)
     values, originals = _stack_values(ds, names, dims, shape, index)
-    _check_values(values, names, transforms, masked=mask is not None)
+    _check_values(values, names, transforms, masked=mask is not None, originals=originals)
     return Field(names, dims, shape, domain, x, values, dict(transforms), geometry, originals)
 
 

@@ -547,7 +547,7 @@ def test_predict_at_new_locations(data, tmp_path, capsys):
         assert ds.v0.dims == ("y", "x") and ds.v0.shape == (5, 7)
         assert np.isfinite(ds.v0.values).all() and (ds.v0_std.values > 0).all()
     assert main(["predict", str(data["grid"]), str(coords), str(tmp_path / "p2.nc")]) == 2
-    assert "not a model" in _error_line(capsys)
+    assert "is not a readable geogpvae model file" in _error_line(capsys)
     assert main(["predict", str(data["model"]), str(coords), str(coords), "--overwrite"]) == 2
 
 

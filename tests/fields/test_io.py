@@ -428,13 +428,17 @@ def test_failed_overwrite_keeps_old_file(exc, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.nc"]
 
 
-def test_failure_in_fsync_or_replace_cleans_up(tmp_path, monkeypatch):
+@pytest.mark.parametrize("step", ["replace", "link"])
+def test_failure_in_fsync_or_replace_cleans_up(tmp_path, monkeypatch, step):
     def boom(*args, **kwargs):
         raise OSError("replace failed")
-    monkeypatch.setattr(io.os, "replace", boom)
+    monkeypatch.setattr(io.os, step, boom)  # link: new target, replace: overwrite
+    target = tmp_path / "out.nc"
+    if step == "replace":
+        target.write_bytes(b"old")
     with pytest.raises(OSError, match="replace failed"):
-        io.to_netcdf(scattered(), tmp_path / "out.nc")
-    assert list(tmp_path.iterdir()) == []
+        io.to_netcdf(scattered(), target, overwrite=step == "replace")
+    assert [p.name for p in tmp_path.iterdir()] == ([] if step == "link" else ["out.nc"])
 
 
 @pytest.mark.parametrize("chunks", [None, {}])

@@ -115,6 +115,26 @@ def _real_values(values: np.ndarray, names: list[str] | None) -> np.ndarray:
     return np.asarray(arr, dtype=np.float64)
 
 
+def _standardisation(
+    values: np.ndarray, observed: np.ndarray, log: np.ndarray, names: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation (1 where 0) of each variable's observed, transformed values.
+
+    Raises
+    ------
+    InputError
+        A variable whose statistics overflow (see :func:`_check_spread`).
+    """
+    safe = np.where(observed & log, values, 1.0)
+    mod = np.where(log, np.log(safe), values)
+    k = values.shape[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
+        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+    _check_spread(mod, observed, loc, sd, names)
+    return loc, np.where(sd > 0, sd, 1.0)
+
+
 def _check_spread(
     mod: np.ndarray, observed: np.ndarray, loc: np.ndarray, sd: np.ndarray, names: list[str]
 ) -> None:
@@ -303,14 +323,7 @@ class GPVAEEngine:
             if not observed[:, j].any():
                 raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
         cfg.check_locations(n)
-        # standardisation with statistics of the observed (transformed) values
-        safe = np.where(observed & self.log, values, 1.0)
-        mod = np.where(self.log, np.log(safe), values)
-        with np.errstate(over="ignore", invalid="ignore"):
-            self.loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
-            sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
-        _check_spread(mod, observed, self.loc, sd, self.names)
-        self.scale = np.where(sd > 0, sd, 1.0)
+        self.loc, self.scale = _standardisation(values, observed, self.log, self.names)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
         self.n_points_ = n

@@ -195,6 +195,20 @@ class GPVAEConfig:
         self.validate()
 
     # ------------------------------------------------------------------ checks
+    def _check_epochs_and_device(self) -> None:
+        if self.epochs is not None and (
+            not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 1
+        ):
+            raise ValueError(
+                f"epochs must be a positive integer or None (the default), got {self.epochs!r}"
+                + ("; epochs=0 would return an untrained model" if self.epochs == 0 else "")
+            )
+        if not isinstance(self.device, str) or not _DEVICE.match(self.device):
+            raise ValueError(
+                f"unknown device {self.device!r}; use 'auto' (CUDA when available), 'cpu', "
+                "'cuda', 'cuda:N' or 'mps'"
+            )
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
@@ -235,18 +249,7 @@ class GPVAEConfig:
             not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
         ):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
-        if self.epochs is not None and (
-            not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 1
-        ):
-            raise ValueError(
-                f"epochs must be a positive integer or None (the default), got {self.epochs!r}"
-                + ("; epochs=0 would return an untrained model" if self.epochs == 0 else "")
-            )
-        if not isinstance(self.device, str) or not _DEVICE.match(self.device):
-            raise ValueError(
-                f"unknown device {self.device!r}; use 'auto' (CUDA when available), 'cpu', "
-                "'cuda', 'cuda:N' or 'mps'"
-            )
+        self._check_epochs_and_device()
         positive = {"outputscale": self.outputscale, "noise": self.noise, "kernel_lr": self.kernel_lr}
         if self.lr is not None:
             positive["lr"] = self.lr

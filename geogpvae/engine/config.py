@@ -63,8 +63,13 @@ class GPVAEConfig:
         Initial prior variance of every latent channel.
     learn_kernel : bool
         Train the kernel hyperparameters (else they stay at their initial values).
-    noise : float
+    noise : float or None
         Initial variance of the Gaussian likelihood of every variable, in standardised units.
+        ``None``: each variable's empirical nugget (its semivariance extrapolated to distance
+        0 from nearest-neighbour pairs, between 0.01 and 0.5; see
+        :mod:`geogpvae.engine.nugget`). The variance learns slowly and stays near its start,
+        and a start far above the values' own noise makes the raw predictive too wide (a
+        smooth synthetic field: 95% intervals covering 0.997 from a start of 0.1).
     learn_noise : bool
         Train the likelihood variances (one per variable).
     beta : float or None
@@ -162,7 +167,7 @@ class GPVAEConfig:
     lengthscale: float | None = None
     outputscale: float = 1.0
     learn_kernel: bool = True
-    noise: float = 0.1
+    noise: float | None = None
     learn_noise: bool = True
     beta: float | None = None
     jitter: float = 1e-4
@@ -250,7 +255,9 @@ class GPVAEConfig:
         ):
             raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
         self._check_epochs_and_device()
-        positive = {"outputscale": self.outputscale, "noise": self.noise, "kernel_lr": self.kernel_lr}
+        positive = {"outputscale": self.outputscale, "kernel_lr": self.kernel_lr}
+        if self.noise is not None:
+            positive["noise"] = self.noise
         if self.lr is not None:
             positive["lr"] = self.lr
         if self.lengthscale is not None:

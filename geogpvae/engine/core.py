@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .config import GPVAEConfig
 from .model import GPVAE
+from .nugget import nugget
 from .stopping import check_entries
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .threads import configure_threads
@@ -196,6 +197,7 @@ class GPVAEEngine:
         self.log = None
         self.lengthscale_: float | None = None
         self.calibration_: np.ndarray | None = None
+        self.noise_start_: np.ndarray | None = None
         self.n_points_: int | None = None
         self.x_offset_: np.ndarray | float = 0.0
         self.predict_mode_: str | dict | None = None
@@ -351,6 +353,10 @@ class GPVAEEngine:
         :mod:`geogpvae.engine.stopping`); afterwards the field held for prediction has them all.
         """
         cfg, n, k = self.config, x.shape[0], y.shape[1]
+        self.noise_start_ = (
+            nugget(x, y, observed, bounds=(0.01, 0.5), seed=cfg.seed, backend=cfg.neighbour_backend)
+            if cfg.noise is None else np.full(k, float(cfg.noise))
+        )
         torch.manual_seed(cfg.seed)
         check = check_entries(observed, cfg.holdout, seed=cfg.seed) if cfg.stops_early() else None
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check)
@@ -410,7 +416,7 @@ class GPVAEEngine:
             lengthscale=self.lengthscale_,
             outputscale=cfg.outputscale,
             learn_kernel=cfg.learn_kernel,
-            noise=cfg.noise,
+            noise=self.noise_start_.tolist() if self.noise_start_ is not None else (cfg.noise or 0.1),
             learn_noise=cfg.learn_noise,
             beta=cfg.kl_weight(n_points),
             jitter=cfg.jitter,

@@ -43,10 +43,6 @@ def mlp(sizes: Sequence[int]) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
-def _softplus_inverse(value: float) -> float:
-    return value + math.log(-math.expm1(-value))
-
-
 class Batch(NamedTuple):
     """One mini-batch, already gathered into tensors.
 
@@ -117,8 +113,9 @@ class GPVAE(nn.Module):
         Initial kernel hyperparameters.
     learn_kernel : bool
         Whether they are trained.
-    noise : float
-        Initial likelihood variance of every variable (standardised units).
+    noise : float or sequence of float
+        Initial likelihood variance of every variable (standardised units): one value for
+        all, or one per variable.
     learn_noise : bool
         Whether the K likelihood variances are trained.
     beta : float
@@ -141,7 +138,7 @@ class GPVAE(nn.Module):
         lengthscale: float = 1.0,
         outputscale: float = 1.0,
         learn_kernel: bool = True,
-        noise: float = 0.1,
+        noise: float | Sequence[float] = 0.1,
         learn_noise: bool = True,
         beta: float = 1.0,
         jitter: float = 1e-4,
@@ -164,7 +161,8 @@ class GPVAE(nn.Module):
         else:  # a gpytorch kernel: its own initial hyperparameters
             self.kernel = GPyTorchLatentKernel(kernel, self.latent_dim, self.n_dims)
             self.kernel.requires_grad_(learn_kernel)
-        raw_noise = torch.full((self.n_vars,), _softplus_inverse(noise))
+        start = torch.as_tensor(noise, dtype=torch.float64).expand(self.n_vars)
+        raw_noise = (start + torch.log(-torch.expm1(-start))).to(torch.get_default_dtype())
         if learn_noise:
             self.raw_noise = nn.Parameter(raw_noise)
         else:

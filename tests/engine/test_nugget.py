@@ -37,10 +37,11 @@ def test_nugget_ignores_missing_values_and_handles_sparse_variables():
 
 def test_engine_starts_noise_at_the_nugget_unless_given():
     f = make_field(grid_points((12, 12), 1 / 11), n_vars=2, missing=0.3, noise=0.3, rng=0)
-    auto = GPVAEEngine(epochs=0, progress=False, calibrate=False).fit(f.points, f.values)
+    auto = GPVAEEngine(epochs=1, progress=False, calibrate=False).fit(f.points, f.values)
     y = auto._y
     want = nugget(f.points, y, auto._observed, bounds=(0.01, 0.5))
     np.testing.assert_allclose(auto.noise_start_, want)
-    np.testing.assert_allclose(auto.model.noise_var.detach().numpy(), want + 1e-6, rtol=1e-5)
-    given = GPVAEEngine(epochs=0, progress=False, calibrate=False, noise=0.2).fit(f.points, f.values)
-    np.testing.assert_allclose(given.model.noise_var.detach().numpy(), 0.2 + 1e-6, rtol=1e-5)
+    np.testing.assert_allclose(auto.model.noise_var.detach().numpy(), want, rtol=0.05)
+    given = GPVAEEngine(epochs=1, progress=False, calibrate=False, noise=0.2).fit(f.points, f.values)
+    np.testing.assert_allclose(given.model.noise_var.detach().numpy(), 0.2, rtol=0.05)
+    np.testing.assert_array_equal(given.noise_start_, [0.2, 0.2])

@@ -120,18 +120,62 @@ def _engine_flags(sub: argparse.ArgumentParser) -> None:
         help=f"neighbours H per location (default {GPVAEConfig.neighbours})",
     )
     sub.add_argument("--concat-dim", help="combine several input files along this dim")
-    sub.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="any engine option, repeatable; VALUE is a TOML/JSON literal "
-        "(batch_size=512, encoder_hidden=[64,64], coord_scale.z=5)",
-    )
+    _shared(sub, "--option")
     sub.add_argument(
         "--config",
         metavar="JOB.toml",
         help="read settings from a TOML file; command-line flags override it",
     )
+
+
+#: options that several commands take, with their usual help; ``_shared`` adds them
+_SHARED: dict[str, dict[str, Any]] = {
+    "--device": {"help": "auto (default), cpu, cuda or cuda:N"},
+    "--seed": {"type": int, "help": f"random seed (default {GPVAEConfig.seed})"},
+    "--overwrite": {"action": "store_true", "help": "replace an existing OUT"},
+    "--progress": {
+        "choices": ["auto", "bar", "log", "none"],
+        "help": "progress display (auto: a bar on a terminal, log lines otherwise)",
+    },
+    "--option": {
+        "action": "append",
+        "metavar": "KEY=VALUE",
+        "help": "any engine option, repeatable; VALUE is a TOML/JSON literal "
+        "(batch_size=512, encoder_hidden=[64,64], coord_scale.z=5)",
+    },
+}
+
+
+def _shared(sub: argparse.ArgumentParser, flag: str, **changes: Any) -> None:
+    """Add the shared option ``flag``, with ``changes`` to its settings (help, default)."""
+    sub.add_argument(flag, **{**_SHARED[flag], **changes})
+
+
+#: the options of ``impute`` beyond the engine flags, in the order of its help
+_IMPUTE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
+    ("--log-vars", {"help": "variables to model in log space, comma separated"}),
+    ("--epochs", {"type": int, "help": "training epochs (default: a step budget, 1000 "
+                  "full-batch steps on small fields)"}),
+    ("--device", {}),
+    ("--seed", {}),
+    ("--checkpoint-dir", {"metavar": "DIR", "help": "save resumable checkpoints here"}),
+    ("--checkpoint-every", {"type": int, "metavar": "N", "help": "checkpoint every N epochs "
+                            "(default 10), and always on SIGTERM/SIGINT/SIGUSR1"}),
+    ("--resume", {"action": "store_true", "default": None, "help": "continue from the "
+                  "checkpoint in --checkpoint-dir (starts afresh if none)"}),
+    ("--overwrite", {"default": None, "help": "replace an existing OUT, model file or "
+                     "checkpoint (never the input)"}),
+    ("--skip-existing", {"action": "store_true", "default": None, "help": "do nothing (exit 0) "
+                         "when OUT exists, e.g. in a rerun job array"}),
+    ("--save-model", {"metavar": "M.pt", "help": "also save the trained model"}),
+    ("--task-index", {"type": int, "metavar": "I", "help": "process only file I (0-based) of the "
+                      "sorted input list (default: $SLURM_ARRAY_TASK_ID with several files)"}),
+    ("--progress", {}),
+    ("--distributed", {"choices": ["auto", "off"], "help": "auto (default): join a torchrun/srun "
+                       "launch of several processes; off: run alone"}),
+    ("--dist-timeout", {"type": float, "metavar": "S", "help": "longest wait of one process for "
+                        "the others, seconds (default 3600)"}),
+]
 
 
 def _impute_parser(subs: Any) -> None:
@@ -152,59 +196,11 @@ def _impute_parser(subs: Any) -> None:
         "{stem}, {name}, {index})",
     )
     _engine_flags(p)
-    p.add_argument("--log-vars", help="variables to model in log space, comma separated")
-    p.add_argument("--epochs", type=int, help="training epochs (default: a step budget, 1000 full-batch steps on small fields)")
-    p.add_argument("--device", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=int, help=f"random seed (default {GPVAEConfig.seed})")
-    p.add_argument("--checkpoint-dir", metavar="DIR", help="save resumable checkpoints here")
-    p.add_argument(
-        "--checkpoint-every",
-        type=int,
-        metavar="N",
-        help="checkpoint every N epochs (default 10), and always on SIGTERM/SIGINT/SIGUSR1",
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        default=None,
-        help="continue from the checkpoint in --checkpoint-dir (starts afresh if none)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        default=None,
-        help="replace an existing OUT, model file or checkpoint (never the input)",
-    )
-    p.add_argument(
-        "--skip-existing",
-        action="store_true",
-        default=None,
-        help="do nothing (exit 0) when OUT exists, e.g. in a rerun job array",
-    )
-    p.add_argument("--save-model", metavar="M.pt", help="also save the trained model")
-    p.add_argument(
-        "--task-index",
-        type=int,
-        metavar="I",
-        help="process only file I (0-based) of "
-        "the sorted input list (default: $SLURM_ARRAY_TASK_ID with several files)",
-    )
-    p.add_argument(
-        "--progress",
-        choices=["auto", "bar", "log", "none"],
-        help="progress display (auto: a bar on a terminal, log lines otherwise)",
-    )
-    p.add_argument(
-        "--distributed",
-        choices=["auto", "off"],
-        help="auto (default): join a torchrun/srun launch of several processes; off: run alone",
-    )
-    p.add_argument(
-        "--dist-timeout",
-        type=float,
-        metavar="S",
-        help="longest wait of one process for the others, seconds (default 3600)",
-    )
+    for flag, settings in _IMPUTE_OPTIONS:
+        if flag in _SHARED:
+            _shared(p, flag, **settings)
+        else:
+            p.add_argument(flag, **settings)
     _common(p, progress=True)
     p.set_defaults(handler=cmd_impute)
 
@@ -238,8 +234,8 @@ def _predict_parser(subs: Any) -> None:
     p.add_argument("model", metavar="MODEL.pt", help="a model saved by impute --save-model")
     p.add_argument("coords", metavar="COORDS.nc", help="the new locations (coordinates only)")
     p.add_argument("output", metavar="OUT.nc", help="the predictions and their std")
-    p.add_argument("--device", help="auto (default: as saved), cpu, cuda or cuda:N")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    _shared(p, "--device", help="auto (default: as saved), cpu, cuda or cuda:N")
+    _shared(p, "--overwrite")
     _common(p)
     p.set_defaults(handler=cmd_predict)
 
@@ -291,7 +287,7 @@ def _plot_parser(subs: Any) -> None:
     p.add_argument(
         "--dpi", type=int, default=150, help="resolution of raster formats (default 150)"
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing figure")
+    _shared(p, "--overwrite", help="replace an existing figure")
     _common(p)
     p.set_defaults(handler=cmd_plot)
 
@@ -317,22 +313,12 @@ def _demo_parser(subs: Any) -> None:
     p.add_argument(
         "--missing", type=float, default=0.5, help="fraction of values hidden (default 0.5)"
     )
-    p.add_argument(
-        "--seed", type=int, default=0, help="seed of the field, the holes and the model (default 0)"
-    )
-    p.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    p.add_argument(
-        "--progress",
-        choices=["auto", "bar", "log", "none"],
-        help="training progress: a bar, log lines, or none (default auto: a bar on a terminal)",
-    )
-    p.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="any engine option, repeatable (e.g. neighbours=10, threads=1)",
-    )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
+    _shared(p, "--seed", default=0, help="seed of the field, the holes and the model (default 0)")
+    _shared(p, "--device", default="auto")
+    _shared(p, "--progress", help="training progress: a bar, log lines, or none (default auto: "
+            "a bar on a terminal)")
+    _shared(p, "--option", help="any engine option, repeatable (e.g. neighbours=10, threads=1)")
+    _shared(p, "--overwrite")
     _common(p, progress=True)
     p.set_defaults(handler=cmd_demo)
 

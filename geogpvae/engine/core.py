@@ -22,6 +22,7 @@ import torch
 from .._version import __version__
 from ..errors import InputError
 from ..gp.neighbours import knn
+from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
 from .model import GPVAE
 from .nugget import nugget
@@ -659,78 +660,58 @@ class GPVAEEngine:
         cfg = self.config
         rng = np.random.default_rng(cfg.seed + 7)
         k = len(self.names)
-        regimes = ("observed", "unobserved")
-        if cfg.predict_mode == "auto":
-            candidates = {"observed": ["encoder", "combined", "neighbours"],
-                          "unobserved": ["neighbours"] + (["encoder", "combined"] if self.model.context_dim else [])}
-        else:
-            fixed = self._regime_modes(cfg.predict_mode)
-            candidates = {r: [fixed[r]] for r in regimes}
-        stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)]) for r in regimes for m in candidates[r]}
-        obs = self._observed
+        candidates = self._calibration_candidates()
+        stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)])
+                 for r in REGIMES for m in candidates[r]}
         for _ in range(rounds):
-            hide = obs & (rng.random(obs.shape) < fraction)
-            hide |= obs & (rng.random(obs.shape[0]) < whole)[:, None]
-            for j in range(k):  # never hide every observed value of a variable
-                if hide[:, j].sum() >= obs[:, j].sum():
-                    hide[np.flatnonzero(hide[:, j])[0], j] = False
-            visible = obs & ~hide
-            rows = np.flatnonzero(hide.any(1))
-            if rows.size > max_targets:
-                rows = np.sort(rng.choice(rows, max_targets, replace=False))
-            if rows.size == 0:
-                continue
-            field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
-            anchor = self._anchors(field)
-            self_index = np.full(field.x.shape[0], -1)
-            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
-            rows_t = torch.as_tensor(rows, device=self.device)
-            target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
-                            None if field.context is None else field.context[rows_t])
-            parts = self._sources(target, anchor, self_index[rows])
-            own = visible[rows].any(1)
-            truth = self.loc + self.scale * self._y[rows]
-            for regime, in_regime in (("observed", own), ("unobserved", ~own)):
-                if not in_regime.any():
-                    continue
-                for mode in candidates[regime]:
-                    mean, var, _ = self._select(parts, {"observed": mode, "unobserved": mode})
-                    sub = torch.as_tensor(np.flatnonzero(in_regime), device=self.device)
-                    _, _, mm, sm = self._moments(mean[sub], var[sub], samples=cfg.samples,
-                                                 seed=cfg.seed + 11, calibrated=False)
-                    z = (truth[in_regime] - mm) / sm
-                    sq, lv = stats[(regime, mode)]
-                    for j in range(k):
-                        sel = hide[rows[in_regime], j]
-                        sq[j].append(z[sel, j] ** 2)
-                        lv[j].append(2 * np.log(sm[sel, j]))
-        factors = np.ones((2, k))
-        chosen: dict[str, str] = {}
-        self.calibration_nll_ = {}
-        for r_i, regime in enumerate(regimes):
-            best, best_nll = candidates[regime][0], np.inf
-            for mode in candidates[regime]:
-                sq, lv = stats[(regime, mode)]
-                f, nll, n_used = np.ones(k), 0.0, 0
-                for j in range(k):
-                    vals = np.concatenate(sq[j]) if sq[j] else np.empty(0)
-                    if vals.size >= 20:
-                        f[j] = float(np.mean(vals))
-                    if vals.size:
-                        logv = np.concatenate(lv[j])
-                        nll += float(np.mean(0.5 * (np.log(2 * np.pi) + logv + np.log(f[j])) + 0.5 * vals / f[j]))
-                        n_used += 1
-                if n_used:
-                    self.calibration_nll_[f"{regime}:{mode}"] = nll / n_used
-                    if nll / n_used < best_nll:
-                        best, best_nll, factors[r_i] = mode, nll / n_used, f
-            chosen[regime] = best
-        for j in range(k):  # a regime without enough held-out values borrows the other's factor
-            for r_i in range(2):
-                if factors[r_i, j] == 1.0 and factors[1 - r_i, j] != 1.0:
-                    factors[r_i, j] = factors[1 - r_i, j]
+            hide, rows = hide_values(self._observed, rng, fraction, whole, max_targets)
+            if rows.size:
+                self._score_hidden(hide, rows, candidates, stats)
+        factors, chosen, self.calibration_nll_ = choose_factors(stats, candidates)
         self.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
         return factors
+
+    def _calibration_candidates(self) -> dict[str, list[str]]:
+        """The latent sources scored in each regime: all for ``"auto"``, else the fixed one."""
+        if self.config.predict_mode != "auto":
+            fixed = self._regime_modes(self.config.predict_mode)
+            return {r: [fixed[r]] for r in REGIMES}
+        unobserved = ["neighbours"] + (["encoder", "combined"] if self.model.context_dim else [])
+        return {"observed": ["encoder", "combined", "neighbours"], "unobserved": unobserved}
+
+    def _score_hidden(self, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
+                      stats: dict) -> None:
+        """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
+
+        ``stats[(regime, mode)]`` holds, per variable, lists of squared standardised errors
+        and of log predictive variances (uncalibrated).
+        """
+        cfg = self.config
+        visible = self._observed & ~hide
+        field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
+        anchor = self._anchors(field)
+        self_index = np.full(field.x.shape[0], -1)
+        self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+        rows_t = torch.as_tensor(rows, device=self.device)
+        target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
+                        None if field.context is None else field.context[rows_t])
+        parts = self._sources(target, anchor, self_index[rows])
+        own = visible[rows].any(1)
+        truth = self.loc + self.scale * self._y[rows]
+        for regime, in_regime in (("observed", own), ("unobserved", ~own)):
+            if not in_regime.any():
+                continue
+            sub = torch.as_tensor(np.flatnonzero(in_regime), device=self.device)
+            for mode in candidates[regime]:
+                mean, var, _ = self._select(parts, {"observed": mode, "unobserved": mode})
+                _, _, mm, sm = self._moments(mean[sub], var[sub], samples=cfg.samples,
+                                             seed=cfg.seed + 11, calibrated=False)
+                z = (truth[in_regime] - mm) / sm
+                sq, lv = stats[(regime, mode)]
+                for j in range(len(self.names)):
+                    sel = hide[rows[in_regime], j]
+                    sq[j].append(z[sel, j] ** 2)
+                    lv[j].append(2 * np.log(sm[sel, j]))
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:

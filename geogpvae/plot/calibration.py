@@ -11,7 +11,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from .conventions import _Field
-from .style import HALF_NORMAL_MEAN, _plt, _style_colorbar, _units_suffix, is_log_variable
+from .style import HALF_NORMAL_MEAN, _colourbar, _plt, _units_suffix, is_log_variable
 
 __all__ = ["interval_coverage", "uncertainty"]
 
@@ -178,8 +178,7 @@ def uncertainty(
         panel has the gid ``"std-histogram"``.
     """
     f = _Field(ds, var, truth)
-    name = str(f.value.attrs.get("long_name") or var)
-    units = f.value.attrs.get("units")
+    name, units = f.name, f.value.attrs.get("units")
     if f.truth is None:
         return _std_histogram(f, var, name, units, figsize)
     sigma, err, used = _calibration_pairs(ds, var, truth, space, log_point)
@@ -258,9 +257,7 @@ def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool,
         hb = ax.hexbin(sigma, err, gridsize=45, bins="log", cmap="Greys", mincnt=1,
                        extent=(0, xmax, 0, ymax), linewidths=0)
         hb.set_gid("points")
-        cb = fig.colorbar(hb, ax=ax, label=f"{where} per bin", shrink=0.9, pad=0.02)
-        _style_colorbar(cb)
-        cb.ax.set_gid("colorbar:count")
+        _colourbar(fig, hb, ax, f"{where} per bin", "colorbar:count", shrink=0.9, pad=0.02)
     else:
         sc = ax.scatter(sigma, err, s=6, color="0.35", alpha=0.6, linewidths=0)
         sc.set_gid("points")

@@ -17,6 +17,14 @@ _X_NAMES = ("x", "easting", "xc")
 _Y_NAMES = ("y", "northing", "yc")
 _Z_NAMES = ("z", "depth", "layer", "level", "lev")
 
+#: panel titles by panel key, shared by the layer slices and the maps
+PANEL_TITLES = {
+    "observed": "observed",
+    "imputed": "imputed",
+    "truth": "truth",
+    "std": "predictive std",
+    "error": "|imputed \u2212 truth|",
+}
 
 
 class _Field:
@@ -34,6 +42,17 @@ class _Field:
         self.std = ds[std_name] if std_name in ds.variables else None
         self.flag = ds[flag_name] if flag_name in ds.variables else None
         self.truth = _truth_array(truth, var, self.value)
+
+    @property
+    def name(self) -> str:
+        """The variable's ``long_name``, else its name: for titles and labels."""
+        return str(self.value.attrs.get("long_name") or self.var)
+
+
+def _uncertainty_label(f: _Field, unc_keys: Any) -> str:
+    """The label of the std/error colourbar: "std and |error| of porosity [1]"."""
+    what = " and ".join({"std": "std", "error": "|error|"}[k] for k in unc_keys)
+    return f"{what} of {f.name}" + _units_suffix(f.value.attrs.get("units"))
 
 
 

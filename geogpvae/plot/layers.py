@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from .conventions import (
+    PANEL_TITLES,
     _axis_label,
     _centres,
     _choose_label,
@@ -22,24 +24,23 @@ from .conventions import (
     _short_label,
     _status,
     _tick_chars,
+    _uncertainty_label,
     _units_of,
 )
 from .style import (
     UNCERTAINTY_CMAP,
     VALUE_CMAP,
     _cmap,
+    _colourbar,
     _draw_domain,
     _edges,
     _layer_note,
     _masked,
+    _panel_norms,
     _plt,
     _scalar_notes,
-    _style_colorbar,
-    _units_suffix,
     is_log_variable,
     label_for,
-    make_norm,
-    robust_limits,
 )
 
 __all__ = ["layer_positions", "layers"]
@@ -232,112 +233,149 @@ def layers(
     Descending coordinates therefore land where they belong: ``x`` increases to the right
     and ``y`` upwards. A coordinate with ``positive: "down"`` (depth) increases downwards.
     """
-    plt = _plt()
     if share not in ("all", "row"):
         raise ValueError("share must be 'all' or 'row'")
     f = _Field(ds, var, truth)
-    da = f.value
+    rows = [_layer_row(f, sel) for sel in _layer_selections(f.value, var, axis, layer)]
+    use_log = is_log_variable(f.value) if log is None else bool(log)
+    value_keys = [k for k in ("observed", "imputed", "truth") if k in rows[0].panels]
+    unc_keys = [k for k in ("std", "error") if k in rows[0].panels]
+    aspect, box = _layer_aspect(rows[0], aspect)
+    wheres = [_row_note(f.value, row) for row in rows]
+    size = _layer_size(rows, len(value_keys), len(unc_keys), box, any(wheres), share=share,
+                       aspect=aspect, panel_width=panel_width, figsize=figsize)
+    fig, axes = _plt().subplots(
+        len(rows), len(value_keys) + len(unc_keys), figsize=size.figsize, squeeze=False,
+        sharex=True, sharey=True,
+        # "compressed" pulls panels of a fixed aspect, their titles and colourbars together
+        layout="compressed" if aspect is not None else "constrained",
+    )
+    cmaps = (_cmap(cmap or VALUE_CMAP), _cmap(std_cmap))
+
+    def norms(row_panels: list[dict[str, np.ma.MaskedArray]]) -> tuple[Any, Any]:
+        return _panel_norms([p[k] for p in row_panels for k in value_keys],
+                            [p[k] for p in row_panels for k in unc_keys], percentiles, use_log)
+
+    all_norms = norms([r.panels for r in rows]) if share == "all" else None
+    meshes: dict[str, list[Any]] = {}
+    for r, row in enumerate(rows):
+        row_norms = all_norms if all_norms is not None else norms([row.panels])
+        drawn = _draw_layer_row(axes[r], row, value_keys, unc_keys, row_norms, cmaps, wheres[r],
+                                bottom=r == len(rows) - 1, aspect=aspect)
+        for key, mesh in drawn.items():
+            meshes.setdefault(key, []).append(mesh)
+        if share == "row":
+            _colourbars(fig, axes[r], meshes, value_keys, unc_keys, f, r, "right", size.cbar_pads)
+    if share == "all":
+        _colourbars(fig, axes, meshes, value_keys, unc_keys, f, 0, "bottom", size.cbar_pads)
+    _fit_axis_labels(axes, rows, size)
+    return fig
+
+
+@dataclass
+class _LayerRow:
+    """One layer: its 2-D slice (vertical dim first), the arrays of its panels, the domain."""
+
+    sel: dict[str, int]
+    v: xr.DataArray
+    hdim: str
+    vdim: str
+    panels: dict[str, np.ma.MaskedArray]
+    inside: np.ndarray
+
+
+def _layer_selections(da: xr.DataArray, var: str, axis: str, layer: Any) -> list[dict[str, int]]:
+    """One ``isel`` per row: the requested layers along ``axis``, or one row for a 2-D field."""
     if axis in da.dims:
-        indices = layer_positions(da, axis, layer)
-        selections: list[dict[str, int]] = [{axis: k} for k in indices]
-    elif da.ndim == 2:
-        selections = [{}]
-    else:
-        raise ValueError(f"{var!r} has dims {da.dims}; axis {axis!r} is not one of them")
-    use_log = is_log_variable(da) if log is None else bool(log)
-    with_truth = f.truth is not None
+        return [{axis: k} for k in layer_positions(da, axis, layer)]
+    if da.ndim == 2:
+        return [{}]
+    raise ValueError(f"{var!r} has dims {da.dims}; axis {axis!r} is not one of them")
 
-    rows = []
-    for sel in selections:
-        v = da.isel(sel)
-        if v.ndim != 2:
-            raise ValueError(f"a layer of {var!r} has dims {v.dims}; expected 2")
-        hdim, vdim = _orient(v)
-        order = (vdim, hdim)
-        v = v.transpose(*order)
-        flag = f.flag.isel(sel).transpose(*order) if f.flag is not None else None
-        std = f.std.isel(sel).transpose(*order) if f.std is not None else None
-        observed, imputed, inside = _status(v, std, flag)
-        if flag is None and std is None:
-            imputed = None  # nothing tells the cells apart: no mask on the error panel
-        value = _masked(v)
-        panels: dict[str, np.ma.MaskedArray] = {
-            "observed": np.ma.masked_where(~observed, value),
-            "imputed": value,
-        }
-        if with_truth:
-            t = _masked(f.truth.isel(sel).transpose(*order))
-            panels["truth"] = t
-        if std is not None:
-            s = _masked(std)
-            panels["std"] = np.ma.masked_where(~imputed, s) if imputed is not None else s
-        if with_truth:
-            err = np.ma.abs(value - t)
-            panels["error"] = np.ma.masked_where(~imputed, err) if imputed is not None else err
-        rows.append((sel, v, hdim, vdim, panels, inside))
 
-    value_keys = [k for k in ("observed", "imputed", "truth") if k in rows[0][4]]
-    unc_keys = [k for k in ("std", "error") if k in rows[0][4]]
-    keys = value_keys + unc_keys
-    value_cmap = _cmap(cmap or VALUE_CMAP)
-    unc_cmap = _cmap(std_cmap)
+def _layer_row(f: _Field, sel: dict[str, int]) -> _LayerRow:
+    """The panels of one layer: observed, imputed, truth, std and error (what there is)."""
+    v = f.value.isel(sel)
+    if v.ndim != 2:
+        raise ValueError(f"a layer of {f.var!r} has dims {v.dims}; expected 2")
+    hdim, vdim = _orient(v)
+    order = (vdim, hdim)
+    v = v.transpose(*order)
+    flag = f.flag.isel(sel).transpose(*order) if f.flag is not None else None
+    std = f.std.isel(sel).transpose(*order) if f.std is not None else None
+    observed, imputed, inside = _status(v, std, flag)
+    if flag is None and std is None:
+        imputed = None  # nothing tells the cells apart: no mask on the error panel
+    value = _masked(v)
+    panels: dict[str, np.ma.MaskedArray] = {
+        "observed": np.ma.masked_where(~observed, value),
+        "imputed": value,
+    }
+    if f.truth is not None:
+        t = _masked(f.truth.isel(sel).transpose(*order))
+        panels["truth"] = t
+    if std is not None:
+        s = _masked(std)
+        panels["std"] = np.ma.masked_where(~imputed, s) if imputed is not None else s
+    if f.truth is not None:
+        err = np.ma.abs(value - t)
+        panels["error"] = np.ma.masked_where(~imputed, err) if imputed is not None else err
+    return _LayerRow(sel, v, hdim, vdim, panels, inside)
 
-    def norms(row_panels: Iterable[dict[str, np.ma.MaskedArray]]):
-        row_panels = list(row_panels)
-        vn = make_norm(
-            *robust_limits(
-                *[p[k] for p in row_panels for k in value_keys],
-                percentiles=percentiles,
-                log=use_log,
-            ),
-            log=use_log,
-        )
-        un = None
-        if unc_keys:
-            lo, hi = robust_limits(
-                *[p[k] for p in row_panels for k in unc_keys],
-                percentiles=percentiles,
-                log=use_log,
-            )
-            un = make_norm(lo, hi, log=use_log)  # from the data: a narrow spread stays visible
-        return vn, un
 
-    # geometry of one panel
-    _, v0, hdim0, vdim0, _, _ = rows[0]
-    hedges0, vedges0 = _edges(_centres(v0, hdim0)), _edges(_centres(v0, vdim0))
-    hunits, vunits = _units_of(v0, hdim0), _units_of(v0, vdim0)
-    vertical = _is_vertical(vdim0, _coord(v0, vdim0)) or _is_vertical(hdim0, _coord(v0, hdim0))
+def _row_note(da: xr.DataArray, row: _LayerRow) -> str:
+    """Which layer a row shows, for its panel titles ("layer 21 (z = 12.5 m)")."""
+    if row.sel:
+        (dim, k), = row.sel.items()
+        return _layer_note(da, dim, k, number=_is_vertical(dim, _coord(da, dim)))
+    return ", ".join(_scalar_notes(row.v))
+
+
+def _layer_aspect(row: _LayerRow, aspect: str | float | None) -> tuple[str | float | None, float]:
+    """The axes aspect (``"auto"`` resolved) and a panel's height over width."""
+    v, hdim, vdim = row.v, row.hdim, row.vdim
+    hedges, vedges = _edges(_centres(v, hdim)), _edges(_centres(v, vdim))
+    hunits, vunits = _units_of(v, hdim), _units_of(v, vdim)
+    vertical = _is_vertical(vdim, _coord(v, vdim)) or _is_vertical(hdim, _coord(v, hdim))
     if aspect == "auto":
         aspect = "equal" if (hunits is not None and hunits == vunits and not vertical) else None
-    hext = float(np.ptp(hedges0)) or 1.0
-    vext = float(np.ptp(vedges0)) or 1.0
+    hext = float(np.ptp(hedges)) or 1.0
+    vext = float(np.ptp(vedges)) or 1.0
     if aspect == "equal":
         box = vext / hext
     elif isinstance(aspect, (int, float)):
         box = aspect * vext / hext
     else:
         box = 0.75
-    box = float(np.clip(box, 0.35, 2.6))
-    ncols, nrows = len(keys), len(rows)
-    nv, nu = len(value_keys), len(unc_keys)
-    wheres = []
-    for sel, v, *_ in rows:
-        if sel:
-            (dim, k), = sel.items()
-            wheres.append(_layer_note(da, dim, k, number=_is_vertical(dim, _coord(da, dim))))
-        else:
-            wheres.append(", ".join(_scalar_notes(v)))
+    return aspect, float(np.clip(box, 0.35, 2.6))
 
-    # the size of the figure and of its panels, estimated from the text around them
+
+@dataclass
+class _LayerSize:
+    """The figure size, a panel's width and height and the gaps, in inches."""
+
+    figsize: tuple[float, float]
+    w: float
+    h: float
+    gap: float
+    cbar_pads: dict[str, float]  # as fractions of the extent of the panels of each bar
+    mt: _Metrics
+
+
+def _layer_size(rows: list[_LayerRow], nv: int, nu: int, box: float, titled: bool, *, share: str,
+                aspect: Any, panel_width: float, figsize: tuple[float, float] | None) -> _LayerSize:
+    """Size the figure and its panels from the text around them (titles, ticks, labels)."""
+    vedges0 = _edges(_centres(rows[0].v, rows[0].vdim))
+    ncols, nrows = nv + nu, len(rows)
     mt = _Metrics()
-    title = mt.title(2 if any(wheres) else 1)
+    title = mt.title(2 if titled else 1)
     left = (mt.w_pad + mt.lines(mt.label_font) + mt.label_pad + mt.tick
             + mt.digits(_tick_chars(float(vedges0.min()), float(vedges0.max()))))
     right = mt.w_pad + 0.03
     gap = 2 * mt.w_pad + mt.tick_mark  # between panels, which share their y tick labels
     between = title + mt.tick_mark + 2 * mt.h_pad + 0.02  # between rows
     cbar_pad = 0.1  # inches
-    ncb = 2 if unc_keys else 1
+    ncb = 2 if nu else 1
     if share == "all":
         width = panel_width * ncols + 0.8 if figsize is None else float(figsize[0])
         w = (width - left - right - (ncols - 1) * gap) / ncols
@@ -362,72 +400,64 @@ def layers(
         h = max(h, 0.3)
         if aspect is not None:  # the aspect shrinks the panels to fit
             w, h = min(w, h / box), min(h, w * box)
-    # a colourbar's pad is a fraction of the extent of its panels
     if share == "all":
         rows_h = nrows * h + (nrows - 1) * between
         cbar_pads = {"value": cbar_pad / rows_h, "uncertainty": cbar_pad / rows_h}
     else:
         cbar_pads = {"value": cbar_pad / (nv * w + (nv - 1) * gap),
                      "uncertainty": cbar_pad / max(nu * w + (nu - 1) * gap, 0.1)}
-    fig, axes = plt.subplots(
-        nrows, ncols, figsize=figsize, squeeze=False, sharex=True, sharey=True,
-        # "compressed" pulls panels of a fixed aspect, their titles and colourbars together
-        layout="compressed" if aspect is not None else "constrained",
-    )
-    titles = {
-        "observed": "observed",
-        "imputed": "imputed",
-        "truth": "truth",
-        "std": "predictive std",
-        "error": "|imputed \u2212 truth|",
-    }
-    all_norms = norms(r[4] for r in rows) if share == "all" else None
-    meshes: dict[str, Any] = {}
-    for r, (sel, v, hdim, vdim, panels, inside) in enumerate(rows):
-        vn, un = all_norms if all_norms is not None else norms([panels])
-        hedges = _edges(_centres(v, hdim))
-        vedges = _edges(_centres(v, vdim))
-        where = wheres[r]
-        for c, key in enumerate(keys):
-            ax = axes[r, c]
-            is_value = key in value_keys
-            m = ax.pcolormesh(
-                hedges, vedges, panels[key],
-                cmap=value_cmap if is_value else unc_cmap,
-                norm=vn if is_value else un,
-                shading="flat",
-                rasterized=True,
-            )
-            m.set_gid(key)
-            ax.set_gid(key)
-            _draw_domain(ax, hedges, vedges, inside)
-            ax.set_title(f"{titles[key]}\n{where}" if where else titles[key], fontsize="medium")
-            meshes.setdefault(key, []).append(m)
-            if r == nrows - 1:
-                ax.set_xlabel(_axis_label(v, hdim))
-            if c == 0:
-                ax.set_ylabel(_axis_label(v, vdim))
-        ax0 = axes[r, 0]
-        ax0.set_xlim(hedges.min(), hedges.max())
-        if _positive_down(_coord(v, vdim)):
-            ax0.set_ylim(vedges.max(), vedges.min())
-        else:
-            ax0.set_ylim(vedges.min(), vedges.max())
-        if aspect is not None:
-            for ax in axes[r]:
-                ax.set_aspect(aspect)
-        if share == "row":
-            _colourbars(fig, axes[r], meshes, value_keys, unc_keys, f, r, "right", cbar_pads)
-    if share == "all":
-        _colourbars(fig, axes, meshes, value_keys, unc_keys, f, 0, "bottom", cbar_pads)
+    return _LayerSize(figsize, w, h, gap, cbar_pads, mt)
+
+
+def _draw_layer_row(axes_row, row: _LayerRow, value_keys: list[str], unc_keys: list[str],
+                    norms: tuple[Any, Any], cmaps: tuple[Any, Any], where: str, *, bottom: bool,
+                    aspect: Any) -> dict[str, Any]:
+    """Draw the panels of one row; their QuadMeshes by panel key."""
+    hedges = _edges(_centres(row.v, row.hdim))
+    vedges = _edges(_centres(row.v, row.vdim))
+    meshes = {}
+    for c, key in enumerate(value_keys + unc_keys):
+        ax = axes_row[c]
+        is_value = key in value_keys
+        m = ax.pcolormesh(
+            hedges, vedges, row.panels[key],
+            cmap=cmaps[0] if is_value else cmaps[1],
+            norm=norms[0] if is_value else norms[1],
+            shading="flat",
+            rasterized=True,
+        )
+        m.set_gid(key)
+        ax.set_gid(key)
+        _draw_domain(ax, hedges, vedges, row.inside)
+        title = PANEL_TITLES[key]
+        ax.set_title(f"{title}\n{where}" if where else title, fontsize="medium")
+        meshes[key] = m
+        if bottom:
+            ax.set_xlabel(_axis_label(row.v, row.hdim))
+        if c == 0:
+            ax.set_ylabel(_axis_label(row.v, row.vdim))
+    ax0 = axes_row[0]
+    ax0.set_xlim(hedges.min(), hedges.max())
+    if _positive_down(_coord(row.v, row.vdim)):
+        ax0.set_ylim(vedges.max(), vedges.min())
+    else:
+        ax0.set_ylim(vedges.min(), vedges.max())
+    if aspect is not None:
+        for ax in axes_row:
+            ax.set_aspect(aspect)
+    return meshes
+
+
+def _fit_axis_labels(axes, rows: list[_LayerRow], size: _LayerSize) -> None:
+    """Anchor the panels under their titles; long axis labels give way to "x [m]"."""
     for ax in axes.ravel():
         ax.set_anchor("N")  # a panel shorter than its box stays under its title
-    # long axis labels that would run into their neighbours' give way to "x [m]"
+    last = rows[-1]
     for ax in axes[-1]:
-        _choose_label(ax.xaxis.label, _short_label(rows[-1][1], rows[-1][2]), w + gap - 0.1, mt)
-    for ax, (_, v, _, vd, _, _) in zip(axes[:, 0], rows, strict=True):
-        _choose_label(ax.yaxis.label, _short_label(v, vd), h, mt)
-    return fig
+        _choose_label(ax.xaxis.label, _short_label(last.v, last.hdim), size.w + size.gap - 0.1,
+                      size.mt)
+    for ax, row in zip(axes[:, 0], rows, strict=True):
+        _choose_label(ax.yaxis.label, _short_label(row.v, row.vdim), size.h, size.mt)
 
 
 def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, location, pads):
@@ -439,23 +469,9 @@ def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, locatio
     axes = np.atleast_2d(axes)
     nv = len(value_keys)
     kw = {"location": location, "shrink": 0.9, "aspect": 25 if location == "bottom" else 18}
-    kw["pad"] = pads["value"]
-    cb = fig.colorbar(meshes[value_keys[0]][row], ax=axes[:, :nv].ravel().tolist(), **kw)
-    cb.set_label(label_for(f.value, f.var))
-    _style_colorbar(cb)
-    cb.ax.set_gid("colorbar:value")
+    _colourbar(fig, meshes[value_keys[0]][row], axes[:, :nv].ravel().tolist(),
+               label_for(f.value, f.var), "colorbar:value", pad=pads["value"], **kw)
     if unc_keys:
-        kw["pad"] = pads["uncertainty"]
-        cb = fig.colorbar(meshes[unc_keys[0]][row], ax=axes[:, nv:].ravel().tolist(), **kw)
-        cb.set_label(_uncertainty_label(f, unc_keys))
-        _style_colorbar(cb)
-        cb.ax.set_gid("colorbar:uncertainty")
-
-
-def _uncertainty_label(f: _Field, unc_keys: Sequence[str]) -> str:
-    what = " and ".join({"std": "std", "error": "|error|"}[k] for k in unc_keys)
-    name = f.value.attrs.get("long_name") or f.var
-    units = f.value.attrs.get("units")
-    return f"{what} of {name}" + _units_suffix(units)
-
-
+        _colourbar(fig, meshes[unc_keys[0]][row], axes[:, nv:].ravel().tolist(),
+                   _uncertainty_label(f, unc_keys), "colorbar:uncertainty",
+                   pad=pads["uncertainty"], **kw)

@@ -19,6 +19,7 @@ from .conventions import (
     _LON_NAMES,
     _X_NAMES,
     _Y_NAMES,
+    PANEL_TITLES,
     _centres,
     _choose_label,
     _coord,
@@ -31,25 +32,24 @@ from .conventions import (
     _orient,
     _status,
     _tick_chars,
+    _uncertainty_label,
 )
-from .layers import _uncertainty_label
 from .style import (
     UNCERTAINTY_CMAP,
     VALUE_CMAP,
     _cmap,
+    _colourbar,
     _coord_note,
     _draw_domain,
     _edges,
     _fmt_value,
     _outline,
+    _panel_norms,
     _plt,
     _scalar_notes,
-    _style_colorbar,
     _units_suffix,
     is_log_variable,
     label_for,
-    make_norm,
-    robust_limits,
 )
 
 __all__ = ["field_map"]
@@ -280,8 +280,7 @@ def field_map(
     # the pad is measured from the panels' frame: it must clear their tick and axis labels
     _map_colourbars(fig, axes, mappables, p, f, var, pad=(size.cbar_pad + size.under) / h,
                     size=size)
-    title = str(f.value.attrs.get("long_name") or var)
-    fig.suptitle(title + (" (" + ", ".join(g.notes) + ")" if g.notes else ""))
+    fig.suptitle(f.name + (" (" + ", ".join(g.notes) + ")" if g.notes else ""))
     for ax in axes:
         # a panel that its aspect makes shorter than its box stays under its title, where
         # the layout left room for it (the colourbars below anchor it at the bottom)
@@ -293,12 +292,7 @@ def field_map(
     return fig
 
 
-_MAP_TITLES = {
-    "imputed": "imputed field",
-    "truth": "truth",
-    "std": "predictive std",
-    "error": "|imputed \u2212 truth|",
-}
+_MAP_TITLES = {**PANEL_TITLES, "imputed": "imputed field"}
 
 
 def _spatial_dims(ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, sites) -> tuple[str, ...]:
@@ -456,13 +450,8 @@ class _PanelStyle:
 
     @classmethod
     def choose(cls, p: _MapPanels, percentiles, use_log: bool, cmap, std_cmap, marker_size):
-        lo, hi = robust_limits(*[p.panels[k] for k in p.value_keys], percentiles=percentiles,
-                               log=use_log)
-        vnorm, unorm = make_norm(lo, hi, log=use_log), None
-        if p.unc_keys:
-            lo, hi = robust_limits(*[p.panels[k] for k in p.unc_keys], percentiles=percentiles,
-                                   log=use_log)
-            unorm = make_norm(lo, hi, log=use_log)  # from the data: a narrow spread stays visible
+        vnorm, unorm = _panel_norms([p.panels[k] for k in p.value_keys],
+                                    [p.panels[k] for k in p.unc_keys], percentiles, use_log)
         size = marker_size or float(np.clip(4000.0 / max(p.panels["imputed"].size, 1), 10.0, 60.0))
         return cls(vnorm, unorm, _cmap(cmap or VALUE_CMAP), _cmap(std_cmap), size)
 
@@ -662,16 +651,13 @@ def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pa
         return textwrap.fill(text, max(12, int(inches / (0.55 * size.mt.label_font))))
 
     value_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.value_keys]
-    cb = fig.colorbar(mappables[p.value_keys[0]], ax=value_axes, **kw)
-    cb.set_label(bar_label(label_for(f.value, var), len(p.value_keys)))
-    _style_colorbar(cb)
-    cb.ax.set_gid("colorbar:value")
+    _colourbar(fig, mappables[p.value_keys[0]], value_axes,
+               bar_label(label_for(f.value, var), len(p.value_keys)), "colorbar:value", **kw)
     if p.unc_keys:
         unc_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.unc_keys]
-        cb = fig.colorbar(mappables[p.unc_keys[0]], ax=unc_axes, **kw)
-        cb.set_label(bar_label(_uncertainty_label(f, p.unc_keys), len(p.unc_keys)))
-        _style_colorbar(cb)
-        cb.ax.set_gid("colorbar:uncertainty")
+        _colourbar(fig, mappables[p.unc_keys[0]], unc_axes,
+                   bar_label(_uncertainty_label(f, p.unc_keys), len(p.unc_keys)),
+                   "colorbar:uncertainty", **kw)
 
 
 def _projection(ccrs, projection, centre: float, clat: float, span: float, is_global: bool):

@@ -364,6 +364,28 @@ def _coord(da: xr.DataArray, dim: str) -> xr.DataArray | None:
     return da[dim] if dim in da.coords else None
 
 
+def _panel_norms(values: list[Any], uncertainties: list[Any], percentiles: tuple[float, float],
+                 log: bool) -> tuple[mcolors.Normalize, mcolors.Normalize | None]:
+    """One norm over the value panels' arrays, one over the std and error panels' (or None).
+
+    Both come from robust limits of their own data, so that a narrow spread of std stays
+    visible instead of starting at 0.
+    """
+    vnorm = make_norm(*robust_limits(*values, percentiles=percentiles, log=log), log=log)
+    if not uncertainties:
+        return vnorm, None
+    return vnorm, make_norm(*robust_limits(*uncertainties, percentiles=percentiles, log=log), log=log)
+
+
+def _colourbar(fig, mappable, axes, label: str, gid: str, **kwargs: Any):
+    """A colourbar for ``axes``, labelled, with readable log ticks, its axes tagged ``gid``."""
+    cb = fig.colorbar(mappable, ax=axes, **kwargs)
+    cb.set_label(label)
+    _style_colorbar(cb)
+    cb.ax.set_gid(gid)
+    return cb
+
+
 def _style_colorbar(cb) -> None:
     """Readable ticks on a log colourbar: 1-2-5 steps over short ranges, plain numbers."""
     if not isinstance(cb.norm, mcolors.LogNorm):

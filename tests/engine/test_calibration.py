@@ -1,0 +1,54 @@
+"""The NumPy side of the variance calibration: hidden values and the factors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geogpvae.engine.calibration import choose_factors, hide_values, regime_factors
+
+
+def test_hide_values_never_hides_a_whole_variable_and_caps_the_rows():
+    observed = np.ones((50, 2), dtype=bool)
+    observed[:, 1] = False
+    observed[7, 1] = True  # a variable with one observed value keeps it
+    rng = np.random.default_rng(0)
+    hide, rows = hide_values(observed, rng, fraction=0.9, whole=0.5, max_targets=10)
+    assert not hide[~observed].any()
+    assert not hide[7, 1]
+    assert rows.size == 10 and np.all(np.diff(rows) > 0) and hide[rows].any(1).all()
+
+
+def test_regime_factor_is_the_mean_squared_z_and_its_nll_the_gaussian_one():
+    rng = np.random.default_rng(1)
+    z = rng.normal(0, 2.0, 400)
+    logv = np.log(rng.uniform(0.5, 2.0, 400))
+    f, nll = regime_factors([[z[:150] ** 2, z[150:] ** 2]], [[logv[:150], logv[150:]]])
+    assert f[0] == pytest.approx(np.mean(z**2))
+    # dense: -log N(e | 0, f v) averaged, with e^2 / v = z^2
+    expected = np.mean(0.5 * np.log(2 * np.pi * f[0] * np.exp(logv)) + 0.5 * z**2 / f[0])
+    assert nll == pytest.approx(expected)
+
+
+def test_few_values_keep_factor_one_and_none_give_no_score():
+    f, nll = regime_factors([[np.full(5, 4.0)], []], [[np.zeros(5)], []])
+    assert f.tolist() == [1.0, 1.0] and nll is not None
+    assert regime_factors([[]], [[]])[1] is None
+
+
+def test_choose_factors_picks_the_lowest_nll_and_borrows_across_regimes():
+    n = 100
+    good, bad = np.ones(n), np.full(n, 9.0)
+    flat = np.zeros(n)
+    stats = {
+        ("observed", "encoder"): ([[bad], [bad]], [[flat], [flat]]),
+        ("observed", "combined"): ([[good * 1.5], [good * 4]], [[flat], [flat]]),
+        ("unobserved", "neighbours"): ([[good * 2], []], [[flat], []]),
+    }
+    candidates = {"observed": ["encoder", "combined"], "unobserved": ["neighbours"]}
+    factors, chosen, nll = choose_factors(stats, candidates)
+    assert chosen == {"observed": "combined", "unobserved": "neighbours"}
+    assert factors[0].tolist() == [1.5, 4.0]
+    # variable 1 has no held-out value without observations of its own: it borrows 4
+    assert factors[1].tolist() == [2.0, 4.0]
+    assert set(nll) == {"observed:encoder", "observed:combined", "unobserved:neighbours"}

@@ -548,6 +548,16 @@ class GPVAEImputer:
         RuntimeError
             The imputer is not trained.
         """
+        return atomic_torch_save(self.saved_state(), path, overwrite=overwrite)
+
+    def saved_state(self) -> dict[str, Any]:
+        """The plain values :meth:`save` writes (tensors, numbers, strings, lists, dicts).
+
+        Raises
+        ------
+        RuntimeError
+            The imputer is not trained.
+        """
         self._require_fit()
         state = {
             "format": SAVE_FORMAT,
@@ -565,7 +575,7 @@ class GPVAEImputer:
                 "fingerprint": self._fingerprint,
             },
         }
-        return atomic_torch_save(state, path, overwrite=overwrite)
+        return state
 
     def _saved_options(self) -> dict[str, Any]:
         """The extra options, a gpytorch kernel replaced by its description."""

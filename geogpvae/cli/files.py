@@ -141,6 +141,32 @@ def check_target(
         raise PermissionError(f"cannot write {what} {path}: folder {folder} is not writable")
 
 
+def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
+    """Write ``result`` to ``output`` (created exclusively unless ``overwrite``).
+
+    Returns
+    -------
+    os.stat_result
+        The new file's status (to recognise it later).
+
+    Raises
+    ------
+    FileExistsError
+        Another job created ``output`` while this one was writing; the message names
+        ``--overwrite``.
+    """
+    from ..fields.io import to_netcdf
+
+    try:
+        path = to_netcdf(result, output, overwrite=overwrite)
+    except FileExistsError:
+        raise FileExistsError(
+            f"output {output} was created by another job while this one was writing; "
+            "nothing was written over it: pass --overwrite to replace it, or choose another name"
+        ) from None
+    return os.stat(path)
+
+
 def _open(inputs: Sequence[str], concat_dim: str | None) -> Any:
     from ..fields.io import open_dataset
 

@@ -13,6 +13,7 @@ from typing import Any
 from .common import (
     EXIT_FAILURE,
     EXIT_OK,
+    EXIT_USAGE,
     PROG,
     JobFailure,
     Reporter,
@@ -22,7 +23,15 @@ from .common import (
     _one_line,
     _progress,
 )
-from .files import _open, _same_file, check_target, expand_inputs, format_output, select_task
+from .files import (
+    _open,
+    _same_file,
+    check_target,
+    expand_inputs,
+    format_output,
+    select_task,
+    write_output,
+)
 from .settings import Settings, resolve_settings
 
 
@@ -201,15 +210,52 @@ def _train(
 
 
 def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
-    from ..fields.io import to_netcdf
+    """Write OUT and the model file; on failure neither is left (without --overwrite).
+
+    The model is staged first and moved into place only once OUT exists: OUT is created
+    exclusively, so a job that loses the race for OUT to another leaves no model file.
+    """
+    from ..fields.io import stage_torch_save
 
     result = imputer.impute(ds)
     result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
+    overwrite = job.settings.overwrite
+    model = None
     if job.save_model:
-        imputer.save(job.save_model, overwrite=job.settings.overwrite)
-        say(f"saved the model to {job.save_model}")
-    to_netcdf(result, job.output, overwrite=job.settings.overwrite)
+        model = stage_torch_save(imputer.saved_state(), job.save_model, overwrite=overwrite)
+    try:
+        written = write_output(result, job.output, overwrite)
+        if model is not None:
+            _commit_model(model, job.output, written)
+            say(f"saved the model to {job.save_model}")
+    finally:
+        if model is not None:
+            model.discard()  # nothing left to remove once committed
     say(f"wrote {job.output}")
+
+
+def _commit_model(model: Any, output: str, written: os.stat_result) -> None:
+    """Move the staged model into place; if that fails, take back the OUT this job created."""
+    try:
+        model.commit()
+    except BaseException as err:
+        if not model.overwrite:
+            _remove_if_same(output, written)
+        if isinstance(err, FileExistsError):
+            raise FileExistsError(
+                f"model file {model.target} was created by another job while this one ran; "
+                f"neither it nor {output} was written: pass --overwrite to replace them"
+            ) from None
+        raise
+
+
+def _remove_if_same(path: str, written: os.stat_result) -> None:
+    try:
+        now = os.stat(path)
+        if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 def _describe_field(field: Any, imputer: Any) -> str:
@@ -293,10 +339,13 @@ def _finish(
             _write_results(job, imputer, ds, say)
             checkpointer.discard()
         except Exception as err:  # noqa: BLE001 - re-raised below, after the others are told
-            status, error = EXIT_FAILURE, err
+            bad_input = isinstance(err, _bad_input_types())
+            status, error = (EXIT_USAGE if bad_input else EXIT_FAILURE), err
     status = cluster.max(status)
     if error is not None:
         raise error
+    if status == EXIT_USAGE:
+        raise UsageError("rank 0 could not write the output (see its message)")
     if status != EXIT_OK:
         raise JobFailure("rank 0 failed to write the output")
     return EXIT_OK

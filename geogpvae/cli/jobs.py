@@ -267,15 +267,17 @@ def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[s
 
 
 def _read(path: Path) -> dict[str, Any]:
+    fix = "delete it or pass --overwrite to start over"
     try:
         payload = read_torch_file(path, "geogpvae checkpoint")
     except UnreadableFileError as err:
-        raise CheckpointError(f"{err}; delete it or pass --overwrite to start over") from None
+        raise CheckpointError(f"{err}; {fix}") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not a geogpvae checkpoint (format tag missing)")
+        raise CheckpointError(f"{path} is not a geogpvae checkpoint (format tag missing); {fix}")
     if int(payload.get("version", 0)) > _CHECKPOINT_VERSION:
         raise CheckpointError(
-            f"{path} was written by a newer geogpvae ({payload.get('package_version')})"
+            f"{path} was written by a newer geogpvae ({payload.get('package_version')}); "
+            f"resume with that version, or {fix}"
         )
     return payload
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device
-from .files import _open, check_target, expand_inputs
+from .files import _open, check_target, expand_inputs, write_output
 
 
 def _load_model(path: str, device: str | None) -> Any:
@@ -23,15 +23,13 @@ def _load_model(path: str, device: str | None) -> Any:
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
         raise UsageError(
-            f"{path} is not a model written by '{PROG} impute --save-model' "
-            f"(torch.load with weights_only=True failed: {type(err).__name__})"
+            f"{path} could not be loaded as a model written by '{PROG} impute --save-model' "
+            f"({type(err).__name__})"
         ) from None
 
 
 def cmd_predict(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """``geogpvae predict``."""
-    from ..fields.io import to_netcdf
-
     say = Reporter(args.quiet)
     if args.device is not None:
         _check_device(args.device)
@@ -42,7 +40,7 @@ def cmd_predict(args: argparse.Namespace, argv: Sequence[str]) -> int:
     with _open(coords, None) as ds:
         out = imputer.predict(ds)
         out.attrs["geogpvae_command"] = shlex.join([PROG, *argv])
-        to_netcdf(out, args.output, overwrite=bool(args.overwrite))
+        write_output(out, args.output, bool(args.overwrite))
     where = " \u00d7 ".join(f"{d} {n}" for d, n in out.sizes.items())
     say(f"wrote {args.output} ({', '.join(imputer.vars_)} at {where})")
     return EXIT_OK

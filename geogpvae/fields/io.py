@@ -31,11 +31,13 @@ from .cf import point_geometry, restore_flag_variables
 __all__ = [
     "CF_VERSION",
     "NetCDFReadError",
+    "StagedFile",
     "UnreadableFileError",
     "abort_partial_writes",
     "atomic_torch_save",
     "open_dataset",
     "read_torch_file",
+    "stage_torch_save",
     "to_netcdf",
 ]
 
@@ -480,6 +482,72 @@ def _check_target(target: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
 
 
+class StagedFile:
+    """A complete temporary file beside ``target``, waiting to be moved there.
+
+    Made by :func:`stage_torch_save`, so that a caller can decide when (and whether) the
+    file appears: e.g. a saved model only once the job's main output is in place.
+
+    Attributes
+    ----------
+    tmp, target : pathlib.Path
+        The hidden temporary file and where it goes.
+    overwrite : bool
+        Replace an existing ``target`` (else it is created exclusively).
+    """
+
+    def __init__(self, tmp: Path, target: Path, overwrite: bool) -> None:
+        self.tmp, self.target, self.overwrite = tmp, target, overwrite
+
+    def commit(self) -> Path:
+        """Move the file to ``target`` (see :func:`atomic_torch_save`); returns ``target``.
+
+        Raises
+        ------
+        FileExistsError
+            ``target`` exists and ``overwrite`` is False; the temporary file is removed.
+        """
+        try:
+            _commit(self.tmp, self.target, self.overwrite)
+        except BaseException:
+            _discard(self.tmp)
+            raise
+        _fsync_dir(self.target.parent)
+        return self.target
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing happens after :meth:`commit`)."""
+        _discard(self.tmp)
+
+
+def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> StagedFile:
+    """``torch.save`` to a hidden temporary file beside ``path`` and fsync it; do not move it.
+
+    Parameters are those of :func:`atomic_torch_save`; the target is checked now, and again
+    by :meth:`StagedFile.commit`.
+
+    Returns
+    -------
+    StagedFile
+        Call its ``commit()`` to create ``path``, or ``discard()`` to drop the file.
+    """
+    import torch  # noqa: PLC0415 - io is usable without importing torch
+
+    path = Path(os.fspath(path)).expanduser()
+    _check_target(path, overwrite)
+    _leftovers(path)
+    tmp = _create_temp(path)
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        _discard(tmp)
+        raise
+    return StagedFile(tmp, path, overwrite)
+
+
 def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then move it there.
 
@@ -509,23 +577,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fa
         The folder is missing, ``path`` is a folder, or it exists (or appears during the
         write) and ``overwrite`` is False; nothing is written.
     """
-    import torch  # noqa: PLC0415 - io is usable without importing torch
-
-    path = Path(os.fspath(path)).expanduser()
-    _check_target(path, overwrite)
-    _leftovers(path)
-    tmp = _create_temp(path)
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _commit(tmp, path, overwrite)
-    except BaseException:
-        _discard(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return path
+    return stage_torch_save(obj, path, overwrite=overwrite).commit()
 
 
 def _describe_torch_error(err: BaseException, head: bytes) -> str:
@@ -534,21 +586,17 @@ def _describe_torch_error(err: BaseException, head: bytes) -> str:
     ``head`` is the file's first bytes. Never repeats torch's own text, which may advise
     ``weights_only=False`` (unsafe: it runs code from the file).
     """
-    text = str(err)
     if not head:
         return "the file is empty"
-    if not head.startswith(b"PK") and not head.startswith(b"\x80"):
+    zipped = head.startswith(b"PK")  # torch.save's format; older torch wrote a bare pickle
+    if not zipped and not head.startswith(b"\x80"):
         return "it is not a file written by torch.save"
-    if isinstance(err, EOFError) or "failed finding central directory" in text:
-        return "the file is empty or truncated (an interrupted copy?)"
-    if "Weights only load failed" in text or type(err).__name__ == "UnpicklingError":
+    if "Unsupported global" in str(err) or (zipped and type(err).__name__ == "UnpicklingError"):
         return ("it holds Python objects other than tensors and plain values, which are "
                 "never loaded (they could run code)")
-    if "PytorchStreamReader" in text or "zip archive" in text:
-        return "the file is damaged (not a complete zip archive)"
-    if "magic number" in text or "invalid load key" in text:
-        return "it is not a file written by torch.save"
-    return f"it cannot be read ({type(err).__name__})"
+    if zipped or isinstance(err, EOFError):
+        return "the file is damaged or truncated (an interrupted copy?)"
+    return "it is not a file written by torch.save (a pickle of something else, or damaged)"
 
 
 def read_torch_file(path: str | os.PathLike, what: str) -> Any:
@@ -583,7 +631,9 @@ def read_torch_file(path: str | os.PathLike, what: str) -> Any:
     if path.is_dir():
         raise IsADirectoryError(f"{what} {path} is a folder, not a file")
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's remarks on odd pickles are not ours to pass on
+            warnings.filterwarnings("ignore", module=r"torch(\.|$)")
+            return torch.load(path, map_location="cpu", weights_only=True)
     except (PermissionError, MemoryError):
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file

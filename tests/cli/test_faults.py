@@ -1,0 +1,229 @@
+"""Faults a cluster job meets, through the real entry point (``python -m geogpvae``).
+
+* two jobs racing for one ``OUT``: exactly one writes it, the other exits 2 naming
+  ``--overwrite`` and leaves neither ``OUT`` nor its ``--save-model`` file;
+* a damaged, truncated or foreign model file (``predict``) or checkpoint (``--resume``):
+  one line naming the file and the problem, exit 2, no traceback, never advising
+  ``weights_only=False``;
+* a second SIGTERM/SIGINT while the output is being written (or after the first signal,
+  while training finishes its epoch): the job stops at once, exit 128 + N, no ``OUT`` and
+  no temporary file left.
+
+Each job is started with a small wrapper script that stalls the NetCDF write at a known
+point (a monkeypatch inside the child process, invisible to users), so that signals and
+races hit the write deterministically instead of by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+import geogpvae
+from geogpvae.cli import jobs, main
+from geogpvae.datasets import make_gaussian_field
+
+REPO = Path(__file__).resolve().parents[2]
+SMALL = [
+    "--neighbours", "4",
+    "--option", "encoder_hidden=[16,16]",
+    "--option", "decoder_hidden=[16,16]",
+    "--option", "samples=8",
+    "--option", "calibrate=false",
+]  # fmt: skip
+TINY = [*SMALL, "--epochs", "3", "-q"]
+HANG_GUARD = 600  # seconds; only against a hang, never a speed limit
+
+
+def _env() -> dict[str, str]:
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+
+
+def _temps(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    """A small grid and a model trained on it."""
+    root = tmp_path_factory.mktemp("faults")
+    grid = geogpvae.to_netcdf(make_gaussian_field((16, 16), seed=0), root / "grid.nc")
+    model = root / "grid.pt"
+    assert main(["impute", str(grid), str(root / "out.nc"), *TINY, "--save-model", str(model)]) == 0
+    return {"root": root, "grid": grid, "model": model}
+
+
+# =========================================================================== the write race
+# Each racer holds at a barrier once its temporary OUT is complete, so both have passed
+# every "does OUT exist?" check (and staged their model files) before either creates OUT.
+_RACER = textwrap.dedent(
+    """
+    import os, sys, time
+    import geogpvae.fields.io as io
+    from geogpvae.cli import main
+
+    barrier, me = sys.argv[1:3]
+    write = io._write_netcdf
+
+    def held(ds, tmp, engine):
+        write(ds, tmp, engine)
+        open(os.path.join(barrier, me), "w").close()
+        deadline = time.time() + 600
+        while len(os.listdir(barrier)) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+
+    io._write_netcdf = held
+    sys.exit(main(sys.argv[3:]))
+    """
+)
+
+
+def test_racing_jobs_one_writes_the_other_exits_2_and_leaves_nothing(data, tmp_path):
+    out, barrier, script = tmp_path / "out.nc", tmp_path / "barrier", tmp_path / "racer.py"
+    barrier.mkdir()
+    script.write_text(_RACER)
+    procs = {
+        seed: subprocess.Popen(
+            [sys.executable, str(script), str(barrier), seed, "impute", str(data["grid"]),
+             str(out), *TINY, "--seed", seed, "--save-model", str(tmp_path / f"m{seed}.pt")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        )
+        for seed in ("1", "2")
+    }  # fmt: skip
+    results = {s: (p.wait(timeout=HANG_GUARD), p.stderr.read()) for s, p in procs.items()}
+    for p in procs.values():
+        p.stdout.close(), p.stderr.close()
+    codes = sorted(code for code, _ in results.values())
+    assert codes == [0, 2], results
+    winner = next(s for s, (code, _) in results.items() if code == 0)
+    loser = next(s for s, (code, _) in results.items() if code == 2)
+    lines = results[loser][1].strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("geogpvae: error: "), results[loser][1]
+    assert str(out) in lines[0] and "--overwrite" in lines[0], lines[0]
+    assert "overwrite=True" not in lines[0]
+    with xr.open_dataset(out) as back:
+        assert back.attrs["geogpvae_command"].split("--seed ")[1].startswith(winner)
+    # the winner's model is saved; the loser's is not left behind
+    assert (tmp_path / f"m{winner}.pt").exists()
+    assert not (tmp_path / f"m{loser}.pt").exists()
+    assert _temps(tmp_path) == []
+
+
+def test_model_file_taken_during_the_run_leaves_no_output(data, tmp_path, capsys, monkeypatch):
+    """The model file appears while OUT is written: the job fails and takes OUT back."""
+    import geogpvae.fields.io as io
+
+    out, model = tmp_path / "out.nc", tmp_path / "m.pt"
+    write = io._write_netcdf
+
+    def another_job_saves_its_model(ds, tmp, engine):
+        write(ds, tmp, engine)
+        model.write_bytes(b"another job's model")
+
+    monkeypatch.setattr(io, "_write_netcdf", another_job_saves_its_model)
+    args = ["impute", str(data["grid"]), str(out), *TINY, "--save-model", str(model)]
+    assert main(args) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(model) in line and "--overwrite" in line, line
+    assert model.read_bytes() == b"another job's model"
+    assert not out.exists() and _temps(tmp_path) == []
+
+
+# =========================================================================== damaged files
+def _run(args: list[str]) -> tuple[int, str]:
+    res = subprocess.run([sys.executable, "-m", "geogpvae", *args], capture_output=True,
+                         text=True, env=_env(), timeout=HANG_GUARD, check=False)
+    return res.returncode, res.stderr
+
+
+class _Anything:
+    """Not a plain value: ``weights_only`` loading refuses it."""
+
+
+def _bad_file(kind: str, path: Path, good: Path) -> list[str]:
+    """Write a bad file of ``kind`` at ``path``; returns words the message must hold."""
+    blob = good.read_bytes()
+    if kind == "empty":
+        path.write_bytes(b"")
+        return ["empty"]
+    if kind == "truncated":
+        path.write_bytes(blob[: len(blob) // 2])
+        return ["damaged or truncated"]
+    if kind == "damaged":  # the zip directory at the end overwritten
+        path.write_bytes(blob[:-200] + bytes(200))
+        return ["damaged or truncated"]
+    if kind == "netcdf":
+        path.write_bytes((good.parent / "grid.nc").read_bytes())
+        return ["not a file written by torch.save"]
+    if kind == "pickle":
+        path.write_bytes(pickle.dumps({"w": 1}))
+        return ["not a file written by torch.save"]
+    if kind == "objects":
+        torch.save({"format": "x", "payload": _Anything()}, path)
+        return ["Python objects", "never loaded"]
+    if kind == "other_torch":
+        torch.save({"weights": torch.zeros(3)}, path)
+        return ["not a geogpvae"]
+    raise AssertionError(kind)
+
+
+def _assert_one_clear_line(code: int, err: str, path: Path, words: list[str]) -> None:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("geogpvae: error: "), err
+    assert str(path) in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+    assert "weights_only" not in err and "Traceback" not in err
+
+
+KINDS = ["empty", "truncated", "damaged", "netcdf", "pickle", "objects", "other_torch"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_predict_with_a_bad_model_file_says_so_in_one_line(kind, data, tmp_path):
+    coords = geogpvae.to_netcdf(
+        xr.Dataset(coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)}),
+        tmp_path / "coords.nc",
+    )
+    model, out = tmp_path / "bad.pt", tmp_path / "pred.nc"
+    words = _bad_file(kind, model, data["model"])
+    code, err = _run(["predict", str(model), str(coords), str(out)])
+    _assert_one_clear_line(code, err, model, words)
+    assert not out.exists() and _temps(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["empty", "truncated", "damaged", "objects", "other_torch"])
+def test_resume_from_a_bad_checkpoint_says_so_in_one_line(kind, data, tmp_path):
+    out, folder = tmp_path / "out.nc", tmp_path / "ck"
+    folder.mkdir()
+    checkpoint = jobs.checkpoint_path(folder, out)
+    words = _bad_file(kind, checkpoint, data["model"])
+    if kind == "other_torch":
+        words = ["not a geogpvae checkpoint"]
+    before = checkpoint.read_bytes()
+    args = ["impute", str(data["grid"]), str(out), *TINY, "--checkpoint-dir", str(folder)]
+    code, err = _run([*args, "--resume"])
+    _assert_one_clear_line(code, err, checkpoint, [*words, "--overwrite"])
+    assert checkpoint.read_bytes() == before  # kept for the user to look at
+    assert not out.exists()

@@ -29,9 +29,11 @@ Exit codes
 2
     Bad usage or bad input: a one-line message names the problem; nothing is written.
 128 + N
-    Stopped by signal N after finishing the current epoch and writing a checkpoint
-    (143 for SIGTERM, 130 for SIGINT, 138 for SIGUSR1); ``OUT`` is not written. Run the
-    same command with ``--resume`` to continue.
+    Stopped by signal N (143 for SIGTERM, 130 for SIGINT, 138 for SIGUSR1): a first signal
+    during training after finishing the current epoch and writing a checkpoint; a second
+    one at once, with the temporary files of writes in progress removed. ``OUT`` is not
+    written. Run the same command with ``--resume`` to continue. A first signal after
+    training lets the job finish (exit 0).
 
 Layout
 ------

@@ -189,7 +189,7 @@ def _train(
     imputer: Any,
     field: Any,
     resume: Any,
-    checkpointer: _Checkpointer,
+    after_epoch: Callable[[Any], None],
     should_stop: Callable[[], bool],
 ) -> Any:
     """Fit, turning errors after the input was accepted into :class:`JobFailure`."""
@@ -199,7 +199,7 @@ def _train(
         imputer.fit_field(
             field,
             resume=resume,
-            callback=checkpointer.after_epoch,
+            callback=after_epoch,
             should_stop=should_stop,
         )
     except InputError:
@@ -292,7 +292,7 @@ def run_impute(job: Job) -> int:
 
 
 def _impute_on(job: Job, cluster: Any, device: str) -> int:
-    from .jobs import JobInterrupted, SignalTrap, job_identity
+    from .jobs import job_identity
 
     s = job.settings
     say = Reporter(s.quiet, cluster.is_main)
@@ -311,32 +311,60 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
         checkpointer = _Checkpointer(
             job.checkpoint, identity, s.checkpoint_every, total, cluster.is_main
         )
-        with SignalTrap(announce=say) as trap:
-            stop = {"signum": 0}
+        return _train_and_write(job, imputer, field, ds, resume, checkpointer, cluster, say)
 
-            def should_stop() -> bool:
-                stop["signum"] = cluster.max(trap.signum or 0)
-                return stop["signum"] > 0
 
-            engine = _train(imputer, field, resume, checkpointer, should_stop)
-            if engine.interrupted:
-                if cluster.is_main:
-                    checkpointer.save(engine)
-                cluster.max(0)  # everyone waits for the checkpoint
-                raise JobInterrupted(
-                    stop["signum"], job.checkpoint, int(engine.train_state.epoch), total
-                )
-            return _finish(job, imputer, ds, checkpointer, cluster, say)
+def _train_and_write(
+    job: Job,
+    imputer: Any,
+    field: Any,
+    ds: Any,
+    resume: Any,
+    checkpointer: _Checkpointer,
+    cluster: Any,
+    say: Reporter,
+) -> int:
+    """Train and write under the job's signal trap (see :class:`~.jobs.SignalTrap`)."""
+    from .jobs import JobInterrupted, SignalTrap
+
+    final = f"training is finished: predicting and writing {job.output}, then exiting 0"
+    with SignalTrap(announce=say, speak=cluster.is_main) as trap:
+        stop = {"signum": 0}
+
+        def should_stop() -> bool:
+            stop["signum"] = cluster.max(trap.signum or 0)
+            return stop["signum"] > 0
+
+        def after_epoch(engine: Any) -> None:
+            checkpointer.after_epoch(engine)
+            if int(engine.train_state.epoch) >= checkpointer.total:
+                trap.plan = final
+
+        engine = _train(imputer, field, resume, after_epoch, should_stop)
+        if engine.interrupted:
+            if cluster.is_main:
+                checkpointer.save(engine)
+            cluster.max(0)  # everyone waits for the checkpoint
+            raise JobInterrupted(
+                stop["signum"], job.checkpoint, int(engine.train_state.epoch), checkpointer.total
+            )
+        trap.plan = final
+        return _finish(job, imputer, ds, checkpointer, cluster, say)
 
 
 def _finish(
     job: Job, imputer: Any, ds: Any, checkpointer: _Checkpointer, cluster: Any, say: Reporter
 ) -> int:
-    """Rank 0 writes the outputs; every rank waits for it and ends with the same code."""
+    """Rank 0 writes the outputs; every rank waits for it and ends with the same code.
+
+    Rank 0 predicts and writes in a worker thread, so that a second signal stops it at once.
+    """
+    from .jobs import run_interruptible
+
     status, error = EXIT_OK, None
     if cluster.is_main:
         try:
-            _write_results(job, imputer, ds, say)
+            run_interruptible(lambda: _write_results(job, imputer, ds, say))
             checkpointer.discard()
         except Exception as err:  # noqa: BLE001 - re-raised below, after the others are told
             bad_input = isinstance(err, _bad_input_types())

@@ -12,8 +12,9 @@ Checkpoints
 
 Signals
     :class:`SignalTrap` turns the first SIGTERM, SIGINT or SIGUSR1 into a stop request that
-    training polls after every epoch; a second one of the same kind acts as usual (stops at
-    once). Schedulers send SIGTERM some time before they kill a job (SLURM's ``KillWait``,
+    training polls after every epoch; a second one stops the process at once (temporary
+    files removed, exit 128 + N). :func:`run_interruptible` runs the final prediction and
+    write in a worker thread so that the main thread can act on a signal at once. Schedulers send SIGTERM some time before they kill a job (SLURM's ``KillWait``,
     or earlier with ``#SBATCH --signal``), which leaves time to finish the epoch and write
     the checkpoint.
 
@@ -34,6 +35,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +46,7 @@ import torch
 
 from .._version import __version__
 from ..errors import UnreadableFileError
-from ..fields.io import atomic_torch_save, read_torch_file
+from ..fields.io import abort_partial_writes, atomic_torch_save, read_torch_file
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -52,6 +54,7 @@ __all__ = [
     "Cluster",
     "JobInterrupted",
     "SignalTrap",
+    "run_interruptible",
     "checkpoint_path",
     "job_identity",
     "launch_environment",
@@ -125,10 +128,16 @@ def _trappable() -> tuple[int, ...]:
 
 
 class SignalTrap:
-    """Turn the first termination signal into a request to stop after the current epoch.
+    """Turn the first termination signal into a request to stop; a second one stops at once.
 
     Used as a context manager; the previous handlers are restored on exit. Outside the
     main thread (where Python cannot install handlers) it traps nothing.
+
+    The first SIGTERM, SIGINT or SIGUSR1 only sets :attr:`signum` (training polls it after
+    every epoch). A second one, of any of these kinds, ends the process at once: the
+    temporary files of writes in progress are removed (:func:`~geogpvae.fields.io.
+    abort_partial_writes`, so no output or checkpoint appears) and the process exits with
+    128 + that signal's number, without unwinding.
 
     Parameters
     ----------
@@ -136,21 +145,28 @@ class SignalTrap:
         Signals to trap; default SIGTERM, SIGINT and SIGUSR1.
     announce : callable, optional
         Called with a one-line message when the first signal arrives.
+    speak : bool, default True
+        Print a line on stderr when a second signal stops the process.
 
     Attributes
     ----------
     signum : int or None
         The first signal received.
+    plan : str
+        What the job does after a first signal (for the announcement); the caller updates
+        it as the job moves on.
     """
 
     def __init__(
         self,
         signals: Sequence[int] | None = None,
         announce: Callable[[str], None] | None = None,
+        speak: bool = True,
     ) -> None:
         self.signals = tuple(signals) if signals is not None else _trappable()
-        self.announce = announce
+        self.announce, self.speak = announce, speak
         self.signum: int | None = None
+        self.plan = "finishing the current epoch, then stopping"
         self._previous: dict[int, Any] = {}
 
     @property
@@ -175,19 +191,55 @@ class SignalTrap:
         self._previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.signum is not None:  # a second signal: act as if nothing were trapped
-            self._restore()
-            if signum == signal.SIGINT:
-                raise KeyboardInterrupt
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
+        if self.signum is not None:
+            _stop_now(signum, self.speak)
         self.signum = signum
         if self.announce is not None:
             self.announce(
-                f"received {_signal_name(signum)}: finishing the current epoch, then stopping "
-                "(send it again to stop at once)"
+                f"received {_signal_name(signum)}: {self.plan} (send it again to stop at once)"
             )
+
+
+def _stop_now(signum: int, speak: bool) -> None:
+    """End the process at once: remove the temporary files of writes in progress, exit 128+N.
+
+    ``os._exit`` skips the interpreter's clean-up, which could wait for a write of the worker
+    thread or for other processes; output goes straight to the file descriptor, since the
+    main thread may be inside a write to ``sys.stderr`` itself.
+    """
+    try:
+        removed = abort_partial_writes()
+        if speak:
+            what = f"; removed {', '.join(map(str, removed))}" if removed else ""
+            text = f"geogpvae: received {_signal_name(signum)} again: stopping now{what}\n"
+            os.write(2, text.encode(errors="replace"))
+    finally:
+        os._exit(128 + signum)
+
+
+def run_interruptible(work: Callable[[], Any]) -> Any:
+    """``work()`` in a worker thread while the main thread waits, and its result.
+
+    Python runs signal handlers in the main thread only, between bytecodes: a long call
+    into C (compressing and writing a large variable, a big tensor operation) would delay a
+    :class:`SignalTrap` until it returns. Waiting here, the main thread handles a signal
+    within a fraction of a second. Exceptions of ``work`` are re-raised here.
+    """
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as err:  # noqa: BLE001 - handed to the main thread
+            box["error"] = err
+
+    worker = threading.Thread(target=run, name="geogpvae-write", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 # --------------------------------------------------------------------------- checkpoints

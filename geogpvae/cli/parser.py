@@ -47,7 +47,8 @@ job.toml:
   coord_scale = {{ z = 5 }}
 
 exit codes: 0 done; 1 failed; 2 bad usage or input (nothing written);
-  128+N stopped by signal N (143 SIGTERM) after writing a checkpoint, OUT not written.
+  128+N stopped by signal N (143 SIGTERM), OUT not written: a first signal during
+  training stops after the epoch and a checkpoint; a second one stops at once.
 """
 
 _INFO_EPILOG = f"""\

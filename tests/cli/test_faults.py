@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import subprocess
 import sys
@@ -227,3 +228,120 @@ def test_resume_from_a_bad_checkpoint_says_so_in_one_line(kind, data, tmp_path):
     _assert_one_clear_line(code, err, checkpoint, [*words, "--overwrite"])
     assert checkpoint.read_bytes() == before  # kept for the user to look at
     assert not out.exists()
+
+
+# =========================================================================== a second signal
+# ``write``: the temporary OUT (and the staged model) are complete but not yet in place;
+# ``epoch``: training sits at the end of epoch 1, after the first signal asked it to stop.
+# In the write, the stall is a call into C that signals do not interrupt (waiting for a
+# mutex this thread holds, for an hour), as a long compression or a slow file system would
+# be: a job that handled signals only between Python bytecodes of its writing thread
+# could not stop there.
+_STALLER = textwrap.dedent(
+    """
+    import ctypes, sys, time
+    import geogpvae.fields.io as io
+    import geogpvae.cli.impute as impute
+    from geogpvae.cli import main
+
+    where = sys.argv[1]
+    write, after_epoch = io._write_netcdf, impute._Checkpointer.after_epoch
+
+    class Timespec(ctypes.Structure):
+        _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+    def stall():
+        print("STALLING", flush=True)
+        time.sleep(600)
+
+    def stall_in_c():
+        libc = ctypes.CDLL(None, use_errno=True)
+        mutex = ctypes.create_string_buffer(64)  # zeros: a default pthread mutex
+        libc.pthread_mutex_lock(mutex)
+        print("STALLING", flush=True)
+        libc.pthread_mutex_timedlock(mutex, ctypes.byref(Timespec(int(time.time()) + 3600, 0)))
+
+    def stalled_write(ds, tmp, engine):
+        write(ds, tmp, engine)
+        stall_in_c() if sys.platform.startswith("linux") else stall()
+
+    def stalled_epoch(self, engine):
+        after_epoch(self, engine)
+        if engine.train_state.epoch == 1:
+            stall()
+
+    if where == "write":
+        io._write_netcdf = stalled_write
+    else:
+        impute._Checkpointer.after_epoch = stalled_epoch
+    sys.exit(main(sys.argv[2:]))
+    """
+)
+
+
+def _read_until(proc: subprocess.Popen, stream, text: str) -> str:
+    """What ``stream`` of ``proc`` printed until ``text`` appeared, the stream ended or the
+    hang guard ran out (never blocks on a silent process)."""
+    fd, seen = stream.fileno(), b""
+    deadline = time.monotonic() + HANG_GUARD
+    while text.encode() not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            seen += chunk
+    return seen.decode(errors="replace")
+
+
+def _twice(proc: subprocess.Popen, sig: signal.Signals) -> tuple[int, str]:
+    """Signal ``proc`` once, wait for it to say so, then signal it again."""
+    try:
+        assert "STALLING" in _read_until(proc, proc.stdout, "STALLING"), "did not get there"
+        proc.send_signal(sig)
+        first = _read_until(proc, proc.stderr, "send it again")
+        assert "send it again" in first, first
+        proc.send_signal(sig)
+        code = proc.wait(timeout=HANG_GUARD)
+        return code, first + _read_until(proc, proc.stderr, "\0")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close(), proc.stderr.close()
+
+
+def _start(script: Path, where: str, args: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, str(script), where, *args], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_second_signal_during_the_write_stops_at_once(sig, data, tmp_path):
+    out, model, folder = tmp_path / "out.nc", tmp_path / "m.pt", tmp_path / "ck"
+    script = tmp_path / "stall.py"
+    script.write_text(_STALLER)
+    args = ["impute", str(data["grid"]), str(out), *SMALL, "--epochs", "3", "--save-model",
+            str(model), "--checkpoint-dir", str(folder)]  # fmt: skip
+    proc = _start(script, "write", args)
+    code, err = _twice(proc, sig)
+    assert code == 128 + sig, err
+    assert f"received {sig.name}: training is finished" in err
+    assert f"received {sig.name} again: stopping now; removed " in err and "Traceback" not in err
+    assert f"{tmp_path}/.out.nc." in err and f"{tmp_path}/.m.pt." in err  # both were staged
+    assert not out.exists() and not model.exists()
+    assert _temps(tmp_path) == [] and _temps(folder) == []
+    # the checkpoint of the finished training stays: --resume only predicts and writes
+    (checkpoint,) = folder.glob("*.ckpt")
+    assert main([*args, "-q", "--resume"]) == 0
+    assert out.exists() and model.exists() and not checkpoint.exists()
+
+
+def test_second_signal_while_the_epoch_finishes_stops_at_once(data, tmp_path):
+    out, folder, script = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "stall.py"
+    script.write_text(_STALLER)
+    args = ["impute", str(data["grid"]), str(out), *SMALL, "--epochs", "5",
+            "--checkpoint-dir", str(folder), "--checkpoint-every", "100"]  # fmt: skip
+    code, err = _twice(_start(script, "epoch", args), signal.SIGTERM)
+    assert code == 143, err
+    assert "finishing the current epoch" in err and "again: stopping now" in err
+    assert not out.exists() and list(folder.iterdir()) == []

@@ -110,7 +110,9 @@ class GPVAEImputer:
     device : str
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     progress : bool or {"bar", "log", "none"}
-        Training progress display.
+        Progress display of training, calibration and prediction (see
+        :mod:`geogpvae.engine.progress`): ``True`` gives a bar on a terminal and a log line
+        at most every ten seconds otherwise.
     **options
         Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
         ``encoder_hidden``, ``samples``, ...); the defaults work without tuning.

@@ -136,7 +136,8 @@ _SHARED: dict[str, dict[str, Any]] = {
     "--overwrite": {"action": "store_true", "help": "replace an existing OUT"},
     "--progress": {
         "choices": ["auto", "bar", "log", "none"],
-        "help": "progress display (auto: a bar on a terminal, log lines otherwise)",
+        "help": "progress of training, calibration and prediction (auto: a bar on a terminal, "
+        "a line every 10 s otherwise)",
     },
     "--option": {
         "action": "append",
@@ -237,7 +238,9 @@ def _predict_parser(subs: Any) -> None:
     p.add_argument("output", metavar="OUT.nc", help="the predictions and their std")
     _shared(p, "--device", help="auto (default: as saved), cpu, cuda or cuda:N")
     _shared(p, "--overwrite")
-    _common(p)
+    _shared(p, "--progress", help="progress of the prediction (auto: a bar on a terminal, a line "
+            "every 10 s otherwise)")
+    _common(p, progress=True)
     p.set_defaults(handler=cmd_predict)
 
 
@@ -316,8 +319,7 @@ def _demo_parser(subs: Any) -> None:
     )
     _shared(p, "--seed", default=0, help="seed of the field, the holes and the model (default 0)")
     _shared(p, "--device", default="auto")
-    _shared(p, "--progress", help="training progress: a bar, log lines, or none (default auto: "
-            "a bar on a terminal)")
+    _shared(p, "--progress")
     _shared(p, "--option", help="any engine option, repeatable (e.g. neighbours=10, threads=1)")
     _shared(p, "--overwrite")
     _common(p, progress=True)

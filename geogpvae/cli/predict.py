@@ -8,17 +8,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device
+from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device, _progress
 from .files import _open, check_target, expand_inputs, write_output
 
 
-def _load_model(path: str, device: str | None) -> Any:
+def _load_model(path: str, device: str | None, progress: bool | str = False) -> Any:
     from ..api import GPVAEImputer
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"model file {path} not found")
     try:
-        return GPVAEImputer.load(path, device=device, progress=False)
+        return GPVAEImputer.load(path, device=device, progress=progress)
     except (ValueError, KeyError, TypeError):
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
@@ -36,7 +36,8 @@ def cmd_predict(args: argparse.Namespace, argv: Sequence[str]) -> int:
     coords = expand_inputs([args.coords])
     check_target(args.output, inputs=[args.model, *coords], overwrite=bool(args.overwrite))
     device = None if args.device in (None, "auto") else args.device
-    imputer = _load_model(args.model, device)
+    progress = _progress(args.progress or ("none" if args.quiet else "auto"))
+    imputer = _load_model(args.model, device, progress)
     with _open(coords, None) as ds:
         out = imputer.predict(ds)
         out.attrs["geogpvae_command"] = shlex.join([PROG, *argv])

@@ -27,6 +27,7 @@ from .config import GPVAEConfig
 from .model import GPVAE
 from .nugget import nugget
 from .stopping import check_entries
+from .progress import Progress
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .threads import configure_threads
 from .training import (
@@ -78,6 +79,31 @@ class _Field:
     observed: torch.Tensor
     context: torch.Tensor | None
     in_range: torch.Tensor | None = None
+
+
+#: locations predicted at a time (a multiple of the chunks of :mod:`geogpvae.engine.predict`,
+#: so that a field of up to this many locations is one pass); progress is reported after each
+PREDICT_CHUNK = 65536
+
+
+def _rows_of(field: _Field) -> Callable[[slice], _Field]:
+    """A function giving the target field of a slice of ``field``'s rows."""
+
+    def take(rows: slice) -> _Field:
+        def part(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t[rows]
+
+        return _Field(field.x[rows], field.y[rows], field.observed[rows], part(field.context),
+                      part(field.in_range))
+
+    return take
+
+
+def _self_index(anchor: dict[str, torch.Tensor], n: int) -> np.ndarray:
+    """For each of ``n`` locations, its row among the anchors, or -1 (not an anchor)."""
+    index = np.full(n, -1)
+    index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+    return index
 
 
 def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
@@ -172,7 +198,8 @@ class GPVAEEngine:
     config : GPVAEConfig, optional
         All options; keyword arguments override single options.
     progress : bool or {"bar", "log", "none"}
-        Training progress display (see :func:`geogpvae.engine.training.train`).
+        Progress display of training, calibration and prediction (see
+        :mod:`geogpvae.engine.progress`).
     **options
         Any :class:`~geogpvae.engine.config.GPVAEConfig` field, e.g. ``engine="hpa"``.
 
@@ -583,31 +610,50 @@ class GPVAEEngine:
             _check_standardised(y, self.names)
             field = self._make_field(xq, y, observed)
             anchor = self._anchors(field)
-            self_index = np.full(xq.shape[0], -1)
-            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
-            mean, var, source = self._latent(field, anchor, self_index, mode)
-            has_own = field.observed.any(1).cpu().numpy()
+            n = xq.shape[0]
+            targets, self_index = _rows_of(field), _self_index(anchor, n)
         elif x is None:
             if self._data is None:
                 raise RuntimeError(
                     "this engine holds no training field (saved without data): pass x (and values)"
                 )
             field = self._training_field()
-            anchor = self._anchor
-            self_index = np.full(field.x.shape[0], -1)
-            self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
-            mean, var, source = self._latent(field, anchor, self_index, mode)
-            has_own = field.observed.any(1).cpu().numpy()
+            anchor, n = self._anchor, field.x.shape[0]
+            targets, self_index = _rows_of(field), _self_index(anchor, n)
         else:
             xq = _check_coordinates(x, "new locations") - self.x_offset_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             if self._anchor is None:
                 raise RuntimeError("this engine holds no training field to predict from")
-            target = self._new_locations(xq)
-            mean, var, source = self._latent(target, self._anchor, None, mode)
-            has_own = np.zeros(xq.shape[0], dtype=bool)
-        m, s, mm, sm = self._moments(mean, var, samples=samples, seed=seed, calibrated=calibrated, has_own=has_own)
+            anchor, self_index, n = self._anchor, None, xq.shape[0]
+
+            def targets(rows: slice) -> _Field:
+                return self._new_locations(xq[rows])
+
+        return self._predict_in_chunks(targets, n, anchor, self_index, mode,
+                                       samples=samples, seed=seed, calibrated=calibrated)
+
+    def _predict_in_chunks(self, targets: Callable[[slice], _Field], n: int, anchor: dict,
+                           self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:
+        """Predict ``n`` targets, :data:`PREDICT_CHUNK` at a time, reporting the progress.
+
+        ``targets(rows)`` gives the target field of a slice of rows; ``self_index`` the anchor
+        row of each target that is itself an anchor (else -1), or None for new locations.
+        Every target is predicted on its own: the chunks change nothing beyond float round-off
+        (the decoder sees other batches).
+        """
+        parts = []
+        with Progress(self.progress, n, "prediction", unit="locations") as bar:
+            for start in range(0, max(n, 1), PREDICT_CHUNK):
+                rows = slice(start, min(start + PREDICT_CHUNK, n))
+                target = targets(rows)
+                own = None if self_index is None else self_index[rows]
+                mean, var, source = self._latent(target, anchor, own, mode)
+                has_own = target.observed.any(1).cpu().numpy()
+                parts.append((*self._moments(mean, var, has_own=has_own, **moments), source))
+                bar.update(rows.stop)
+        m, s, mm, sm, source = (np.concatenate(p) for p in zip(*parts, strict=True))
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
 
     def _new_locations(self, xq: np.ndarray) -> _Field:
@@ -663,10 +709,12 @@ class GPVAEEngine:
         candidates = self._calibration_candidates()
         stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)])
                  for r in REGIMES for m in candidates[r]}
-        for _ in range(rounds):
-            hide, rows = hide_values(self._observed, rng, fraction, whole, max_targets)
-            if rows.size:
-                self._score_hidden(hide, rows, candidates, stats)
+        with Progress(self.progress, rounds, "calibration", unit="rounds") as bar:
+            for r in range(rounds):
+                hide, rows = hide_values(self._observed, rng, fraction, whole, max_targets)
+                if rows.size:
+                    self._score_hidden(hide, rows, candidates, stats, tick=bar.within)
+                bar.update(r + 1)
         factors, chosen, self.calibration_nll_ = choose_factors(stats, candidates)
         self.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
         return factors
@@ -680,21 +728,23 @@ class GPVAEEngine:
         return {"observed": ["encoder", "combined", "neighbours"], "unobserved": unobserved}
 
     def _score_hidden(self, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
-                      stats: dict) -> None:
+                      stats: dict, tick: Callable[[float], None] | None = None) -> None:
         """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
 
         ``stats[(regime, mode)]`` holds, per variable, lists of squared standardised errors
-        and of log predictive variances (uncalibrated).
+        and of log predictive variances (uncalibrated). ``tick(part)`` is told the share of
+        the work done (progress inside long rounds).
         """
         cfg = self.config
         visible = self._observed & ~hide
         field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
         anchor = self._anchors(field)
-        self_index = np.full(field.x.shape[0], -1)
-        self_index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
+        self_index = _self_index(anchor, field.x.shape[0])
         rows_t = torch.as_tensor(rows, device=self.device)
         target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
                         None if field.context is None else field.context[rows_t])
+        if tick is not None:
+            tick(0.5)  # the context and the encoder pass over the whole field are done
         parts = self._sources(target, anchor, self_index[rows])
         own = visible[rows].any(1)
         truth = self.loc + self.scale * self._y[rows]

@@ -9,7 +9,6 @@ uninterrupted run would have (same device and dtype).
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import torch
 
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
+from .progress import Progress
 from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
 from .stopping import CheckValues, StopRule, predictive_nll
 
@@ -439,50 +439,6 @@ def gather_batch(
     )
 
 
-class _Progress:
-    """A tqdm bar on a terminal, a plain line every few seconds in a log, or nothing."""
-
-    def __init__(self, mode: bool | str, total: int, initial: int, interval: float = 10.0) -> None:
-        if mode is True:
-            mode = "bar" if sys.stderr.isatty() else "log"
-        self.mode = mode or "none"
-        self.total, self.interval = total, interval
-        self.start = time.perf_counter()
-        self.last = -math.inf
-        self.first_epoch = initial
-        self.bar = None
-        if self.mode == "bar":
-            from tqdm.auto import tqdm  # noqa: PLC0415
-
-            self.bar = tqdm(total=total, initial=initial, desc="training", unit="epoch", dynamic_ncols=True)
-
-    def update(self, epoch: int, loss: float) -> None:
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(loss=f"{loss:.4g}")
-        elif self.mode == "log":
-            now = time.perf_counter()
-            if now - self.last >= self.interval or epoch == self.total:
-                self.last = now
-                elapsed = now - self.start
-                done = max(epoch - self.first_epoch, 1)
-                eta = elapsed / done * (self.total - epoch)
-                print(
-                    f"epoch {epoch}/{self.total} loss {loss:.5g} elapsed {_hms(elapsed)} eta {_hms(eta)}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _hms(seconds: float) -> str:
-    seconds = int(round(seconds))
-    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-
-
 def train(
     model: GPVAE,
     data: FieldData,
@@ -509,7 +465,8 @@ def train(
     state : TrainState, optional
         Resume from here (completed epochs, optimiser state, history, stopping record).
     progress : bool or {"bar", "log", "none"}
-        ``True`` chooses a bar on a terminal and plain log lines otherwise.
+        ``True`` chooses a bar on a terminal and plain log lines otherwise (see
+        :mod:`geogpvae.engine.progress`); log lines also come from inside long epochs.
     callback : callable, optional
         Called as ``callback(state, model, optimizer)`` after every epoch (checkpointing).
     should_stop : callable, optional
@@ -529,17 +486,18 @@ def train(
     plan = _Plan.make(data, config)
     averager = _Averager(core, config.weight_average, state)
     rule = _Stopping(core, data, config, state, averager) if data.check is not None else None
-    bar = _Progress(progress if plan.rank == 0 else False, plan.epochs, state.epoch)
+    bar = Progress(progress if plan.rank == 0 else False, plan.epochs, "epoch", initial=state.epoch)
     t0 = time.perf_counter()
     model.train()
     try:
         for epoch in range(state.epoch, state.epoch if state.done else plan.epochs):
-            sums, n_b = _run_epoch(model, data, config, optimizer, averager, state, plan, epoch)
+            sums, n_b = _run_epoch(model, data, config, optimizer, averager, state, plan, epoch,
+                                   on_step=lambda i, n: bar.within(i / n, f"step {i}/{n}"))
             _record_epoch(state, epoch, sums, n_b, time.perf_counter() - t0)
             if rule is not None and rule.check(state.steps):
                 state.done = True
             state.done = state.done or state.epoch >= plan.epochs
-            bar.update(epoch + 1, state.history["loss"][-1])
+            bar.update(epoch + 1, f"loss {state.history['loss'][-1]:.5g}")
             if callback is not None:
                 state.optimizer = optimizer.state_dict()
                 callback(state, core, optimizer)
@@ -609,8 +567,12 @@ class _Plan:
         return batches
 
 
-def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch) -> tuple[dict[str, float], int]:
-    """One pass over the epoch's mini-batches; the summed loss terms and the number of batches."""
+def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch,
+               on_step: Callable[[int, int], None] | None = None) -> tuple[dict[str, float], int]:
+    """One pass over the epoch's mini-batches; the summed loss terms and the number of batches.
+
+    ``on_step(i, n)`` is called after step ``i`` of ``n`` (progress inside long epochs).
+    """
     batches = plan.batches(data, config.seed, epoch)
     torch.manual_seed((config.seed * 7919 + epoch * 104729 + plan.rank) % (2**63))
     sums = [torch.zeros((), dtype=data.x.dtype, device=data.x.device) for _ in _TERMS]
@@ -626,6 +588,8 @@ def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch) -> 
         optimizer.step()
         state.steps += 1
         averager.step(state.steps)
+        if on_step is not None:
+            on_step(i + 1, len(batches))
         with torch.no_grad():  # summed on the device: no host sync per step
             for acc, key in zip(sums, _TERMS):
                 acc += terms[key].detach()

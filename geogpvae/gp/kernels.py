@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["KERNELS", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist"]
+__all__ = ["KERNELS", "ChannelKernel", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist"]
 
 KERNELS = ("rbf", "matern12", "matern32", "matern52", "cauchy")
 
@@ -112,7 +112,43 @@ def sqdiff_to_sqdist(sqdiff: torch.Tensor, lengthscale: torch.Tensor) -> torch.T
     return r2.movedim(-1, -3)
 
 
-class LatentKernel(nn.Module):
+class ChannelKernel(nn.Module):
+    """What the priors and the predictive need of a latent kernel: L covariance blocks at once.
+
+    The built-in :class:`LatentKernel` and
+    :class:`~geogpvae.gp.user_kernels.GPyTorchLatentKernel` (user-supplied gpytorch kernels)
+    share this interface. A subclass sets ``n_channels`` (L) and ``n_dims`` (D), gives an
+    ``outputscale`` property (the prior variance ``k_l(x, x)`` of each channel, shape (L,))
+    and implements :meth:`_covariance`.
+    """
+
+    n_channels: int
+    n_dims: int
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
+        """Covariance blocks for every channel.
+
+        Parameters
+        ----------
+        x1 : Tensor, shape (..., n, D)
+        x2 : Tensor, shape (..., m, D), optional
+            Defaults to ``x1``.
+
+        Returns
+        -------
+        Tensor, shape (..., L, n, m)
+        """
+        return self._covariance(x1, x1 if x2 is None else x2)
+
+    def blocks(self, points: torch.Tensor) -> torch.Tensor:
+        """Covariance of each set of points, shape (..., L, M, M), for points (..., M, D)."""
+        return self.forward(points)
+
+    def _covariance(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class LatentKernel(ChannelKernel):
     """Independent stationary kernels for L latent channels over D-dimensional inputs.
 
     Parameters
@@ -180,20 +216,7 @@ class LatentKernel(nn.Module):
         """Outputscales (prior variances), shape (L,)."""
         return F.softplus(self.raw_outputscale)
 
-    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
-        """Covariance blocks for every channel.
-
-        Parameters
-        ----------
-        x1 : Tensor, shape (..., n, D)
-        x2 : Tensor, shape (..., m, D), optional
-            Defaults to ``x1``.
-
-        Returns
-        -------
-        Tensor, shape (..., L, n, m)
-        """
-        x2 = x1 if x2 is None else x2
+    def _covariance(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         return self.from_sqdiff((x1.unsqueeze(-2) - x2.unsqueeze(-3)).square())
 
     def blocks(self, points: torch.Tensor) -> torch.Tensor:

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from .kernels import ChannelKernel
 
 __all__ = ["GPyTorchLatentKernel", "is_gpytorch_kernel", "kernel_from_spec", "kernel_spec"]
 
@@ -160,7 +161,7 @@ def check_user_kernel(kernel: Any, n_dims: int | None = None) -> None:
                 )
 
 
-class GPyTorchLatentKernel(nn.Module):
+class GPyTorchLatentKernel(ChannelKernel):
     """L independent copies of a gpytorch kernel, with the interface of the built-in kernels.
 
     Parameters
@@ -200,25 +201,8 @@ class GPyTorchLatentKernel(nn.Module):
             out = kernel(x1, x2)
         return out.to_dense() if hasattr(out, "to_dense") else out
 
-    def forward(self, x1: torch.Tensor, x2: torch.Tensor | None = None) -> torch.Tensor:
-        """Covariance blocks for every channel.
-
-        Parameters
-        ----------
-        x1 : Tensor, shape (..., n, D)
-        x2 : Tensor, shape (..., m, D), optional
-            Defaults to ``x1``.
-
-        Returns
-        -------
-        Tensor, shape (..., L, n, m)
-        """
-        x2 = x1 if x2 is None else x2
+    def _covariance(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         return torch.stack([self._dense(k, x1, x2) for k in self.channels], dim=-3)
-
-    def blocks(self, points: torch.Tensor) -> torch.Tensor:
-        """Covariance of each set of points, shape (..., L, M, M), for points (..., M, D)."""
-        return self.forward(points)
 
     def extra_repr(self) -> str:
         return f"n_channels={self.n_channels}, n_dims={self.n_dims}, kernel={self.spec['class']}"

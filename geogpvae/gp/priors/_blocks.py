@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import LatentKernel
+from ..kernels import ChannelKernel
 
 
 def prior_block(
-    kernel: LatentKernel, points: torch.Tensor, valid: torch.Tensor, jitter: float
+    kernel: ChannelKernel, points: torch.Tensor, valid: torch.Tensor, jitter: float
 ) -> torch.Tensor:
     """Prior covariance on each set of points, padded entries decoupled.
 
@@ -19,7 +19,7 @@ def prior_block(
 
     Parameters
     ----------
-    kernel : LatentKernel
+    kernel : ChannelKernel
     points : Tensor, shape (B, M, D)
         Locations of each set; padded slots may hold anything finite.
     valid : Tensor of bool, shape (B, M)

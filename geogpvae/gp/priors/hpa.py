@@ -16,14 +16,14 @@ from typing import Any
 
 import torch
 
-from ..kernels import LatentKernel
+from ..kernels import ChannelKernel
 from ._blocks import checked_cholesky, prior_block
 
 __all__ = ["HPAPrior", "hpa_kl", "gaussian_kl_blocks"]
 
 
 def hpa_kl(
-    kernel: LatentKernel,
+    kernel: ChannelKernel,
     x_nbr: torch.Tensor,
     nbr_valid: torch.Tensor,
     mu_nbr: torch.Tensor,
@@ -34,7 +34,7 @@ def hpa_kl(
 
     Parameters
     ----------
-    kernel : LatentKernel
+    kernel : ChannelKernel
     x_nbr : Tensor, shape (B, H, D)
         Locations of each neighbourhood (padded).
     nbr_valid : Tensor of bool, shape (B, H)
@@ -163,7 +163,7 @@ class HPAPrior:
     name = "hpa"
 
     def kl(
-        self, kernel: LatentKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
+        self, kernel: ChannelKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
     ) -> torch.Tensor:
         """KL estimate per location (a scalar) for ``batch`` (see :meth:`SPAPrior.kl`)."""
         nbr = batch.nbr_pos

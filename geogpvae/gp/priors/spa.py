@@ -34,14 +34,14 @@ from typing import Any
 
 import torch
 
-from ..kernels import LatentKernel
+from ..kernels import ChannelKernel
 from ._blocks import prior_block, spd_solve
 
 __all__ = ["SPAPrior", "spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
 
 
 def spa_conditional(
-    kernel: LatentKernel,
+    kernel: ChannelKernel,
     x_target: torch.Tensor,
     x_nbr: torch.Tensor,
     nbr_valid: torch.Tensor,
@@ -51,7 +51,7 @@ def spa_conditional(
 
     Parameters
     ----------
-    kernel : LatentKernel
+    kernel : ChannelKernel
     x_target : Tensor, shape (B, D)
     x_nbr : Tensor, shape (B, H, D)
         Neighbour locations; padded slots are ignored.
@@ -82,7 +82,7 @@ def spa_conditional(
 
 
 def spa_kl(
-    kernel: LatentKernel,
+    kernel: ChannelKernel,
     x_j: torch.Tensor,
     x_nbr: torch.Tensor,
     nbr_valid: torch.Tensor,
@@ -96,7 +96,7 @@ def spa_kl(
 
     Parameters
     ----------
-    kernel : LatentKernel
+    kernel : ChannelKernel
         The L channel kernels.
     x_j : Tensor, shape (B, D)
         Locations of the batch points.
@@ -152,7 +152,7 @@ def spa_kl_given_conditional(
 
 
 def spa_log_prior(
-    kernel: LatentKernel,
+    kernel: ChannelKernel,
     x: torch.Tensor,
     z: torch.Tensor,
     nbr: torch.Tensor,
@@ -162,7 +162,7 @@ def spa_log_prior(
 
     Parameters
     ----------
-    kernel : LatentKernel
+    kernel : ChannelKernel
     x : Tensor, shape (N, D)
         All locations.
     z : Tensor, shape (N, L)
@@ -197,13 +197,13 @@ class SPAPrior:
     name = "spa"
 
     def kl(
-        self, kernel: LatentKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
+        self, kernel: ChannelKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
     ) -> torch.Tensor:
         """KL estimate per location (a scalar) for ``batch``.
 
         Parameters
         ----------
-        kernel : LatentKernel or GPyTorchLatentKernel
+        kernel : ChannelKernel or GPyTorchLatentKernel
         batch : geogpvae.engine.model.Batch
             Positions of the batch locations (``batch_pos``) and of their neighbours
             (``nbr_pos``, ``nbr_valid``) among the encoded rows, their coordinates, and the

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -12,7 +11,7 @@ from typing import Any
 from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device, _progress
 from .files import check_target
 from .impute import make_imputer
-from .settings import Settings, _cli_options, _names, _positive
+from .settings import Settings, _cli_options
 
 
 def demo_scores(ds: Any, truth: Any, out: Any, names: Sequence[str]) -> dict[str, dict[str, float]]:
@@ -94,7 +93,7 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     say(
         f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
         f"{args.missing:.0%} hidden; engine {imputer.config_.engine}, "
-        f"{imputer.config_.n_epochs(int(math.prod(shape)))} epochs"
+        f"{imputer.config_.epochs} epochs"
     )
     start = time.perf_counter()
     out = imputer.fit(ds).impute(ds)

@@ -258,13 +258,13 @@ def _remove_if_same(path: str, written: os.stat_result) -> None:
         pass
 
 
-def _describe_field(field: Any, imputer: Any) -> str:
+def _describe_field(field: Any, imputer: Any, epochs: int) -> str:
     n, k = field.values.shape
     missing = float(1 - (~_isnan(field.values)).mean())
     return (
         f"{n} locations \u00d7 {k} variables ({', '.join(field.names)}), {missing:.1%} missing; "
         f"x from {field.geometry.describe()}; engine {imputer.config_.engine}, "
-        f"{imputer.config_.neighbours} neighbours, {imputer.config_.n_epochs(n)} epochs"
+        f"{imputer.config_.neighbours} neighbours, {epochs} epochs"
     )
 
 
@@ -302,12 +302,13 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
     say(f"reading {', '.join(job.inputs)}")
     with _open(job.inputs, s.concat_dim) as ds:
         field = imputer.prepare(ds, s.vars)
-        say(_describe_field(field, imputer))
+        # epochs=None resolved once for the job: the engine's training plan does the same
+        total = imputer.config_.n_epochs(field.values.shape[0])
+        say(_describe_field(field, imputer, total))
         identity = job_identity(
             job.inputs, field.names, _identity_options(imputer, s), field.fingerprint()
         )
         resume = _starting_point(job, identity, cluster, say)
-        total = imputer.config_.n_epochs(field.values.shape[0])
         checkpointer = _Checkpointer(
             job.checkpoint, identity, s.checkpoint_every, total, cluster.is_main
         )

@@ -65,3 +65,18 @@ def test_predict_reports_its_chunks_unless_quiet(grid, tmp_path, capsys):
         "prediction 0/30 locations", "prediction 30/30 locations"]
     assert main(["predict", str(model), str(coords), str(tmp_path / "q.nc"), "-q"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_the_announced_epochs_are_the_epochs_run(grid, tmp_path, capsys, monkeypatch):
+    """epochs=None: the number impute announces is the one training runs (one resolution)."""
+    from geogpvae.engine import config
+
+    monkeypatch.setattr(config, "STEP_BUDGET", 3)  # 3 full-batch steps: 3 epochs of 1 step
+    out = tmp_path / "out.nc"
+    job = [a for a in JOB if a not in ("--epochs", "2")]
+    assert main(["impute", str(grid), str(out), *job, "--option", "holdout=0",
+                 "--progress", "none"]) == 0
+    announced = [line for line in capsys.readouterr().err.splitlines() if "neighbours," in line]
+    assert announced and announced[0].endswith(", 3 epochs")
+    with geogpvae.open_dataset(out) as ds:
+        assert int(ds.attrs["geogpvae_epochs"]) == 3

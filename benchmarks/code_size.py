@@ -63,31 +63,31 @@ def _code_line_numbers(source: str) -> set[int]:
 
 def functions(package: Path = PACKAGE) -> list[Function]:
     """Every function and method of the package with its code-line count."""
-    found = []
+    found: list[Function] = []
     for path in sorted(package.rglob("*.py")):
         source = path.read_text()
-        code = _code_line_numbers(source)
         module = path.relative_to(package.parent).as_posix()
-
-        def visit(node: ast.AST, prefix: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    name = prefix + child.name
-                    first = min([d.lineno for d in child.decorator_list] + [child.lineno])
-                    inner = {
-                        n
-                        for sub in ast.walk(child)
-                        if sub is not child and isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef))
-                        for n in range(sub.lineno, sub.end_lineno + 1)
-                    }
-                    count = sum(1 for n in range(first, child.end_lineno + 1) if n in code and n not in inner)
-                    found.append(Function(module, name, count))
-                    visit(child, name + ".")
-                elif isinstance(child, ast.ClassDef):
-                    visit(child, prefix + child.name + ".")
-
-        visit(ast.parse(source), "")
+        _visit(ast.parse(source), "", module, _code_line_numbers(source), found)
     return found
+
+
+def _visit(node: ast.AST, prefix: str, module: str, code: set[int], found: list[Function]) -> None:
+    """Append the functions under ``node``; a nested function's lines count for it alone."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = prefix + child.name
+            first = min([d.lineno for d in child.decorator_list] + [child.lineno])
+            inner = {
+                n
+                for sub in ast.walk(child)
+                if sub is not child and isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for n in range(sub.lineno, sub.end_lineno + 1)
+            }
+            count = sum(1 for n in range(first, child.end_lineno + 1) if n in code and n not in inner)
+            found.append(Function(module, name, count))
+            _visit(child, name + ".", module, code, found)
+        elif isinstance(child, ast.ClassDef):
+            _visit(child, prefix + child.name + ".", module, code, found)
 
 
 def module_lines(package: Path = PACKAGE) -> dict[str, int]:

@@ -33,7 +33,7 @@ import geogpvae
 from geogpvae.datasets import load_jura
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _requires import require  # noqa: E402
+from _requires import require
 
 Z95 = 1.959964
 
@@ -57,14 +57,14 @@ def task():
 
 
 def xr_mask(ds, val):
-    import xarray as xr  # noqa: PLC0415
+    import xarray as xr
 
     return xr.DataArray(val, dims="site")
 
 
 # ---------------------------------------------------------------------------- references
 def kriging_references(ds, val):
-    from pykrige.ok import OrdinaryKriging  # noqa: PLC0415
+    from pykrige.ok import OrdinaryKriging
 
     tr = ~val
     x, y, cd = ds.x.values, ds.y.values, ds.Cd.values
@@ -87,8 +87,8 @@ def kriging_references(ds, val):
 
 
 def imputer_references(ds, val, seed):
-    from sklearn.experimental import enable_iterative_imputer  # noqa: F401, PLC0415
-    from sklearn.impute import IterativeImputer, KNNImputer  # noqa: PLC0415
+    from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+    from sklearn.impute import IterativeImputer, KNNImputer
 
     cols = np.column_stack([ds.x.values, ds.y.values, ds.Ni.values, ds.Zn.values, ds.Cd.values]).astype(float)
     cols[val, 4] = np.nan

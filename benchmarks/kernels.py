@@ -28,7 +28,7 @@ from geogpvae.engine import training
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 
-FIELD_DATA = getattr(training, "field_data", None) or getattr(training, "prepare_field")
+FIELD_DATA = getattr(training, "field_data", None) or training.prepare_field
 
 
 def _kernels(n_dims: int) -> dict[str, object]:

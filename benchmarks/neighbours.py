@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from geogpvae.gp.neighbours import knn, order_points, ordered_neighbours
 from geogpvae.datasets.synthetic import grid_points
+from geogpvae.gp.neighbours import knn, order_points, ordered_neighbours
 
 
 def main() -> None:

@@ -19,10 +19,10 @@ import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine.training import epoch_batches, gather_batch, field_data, resolve_layout
+from geogpvae.engine.training import epoch_batches, field_data, gather_batch, resolve_layout
 
 
 def main() -> None:

@@ -44,7 +44,7 @@ import geogpvae
 from geogpvae.datasets import load_spe10
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _requires import require  # noqa: E402
+from _requires import require
 
 CHANNELS = {"full": ["porosity", "log_kx", "log_ky", "log_kz"], "honest": ["porosity", "log_kx", "log_kz"]}
 
@@ -110,7 +110,7 @@ def score(name, mean, std, truth, keep, scales, seconds=None, extra=None):
 # ---------------------------------------------------------------------------- references
 def window_means(values: np.ndarray, keep: np.ndarray, size: int) -> np.ndarray:
     """Mean of the observed values of each channel in a size^3 window around every cell."""
-    from scipy.ndimage import uniform_filter  # noqa: PLC0415
+    from scipy.ndimage import uniform_filter
 
     v = np.where(keep, values, 0.0)
     out = np.empty_like(v)
@@ -145,7 +145,7 @@ def ref_regression(values, keep):
 
 def ref_nearest(values, keep, coords, k=8):
     """Average of the k nearest cells where the channel is observed."""
-    from scipy.spatial import cKDTree  # noqa: PLC0415
+    from scipy.spatial import cKDTree
 
     flat_v, flat_k = values.reshape(-1, values.shape[-1]), keep.reshape(-1, values.shape[-1])
     pred = np.full(flat_v.shape, np.nan)
@@ -157,10 +157,10 @@ def ref_nearest(values, keep, coords, k=8):
 
 
 def references(values, keep, coords, seed):
-    from sklearn.ensemble import HistGradientBoostingRegressor  # noqa: PLC0415
-    from sklearn.experimental import enable_iterative_imputer  # noqa: F401, PLC0415
-    from sklearn.impute import IterativeImputer  # noqa: PLC0415
-    from sklearn.linear_model import BayesianRidge  # noqa: PLC0415
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    from sklearn.experimental import enable_iterative_imputer  # noqa: F401
+    from sklearn.impute import IterativeImputer
+    from sklearn.linear_model import BayesianRidge
 
     out = {}
     n_ch = values.shape[-1]
@@ -264,7 +264,7 @@ def main() -> None:
     for r in results:
         pu, st = r["paper units"], r["standardised"]
         per = " ".join(f"{names[c]} {pu['per_channel'][c]['rmse']:.3f}" for c in pu["per_channel"])
-        nll = lambda d: f"{d['nll']:6.3f} {d['cov95']:6.3f}" if "nll" in d else f"{'-':>6s} {'-':>6s}"  # noqa: E731
+        nll = lambda d: f"{d['nll']:6.3f} {d['cov95']:6.3f}" if "nll" in d else f"{'-':>6s} {'-':>6s}"
         print(f"{r['method']:46s} | {pu['rmse']:8.3f} {nll(pu)} | {st['rmse']:8.3f} {nll(st)} | {per}")
     for r in results:
         if "epochs" in r:

@@ -55,7 +55,7 @@ def jura_folds(n_folds: int, split_seed: int = 1234):
 
 
 def synthetic_tasks(n_tasks: int):
-    from geogpvae.datasets import make_gaussian_field  # noqa: PLC0415
+    from geogpvae.datasets import make_gaussian_field
 
     for i in range(n_tasks):
         ds, truth = make_gaussian_field((48, 48), missing=0.5, seed=100 + i, return_truth=True)

@@ -114,7 +114,7 @@ def _loaded_after(layers: list[str], watch: list[str], stub: bool = True) -> lis
     if not stub:
         code = f"import json, sys, geogpvae\nprint(json.dumps(sorted(m for m in {watch!r} if m in sys.modules)))"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=PACKAGE.parent, timeout=300)
+                         cwd=PACKAGE.parent, timeout=300, check=False)
     assert run.returncode == 0, run.stderr
     return json.loads(run.stdout.strip().splitlines()[-1])
 

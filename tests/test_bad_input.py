@@ -484,18 +484,18 @@ def test_undecoded_file_refused(tmp_path, how, no_training):
     ds = gauss()
     path = tmp_path / "packed.nc"
     _write_raw(ds, path, v1={"dtype": "int16", "scale_factor": 0.001, "_FillValue": -32767})
-    with xr.open_dataset(path, **{how: False}) as raw:
-        with pytest.raises(InputError, match=r"'v1' is still packed .*decode_cf"):
-            geogpvae.impute(raw, **KW)
+    with xr.open_dataset(path, **{how: False}) as raw, pytest.raises(
+            InputError, match=r"'v1' is still packed .*decode_cf"):
+        geogpvae.impute(raw, **KW)
 
 
 def test_fill_value_file_opened_raw_refused(tmp_path, no_training):
     ds = gauss()
     path = tmp_path / "fill.nc"
     _write_raw(ds, path, v1={"_FillValue": -9999.0})
-    with xr.open_dataset(path, mask_and_scale=False) as raw:
-        with pytest.raises(InputError, match=r"'v1' holds its _FillValue -9999 at \d+ cells"):
-            geogpvae.impute(raw, **KW)
+    with xr.open_dataset(path, mask_and_scale=False) as raw, pytest.raises(
+            InputError, match=r"'v1' holds its _FillValue -9999 at \d+ cells"):
+        geogpvae.impute(raw, **KW)
 
 
 @pytest.mark.parametrize("cut", [0, 100, 2000, -100])

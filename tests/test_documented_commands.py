@@ -43,7 +43,7 @@ NOT_RUN_HERE = {
 
 def _shell_lines(text: str) -> list[str]:
     lines = []
-    for block in re.findall(r"```(?:bash|sh|shell)\n(.*?)```", text, re.S):
+    for block in re.findall(r"```(?:bash|sh|shell)\n(.*?)```", text, re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
@@ -186,7 +186,7 @@ def test_documented_geogpvae_commands_run(page, quick, capsys, monkeypatch):
 
 def test_readme_python_blocks_run(quick, capsys):
     text = (REPO / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     assert blocks
     namespace: dict = {}
     for block in blocks:

@@ -218,8 +218,8 @@ class GPVAEConfig:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
         from ..gp.kernels import KERNELS  # here, so that reading the defaults needs no torch
-        from ..gp.user_kernels import check_user_kernel, is_gpytorch_kernel
         from ..gp.neighbours import BACKENDS, ORDERINGS
+        from ..gp.user_kernels import check_user_kernel, is_gpytorch_kernel
 
         def choice(name: str, allowed: tuple[str, ...]) -> None:
             value = getattr(self, name)

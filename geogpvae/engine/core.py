@@ -26,15 +26,15 @@ from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
 from .model import GPVAE
 from .nugget import nugget
-from .stopping import check_entries
-from .progress import Progress
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
+from .progress import Progress
+from .stopping import check_entries
 from .threads import configure_threads
 from .training import (
     FieldData,
     TrainState,
-    neighbourhood_context,
     field_data,
+    neighbourhood_context,
     resolve_device,
     train,
 )
@@ -885,7 +885,7 @@ def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:
     dist = torch.distributed
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return model
-    from torch.nn.parallel import DistributedDataParallel  # noqa: PLC0415
+    from torch.nn.parallel import DistributedDataParallel
 
     ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=ids)

@@ -25,8 +25,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..gp.kernels import LatentKernel
-from ..gp.user_kernels import GPyTorchLatentKernel
 from ..gp.priors import PRIORS
+from ..gp.user_kernels import GPyTorchLatentKernel
 
 __all__ = ["Batch", "GPVAE", "mlp"]
 

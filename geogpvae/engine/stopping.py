@@ -54,7 +54,7 @@ def check_entries(
         rows = np.flatnonzero(observed[:, j])
         if rows.size < 2 * min_left:
             continue
-        take = min(int(round(fraction * rows.size)), rows.size - min_left, budget)
+        take = min(round(fraction * rows.size), rows.size - min_left, budget)
         if take > 0:
             held[rng.choice(rows, take, replace=False), j] = True
     return held

@@ -106,8 +106,7 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
     slurm = _positive_int(env.get("SLURM_CPUS_PER_TASK"))
     if slurm is not None:
         # SLURM_CPUS_PER_TASK is per process already
-        if slurm < cores:
-            cores = slurm
+        cores = min(cores, slurm)
         parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
     else:
         for key in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
 from .progress import Progress
-from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
 from .stopping import CheckValues, StopRule, predictive_nll
 
 __all__ = [

@@ -525,7 +525,7 @@ def _days(values: np.ndarray, axis: Axis) -> np.ndarray:
         return delta / np.timedelta64(1, "D")
     if axis.kind == "duration":
         return values.astype("timedelta64[ns]") / np.timedelta64(1, "D")
-    import cftime  # noqa: PLC0415  (only for non-standard calendars)
+    import cftime  # only for non-standard calendars
 
     flat = np.ravel(values)
     ok = np.array([v is not None for v in flat])

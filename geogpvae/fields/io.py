@@ -7,10 +7,10 @@ failed or killed write leaves either no output or the complete previous file.
 
 from __future__ import annotations
 
+import errno
 import glob
 import json
 import math
-import errno
 import os
 import re
 import secrets
@@ -166,7 +166,7 @@ def _time_encoding(var: xr.Variable, enc: dict[str, Any]) -> dict[str, Any]:
             else:
                 nums, units, calendar = xr.coding.times.encode_cf_datetime(
                     np.asarray(var.values), enc.get("units"), enc.get("calendar"))
-    except Exception:  # leave the hard cases to xarray
+    except Exception:  # noqa: BLE001 - leave the hard cases to xarray
         return enc
     nums = np.asarray(nums)
     if nums.dtype.kind not in "iu":
@@ -531,7 +531,7 @@ def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fal
     StagedFile
         Call its ``commit()`` to create ``path``, or ``discard()`` to drop the file.
     """
-    import torch  # noqa: PLC0415 - io is usable without importing torch
+    import torch  # io is usable without importing torch
 
     path = Path(os.fspath(path)).expanduser()
     _check_target(path, overwrite)
@@ -623,7 +623,7 @@ def read_torch_file(path: str | os.PathLike, what: str) -> Any:
         The file is empty, truncated, damaged, not a torch file or holds arbitrary Python
         objects; the message names the file and the problem.
     """
-    import torch  # noqa: PLC0415
+    import torch
 
     path = Path(os.fspath(path)).expanduser()
     if not path.exists():

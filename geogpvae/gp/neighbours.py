@@ -49,7 +49,7 @@ _QUERY_CHUNK = 1 << 16
 @functools.lru_cache(maxsize=1)
 def _faiss():
     try:
-        import faiss  # noqa: PLC0415
+        import faiss
     except ImportError:
         return None
     return faiss
@@ -64,7 +64,7 @@ def faiss_available(gpu: bool = False) -> bool:
         return True
     try:
         return hasattr(faiss, "StandardGpuResources") and faiss.get_num_gpus() > 0
-    except Exception:  # pragma: no cover - depends on the faiss build
+    except Exception:  # noqa: BLE001  # pragma: no cover - depends on the faiss build
         return False
 
 

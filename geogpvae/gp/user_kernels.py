@@ -40,13 +40,13 @@ def is_gpytorch_kernel(value: Any) -> bool:
     """Whether ``value`` is a gpytorch kernel instance (without importing gpytorch needlessly)."""
     if isinstance(value, (str, bytes)) or value is None:
         return False
-    import gpytorch  # noqa: PLC0415 - only when a kernel object is given
+    import gpytorch  # only when a kernel object is given
 
     return isinstance(value, gpytorch.kernels.Kernel)
 
 
 def _kernels_module() -> Any:
-    import gpytorch  # noqa: PLC0415
+    import gpytorch
 
     return gpytorch.kernels
 
@@ -195,7 +195,7 @@ class GPyTorchLatentKernel(ChannelKernel):
 
     @staticmethod
     def _dense(kernel: Any, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        import gpytorch  # noqa: PLC0415
+        import gpytorch
 
         with gpytorch.settings.lazily_evaluate_kernels(False):
             out = kernel(x1, x2)

@@ -116,8 +116,8 @@ def layer_positions(da: xr.DataArray, axis: str, layer: Any = None) -> list[int]
         if isinstance(item, str):
             item = item.strip()
             item = int(item) if item.lstrip("+-").isdigit() else float(item)
-        if isinstance(item, (bool, np.bool_)):
-            raise ValueError(f"layer {item!r} is not a layer number or a {axis} value")
+        if isinstance(item, (bool, np.bool_)):  # one error type (ValueError) for every bad layer
+            raise ValueError(f"layer {item!r} is not a layer number or a {axis} value")  # noqa: TRY004
         if isinstance(item, (int, np.integer)):
             hits = np.flatnonzero(numbers == item)
             if hits.size == 0:
@@ -144,7 +144,7 @@ def layer_positions(da: xr.DataArray, axis: str, layer: Any = None) -> list[int]
 def layers(
     ds: xr.Dataset,
     var: str,
-    layer: int | float | Sequence[int | float] | None = None,
+    layer: int | float | Sequence[int | float] | None = None,  # noqa: PYI041 - int: layer number
     axis: str = "z",
     truth: xr.DataArray | xr.Dataset | None = None,
     *,

@@ -85,7 +85,7 @@ def _lattice_axis(c: np.ndarray) -> tuple[float, float, int] | None:
     k = (u - u[0]) / step
     if step <= 0 or not np.allclose(k, np.round(k), atol=1e-3):
         return None
-    return float(u[0]), step, int(round(float(k.max()))) + 1
+    return float(u[0]), step, round(float(k.max())) + 1
 
 
 def _sites_as_grid(f, dim: str, hname: str, vname: str):

@@ -18,8 +18,7 @@ import torch
 import xarray as xr
 
 import geogpvae
-from geogpvae.cli import jobs
-from geogpvae.cli import main
+from geogpvae.cli import jobs, main
 from geogpvae.datasets import make_gaussian_field
 
 REPO = Path(__file__).resolve().parents[2]

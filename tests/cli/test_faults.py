@@ -132,7 +132,7 @@ def test_racing_jobs_one_writes_the_other_exits_2_and_leaves_nothing(data, tmp_p
 
 def test_model_file_taken_during_the_run_leaves_no_output(data, tmp_path, capsys, monkeypatch):
     """The model file appears while OUT is written: the job fails and takes OUT back."""
-    import geogpvae.fields.io as io
+    from geogpvae.fields import io
 
     out, model = tmp_path / "out.nc", tmp_path / "m.pt"
     write = io._write_netcdf

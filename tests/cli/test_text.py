@@ -73,7 +73,7 @@ def test_bad_command_lines_fail_before_torch_is_imported(argv):
     code = ("import sys\nfrom geogpvae.cli import main\nrc = main(sys.argv[1:])\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\nsys.exit(rc)\n")
     res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                         cwd=REPO, timeout=600)
+                         cwd=REPO, timeout=600, check=False)
     assert res.returncode == 2, res.stderr
     assert res.stderr.startswith("geogpvae: error: ") and len(res.stderr.splitlines()) == 1
 
@@ -82,7 +82,7 @@ def test_plain_import_does_not_load_torch():
     code = ("import sys, geogpvae\nassert 'torch' not in sys.modules\n"
             "from geogpvae import impute, GPVAEImputer, InputError\nassert 'torch' in sys.modules\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
-                         timeout=600)
+                         timeout=600, check=False)
     assert res.returncode == 0, res.stderr
 
 

@@ -17,9 +17,6 @@ import xarray as xr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geogpvae.datasets import jura as jura_mod
-from geogpvae.datasets import registry
-from geogpvae.datasets import spe10 as spe10_mod
 from geogpvae.datasets import (
     REGISTRY,
     ChecksumError,
@@ -32,8 +29,11 @@ from geogpvae.datasets import (
     load_jura_grid,
     load_spe10,
     make_gaussian_field,
+    registry,
     verify_file,
 )
+from geogpvae.datasets import jura as jura_mod
+from geogpvae.datasets import spe10 as spe10_mod
 
 data = pytest.mark.data
 JURA_SITE_FILES = ("jura_pred.csv", "jura_val.csv", "jura_pred_lonlat.csv",

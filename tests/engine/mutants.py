@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
                 continue
             (dst / path).write_text(text.replace(old, new))
             run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests], cwd=dst,
-                                 env={**os.environ, "PYTHONPATH": str(dst)}, capture_output=True, text=True)
+                                 env={**os.environ, "PYTHONPATH": str(dst)}, capture_output=True, text=True, check=False)
             failed = sorted({line.split(" ")[1].split("[")[0].split("::")[-1]
                              for line in run.stdout.splitlines() if line.startswith("FAILED")})
             print(f"{name}: {'CAUGHT by ' + ', '.join(failed) if run.returncode else 'SURVIVED'}", flush=True)

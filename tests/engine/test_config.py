@@ -89,6 +89,6 @@ def test_every_public_signature_takes_its_defaults_from_the_config():
 def test_reading_the_defaults_does_not_import_torch():
     code = ("import sys; from geogpvae.engine.config import GPVAEConfig; "
             "GPVAEConfig.neighbours; print('torch' in sys.modules)")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.errors import InputError
-from geogpvae.datasets.synthetic import grid_points, make_field
 
 
 @pytest.fixture(scope="module")

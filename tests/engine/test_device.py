@@ -9,7 +9,7 @@ import torch
 
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import _batch_plan, gather_batch, field_data, resolve_device
+from geogpvae.engine.training import _batch_plan, field_data, gather_batch, resolve_device
 from geogpvae.gp import neighbours as nb
 from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
 
@@ -43,7 +43,7 @@ class _FakeGpuFaiss:
         self.real, self.made, self.moved = real, 0, 0
         self.IndexFlatL2 = real.IndexFlatL2
 
-    def StandardGpuResources(self):  # noqa: N802 - faiss's name
+    def StandardGpuResources(self):  # faiss's name
         self.made += 1
         return object()
 
@@ -65,7 +65,7 @@ def test_faiss_gpu_resources_are_made_once_and_reused(monkeypatch):
         pts = np.random.default_rng(0).random((300, 3))
         assert nb.choose_backend("auto", 3) == "faiss"  # a GPU build is preferred when present
         d1, i1 = nb.knn(pts, 6, backend="faiss")
-        d2, i2 = nb.knn(pts, 6, backend="faiss", exclude_self=True)
+        nb.knn(pts, 6, backend="faiss", exclude_self=True)
         dk, ik = nb.knn(pts, 6, backend="kdtree")
         assert fake.made == 1 and fake.moved >= 2
         np.testing.assert_allclose(d1, dk, rtol=1e-5, atol=1e-6)

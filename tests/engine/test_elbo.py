@@ -17,7 +17,7 @@ from torch.distributions import MultivariateNormal, kl_divergence
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.model import GPVAE
 from geogpvae.engine.predict import neighbour_posterior, predictive_moments
-from geogpvae.engine.training import gather_batch, field_data
+from geogpvae.engine.training import field_data, gather_batch
 from geogpvae.gp.neighbours import order_points, ordered_neighbours
 
 JITTER = 1e-4

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.model import GPVAE
 from geogpvae.engine.stopping import CheckValues, StopRule, check_entries, predictive_nll
-from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine.training import neighbourhood_context, field_data
+from geogpvae.engine.training import field_data, neighbourhood_context
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +83,9 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
     raw = np.mean([np.mean([nll(e, v) for e, v in per_var[j]]) for j in per_var])
     assert predictive_nll(model, (y, visible, None), check, eps, calibrated=False) == pytest.approx(raw, rel=1e-10)
     scaled = []
-    for j in per_var:  # each variable's variances scaled by its mean squared standardised error
-        f = np.mean([e**2 / v for e, v in per_var[j]])
-        scaled.append(np.mean([nll(e, f * v) for e, v in per_var[j]]))
+    for pairs in per_var.values():  # each variable's variances scaled by its mean squared z
+        f = np.mean([e**2 / v for e, v in pairs])
+        scaled.append(np.mean([nll(e, f * v) for e, v in pairs]))
     got = predictive_nll(model, (y, visible, None), check, eps)
     assert got == pytest.approx(np.mean(scaled), rel=1e-10) and got <= raw + 1e-12
 

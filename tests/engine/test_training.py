@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from geogpvae.engine.config import GPVAEConfig
 from geogpvae.datasets.synthetic import grid_points
-from geogpvae.engine.training import epoch_batches, is_lattice, field_data, resolve_layout
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.training import epoch_batches, field_data, is_lattice, resolve_layout
 
 
 def _field(x, seed=0):

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from geogpvae.fields import cf
 from geogpvae._version import __version__
+from geogpvae.fields import cf
 
 
 def _field(dtype=np.float64, seed=0, shape=(4, 5), attrs=None):

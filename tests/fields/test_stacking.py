@@ -329,7 +329,7 @@ def test_dask_backed_input_gives_the_same_field():
 def test_locations_on_a_grid_and_on_a_template():
     f = prepare_field(_sites(lonlat=False))
     grid = xr.Dataset(coords={"y": ("y", [0.0, 1.0, 2.0]), "x": ("x", [0.5, 1.5])})
-    x, dims, coords = stacking.locations(grid, f.geometry)
+    x, dims, _ = stacking.locations(grid, f.geometry)
     assert dims == ("x", "y") and x.shape == (6, 2)  # geometry order: x, then y
     np.testing.assert_array_equal(x[:3, 0], 0.5)
     tmpl = xr.DataArray(np.zeros((3, 2)), dims=("y", "x"), coords=grid.coords)

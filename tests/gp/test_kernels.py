@@ -9,7 +9,6 @@ import torch
 from geogpvae.gp.kernels import KERNELS, LatentKernel, kernel_from_sqdist
 
 
-
 @pytest.fixture(autouse=True)
 def _float64():
     old = torch.get_default_dtype()

@@ -92,7 +92,7 @@ def test_vecchia_log_density_equals_dense():
 
 def test_spa_short_conditioning_sets_handled_exactly():
     """A point with r < H predecessors is conditioned on exactly those r points."""
-    x, kernel, mu, var = _problem(n=12, seed=5)
+    x, kernel, _, _ = _problem(n=12, seed=5)
     order = torch.arange(12)
     nbr = torch.as_tensor(ordered_neighbours(x.numpy(), 5, order.numpy()))
     assert (nbr[0] == -1).all() and (nbr[3, :3] >= 0).all() and (nbr[3, 3:] == -1).all()
@@ -208,10 +208,10 @@ def test_custom_backward_passes_gradcheck():
 @pytest.mark.parametrize("engine", ["spa", "hpa"])
 def test_shared_stencils_give_the_same_loss_and_gradients(engine):
     """On a grid, sharing factorisations between identical neighbour geometries is exact."""
+    from geogpvae.datasets.synthetic import grid_points
     from geogpvae.engine.config import GPVAEConfig
     from geogpvae.engine.model import GPVAE
-    from geogpvae.datasets.synthetic import grid_points
-    from geogpvae.engine.training import gather_batch, field_data
+    from geogpvae.engine.training import field_data, gather_batch
 
     x = grid_points((9, 8, 7))
     g = torch.Generator().manual_seed(0)

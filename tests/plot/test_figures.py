@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import warnings
@@ -312,7 +313,7 @@ def test_layers_shared_limits_and_norms():
     assert not any(isinstance(m.norm, LogNorm) for m in meshes)
     # the std scale follows the data (robust limits of the imputed cells), not 0
     stds = np.concatenate([np.ma.compressed(meshes[i].get_array()) for i in (2, 5)])
-    lo, hi = meshes[2].get_clim()
+    lo, _ = meshes[2].get_clim()
     assert lo == pytest.approx(np.percentile(stds, 1.0), rel=1e-6) and lo > 0.0
 
     fig = plot.layers(ds, "kx", layer=2, log=False)
@@ -1016,7 +1017,7 @@ def test_layers_axis_labels_fit_narrow_panels():
     assert all(ax.get_xlabel() == "" for ax in panels(fig)[:3])  # outer panels only
     fig.canvas.draw()
     boxes = [inches(fig, ax.xaxis.label) for ax in bottom]
-    for left, right in zip(boxes, boxes[1:]):
+    for left, right in itertools.pairwise(boxes):
         assert left.x1 < right.x0  # neighbouring labels do not touch
     # wide panels keep the long names
     fig = plot.layers(ds, "kx", layer=3, panel_width=4.5)

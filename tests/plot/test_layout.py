@@ -7,13 +7,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import xarray as xr  # noqa: E402
-from matplotlib.collections import PathCollection, QuadMesh  # noqa: E402
+import numpy as np
+import pytest
+import xarray as xr
+from matplotlib.collections import PathCollection, QuadMesh
 
-from geogpvae import plot  # noqa: E402
-from geogpvae.fields.cf import imputation_variables  # noqa: E402
+from geogpvae import plot
+from geogpvae.fields.cf import imputation_variables
 
 
 def _filled(ds: xr.Dataset, name: str, rng, std_range=(0.5, 1.5)) -> xr.Dataset:

@@ -73,14 +73,14 @@ class _SPDSolve(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, cov: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:  # noqa: D102
+    def forward(ctx, cov: torch.Tensor, rhs: torch.Tensor) -> torch.Tensor:
         chol = checked_cholesky(cov)
         u = torch.cholesky_solve(rhs, chol)
         ctx.save_for_backward(chol, u)
         return u
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # noqa: D102
+    def backward(ctx, grad: torch.Tensor):
         chol, u = ctx.saved_tensors
         v = torch.cholesky_solve(grad, chol)
         return -v @ u.mT, v

@@ -92,7 +92,7 @@ class _SharedGaussianKL(torch.autograd.Function):
     """:class:`_GaussianKL` with blocks shared between locations; gradients summed per block."""
 
     @staticmethod
-    def forward(ctx, cov, index, mu, var):  # noqa: D102
+    def forward(ctx, cov, index, mu, var):
         chol = checked_cholesky(cov)
         inv_s = torch.cholesky_inverse(chol)
         logdet_s = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
@@ -105,7 +105,7 @@ class _SharedGaussianKL(torch.autograd.Function):
         return 0.5 * (quad + trace + logdet_s[index] - torch.log(var).sum(-1) - mu.shape[-1])
 
     @staticmethod
-    def backward(ctx, grad):  # noqa: D102
+    def backward(ctx, grad):
         inv, alpha, var, index = ctx.saved_tensors
         g = grad.unsqueeze(-1)
         d_cov = None
@@ -128,7 +128,7 @@ class _GaussianKL(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, cov: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:  # noqa: D102
+    def forward(ctx, cov: torch.Tensor, mu: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
         chol = checked_cholesky(cov)
         inv = torch.cholesky_inverse(chol)
         alpha = (inv @ mu.unsqueeze(-1)).squeeze(-1)
@@ -139,7 +139,7 @@ class _GaussianKL(torch.autograd.Function):
         return 0.5 * (quad + trace + logdet - torch.log(var).sum(-1) - mu.shape[-1])
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # noqa: D102
+    def backward(ctx, grad: torch.Tensor):
         inv, alpha, var = ctx.saved_tensors
         g = grad.unsqueeze(-1)
         d_cov = None

@@ -29,7 +29,6 @@ With H = N - 1 (every point conditioned on all earlier ones) the sum of the term
 from __future__ import annotations
 
 import math
-
 from typing import Any
 
 import torch

@@ -92,3 +92,24 @@ def test_reading_the_defaults_does_not_import_torch():
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False"
+
+
+def test_epochs_none_is_resolved_by_the_config_alone():
+    """``epochs=None`` means "the step budget": only GPVAEConfig decides what that is.
+
+    Everything else asks ``GPVAEConfig.n_epochs`` (the engine's training plan, impute's job
+    plan once per job, info's forecast); no module tests ``epochs`` for None itself.
+    """
+    import re
+    from pathlib import Path
+
+    package = Path(geogpvae.__file__).parent
+    pattern = re.compile(r"\bepochs\s+is\s+(not\s+)?None|\bepochs\s+or\b|\bnot\s+\w*epochs\b")
+    found = [f"{path.relative_to(package)}:{n}: {line.strip()}"
+             for path in package.rglob("*.py") if path != package / "engine" / "config.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert not found, found
+    calls = {str(path.relative_to(package)): path.read_text().count(".n_epochs(")
+             for path in package.rglob("*.py")}
+    assert {k: n for k, n in calls.items() if n} == {
+        "cli/impute.py": 1, "cli/info.py": 1, "engine/training.py": 1}

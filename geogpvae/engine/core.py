@@ -24,6 +24,13 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
+from .inputs import (
+    centre,
+    check_coordinates,
+    check_standardised,
+    real_values,
+    standardisation,
+)
 from .model import GPVAE
 from .nugget import nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
@@ -106,90 +113,6 @@ def _self_index(anchor: dict[str, torch.Tensor], n: int) -> np.ndarray:
     return index
 
 
-def _check_coordinates(x: np.ndarray, what: str = "coordinates") -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    if x.ndim != 2:
-        raise InputError(f"{what} must have shape (N, D), got {x.shape}")
-    bad = ~np.isfinite(x)
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        raise InputError(
-            f"coordinate {col} has {int(bad[:, col].sum())} NaN or infinite values (first at location {row}); "
-            "every location needs finite coordinates: drop those locations or mask them out"
-        )
-    return x
-
-
-def _centre(x: np.ndarray) -> np.ndarray:
-    """The middle of the coordinates' range per column, shape (D,), float64."""
-    if x.shape[0] == 0:
-        return np.zeros(x.shape[1])
-    return (x.min(axis=0) + x.max(axis=0)) / 2.0
-
-
-def _real_values(values: np.ndarray, names: list[str] | None) -> np.ndarray:
-    """``values`` as float64, refusing complex and other non-real numbers."""
-    arr = np.asarray(values)
-    if arr.dtype.kind == "c":
-        raise InputError(
-            "values are complex numbers; only real values can be imputed: impute the real and "
-            "imaginary parts (or modulus and phase) as separate variables"
-        )
-    if arr.dtype.kind not in "biuf":
-        try:
-            arr = arr.astype(np.float64)
-        except (TypeError, ValueError):
-            raise InputError(f"values must be real numbers, got dtype {arr.dtype}") from None
-    return np.asarray(arr, dtype=np.float64)
-
-
-def _standardisation(
-    values: np.ndarray, observed: np.ndarray, log: np.ndarray, names: list[str]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard deviation (1 where 0) of each variable's observed, transformed values.
-
-    Raises
-    ------
-    InputError
-        A variable whose statistics overflow (see :func:`_check_spread`).
-    """
-    safe = np.where(observed & log, values, 1.0)
-    mod = np.where(log, np.log(safe), values)
-    k = values.shape[1]
-    with np.errstate(over="ignore", invalid="ignore"):
-        loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
-        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
-    _check_spread(mod, observed, loc, sd, names)
-    return loc, np.where(sd > 0, sd, 1.0)
-
-
-def _check_spread(
-    mod: np.ndarray, observed: np.ndarray, loc: np.ndarray, sd: np.ndarray, names: list[str]
-) -> None:
-    """Refuse variables whose standardisation overflows (values near or above 1e154)."""
-    for j, name in enumerate(names):
-        if np.isfinite(loc[j]) and np.isfinite(sd[j]):
-            continue
-        big = float(np.max(np.abs(mod[observed[:, j], j])))
-        raise InputError(
-            f"{name}: observed values as large as {big:.3g} overflow when standardised (their "
-            "squares exceed the float64 range, about 1.8e308); express the variable in other "
-            "units (e.g. divide it by a power of ten) or set the outlying values to NaN"
-        )
-
-
-def _check_standardised(y: np.ndarray, names: list[str]) -> None:
-    """Refuse standardised values too far out for the model's arithmetic (|y| > 1e15)."""
-    with np.errstate(invalid="ignore"):
-        far = ~(np.abs(y) <= 1e15)
-    if far.any():
-        j = int(np.argwhere(far)[0][1])
-        raise InputError(
-            f"{names[j]}: values lie more than 1e15 standard deviations from the training "
-            "values (different units?); convert them to the units of the training field"
-        )
-
-
 class GPVAEEngine:
     """Train a neighbour-driven GPVAE on one field and predict from it.
 
@@ -262,7 +185,7 @@ class GPVAEEngine:
         return np.where(observed, (mod - self.loc) / self.scale, 0.0)
 
     def _check_values(self, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-        values = _real_values(values, self.names)
+        values = real_values(values, self.names)
         k = len(self.names)
         if values.ndim != 2 or values.shape != (n, k):
             raise InputError(f"values must have shape ({n}, {k}), got {values.shape}")
@@ -333,12 +256,12 @@ class GPVAEEngine:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Check the field, fix names, transforms and standardisation; standardised values."""
         cfg = self.config
-        x = _check_coordinates(x)
+        x = check_coordinates(x)
         # float64 centring before any float32 cast: offsets such as projected coordinates
         # near 1e8 m would otherwise eat the precision of the model's inputs
-        self.x_offset_ = _centre(x)
+        self.x_offset_ = centre(x)
         x = x - self.x_offset_
-        values = _real_values(values, names)
+        values = real_values(values, names)
         if values.ndim != 2 or values.shape[0] != x.shape[0]:
             raise InputError(f"values must have shape (N, K) with N = {x.shape[0]}, got {values.shape}")
         n, k = values.shape
@@ -353,7 +276,7 @@ class GPVAEEngine:
             if not observed[:, j].any():
                 raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
         cfg.check_locations(n)
-        self.loc, self.scale = _standardisation(values, observed, self.log, self.names)
+        self.loc, self.scale = standardisation(values, observed, self.log, self.names)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
         self.n_points_ = n
@@ -602,12 +525,12 @@ class GPVAEEngine:
         if values is not None:
             if x is None:
                 raise InputError("values need their coordinates x")
-            xq = _check_coordinates(x) - self.x_offset_
+            xq = check_coordinates(x) - self.x_offset_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             vals, observed = self._check_values(values, xq.shape[0])
             y = self._to_model_space(vals, observed)
-            _check_standardised(y, self.names)
+            check_standardised(y, self.names)
             field = self._make_field(xq, y, observed)
             anchor = self._anchors(field)
             n = xq.shape[0]
@@ -621,7 +544,7 @@ class GPVAEEngine:
             anchor, n = self._anchor, field.x.shape[0]
             targets, self_index = _rows_of(field), _self_index(anchor, n)
         else:
-            xq = _check_coordinates(x, "new locations") - self.x_offset_
+            xq = check_coordinates(x, "new locations") - self.x_offset_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             if self._anchor is None:

@@ -1,0 +1,59 @@
+"""The engine's input checks and standardisation, on their own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geogpvae.engine.inputs import (
+    centre,
+    check_coordinates,
+    check_standardised,
+    real_values,
+    standardisation,
+)
+from geogpvae.errors import InputError
+
+
+def test_coordinates_must_be_finite_and_two_dimensional():
+    x = np.zeros((4, 2))
+    assert check_coordinates(x).dtype == np.float64
+    x[2, 1] = np.nan
+    with pytest.raises(InputError, match=r"coordinate 1 has 1 NaN .* \(first at location 2\)"):
+        check_coordinates(x)
+    with pytest.raises(InputError, match=r"new locations must have shape \(N, D\)"):
+        check_coordinates(np.zeros(3), "new locations")
+
+
+def test_centre_is_the_middle_of_the_range():
+    x = np.array([[1e8, 0.0], [1e8 + 4.0, 10.0], [1e8 + 1.0, 2.0]])
+    np.testing.assert_array_equal(centre(x), [1e8 + 2.0, 5.0])
+    assert centre(np.zeros((0, 3))).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_values_must_be_real():
+    assert real_values(np.arange(3, dtype=np.int16), None).dtype == np.float64
+    with pytest.raises(InputError, match="complex"):
+        real_values(np.ones(3, dtype=complex), None)
+    with pytest.raises(InputError, match="real numbers"):
+        real_values(np.array(["a", "b"]), None)
+
+
+def test_standardisation_of_observed_values_in_their_space():
+    values = np.array([[1.0, 10.0], [3.0, 100.0], [np.nan, 1000.0], [5.0, np.nan]])
+    observed = np.isfinite(values)
+    loc, scale = standardisation(values, observed, np.array([False, True]), ["a", "b"])
+    np.testing.assert_allclose(loc, [3.0, np.log(100.0)])
+    np.testing.assert_allclose(scale, [np.std([1.0, 3.0, 5.0]), np.std(np.log([10.0, 100.0, 1000.0]))])
+    # a constant variable keeps scale 1
+    _, scale = standardisation(np.ones((3, 1)), np.ones((3, 1), bool), np.array([False]), ["c"])
+    assert scale.tolist() == [1.0]
+    with pytest.raises(InputError, match=r"big: observed values as large as 1e\+200 overflow"):
+        standardisation(np.array([[1e200], [-1e200]]), np.ones((2, 1), bool), np.array([False]),
+                        ["big"])
+
+
+def test_standardised_values_far_out_are_refused():
+    check_standardised(np.array([[0.0, 1e14]]), ["a", "b"])
+    with pytest.raises(InputError, match="b: values lie more than 1e15 standard deviations"):
+        check_standardised(np.array([[0.0, 1e16]]), ["a", "b"])

@@ -110,8 +110,8 @@ class GPVAEImputer:
         ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     progress : bool or {"bar", "log", "none"}
         Progress display of training, calibration and prediction (see
-        :mod:`geogpvae.engine.progress`): ``True`` gives a bar on a terminal and a log line
-        at most every ten seconds otherwise.
+        :mod:`geogpvae.engine.progress`): ``True`` gives a bar on a terminal and otherwise log
+        lines, one as each stage starts and ends and one every ten seconds between.
     **options
         Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
         ``encoder_hidden``, ``samples``, ...); the defaults work without tuning.

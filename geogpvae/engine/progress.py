@@ -4,10 +4,10 @@ One display for all of them, chosen once (``progress=`` of the engine, ``--progr
 command line):
 
 * ``"bar"``: a tqdm bar per stage, on the terminal;
-* ``"log"``: plain lines on stderr for batch logs, one when a stage starts, then one at most
-  every :data:`LOG_INTERVAL` seconds of wall clock, also from inside a long epoch or
-  prediction chunk, and one when the stage ends, e.g.
-  ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``;
+* ``"log"``: plain lines on stderr for batch logs, one when a stage starts, then one every
+  :data:`LOG_INTERVAL` seconds of wall clock, also from inside a long epoch or calibration
+  round (a unit reported from inside also reports its end, with the epoch's loss), and one
+  when the stage ends, e.g. ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``;
 * ``"none"`` (or ``False``): nothing;
 * ``True``: a bar on a terminal, log lines otherwise.
 
@@ -85,6 +85,7 @@ class Progress:
         self.start = clock()
         self.last = -math.inf  # the first update is always shown
         self.first = self.done = int(initial)
+        self.inside = False  # a line came from inside the unit in work
         self.bar = None
         if self.mode == "bar":
             from tqdm.auto import tqdm
@@ -103,8 +104,10 @@ class Progress:
                 self.bar.set_postfix_str(note)
         elif self.mode == "log":
             now = clock()
-            if now - self.last >= self.interval or done >= self.total:
+            # a unit long enough to be reported from inside also reports its end (its loss)
+            if now - self.last >= self.interval or done >= self.total or self.inside:
                 self._line(done, note, now)
+            self.inside = False
 
     def within(self, part: float, note: str = "") -> None:
         """A share ``part`` (0 to 1) of the unit in work is done: a log line when one is due.
@@ -116,6 +119,7 @@ class Progress:
         now = clock()
         if now - self.last >= self.interval:
             self._line(self.done + part, note, now)
+            self.inside = True
 
     def _line(self, done: float, note: str, now: float | None = None) -> None:
         now = clock() if now is None else now

@@ -80,7 +80,7 @@ def test_training_logs_inside_long_epochs(fake_clock, capsys):
     from geogpvae.engine.core import GPVAEEngine
 
     field = make_field(grid_points((12, 12), 1 / 11), n_vars=2, missing=0.3)
-    fake_clock[0] = 0.3  # the clock is read at every step; an epoch of 18 steps is > 10 s
+    fake_clock[0] = 0.6  # the clock is read at every step: an epoch of 18 steps takes > 10 s
     GPVAEEngine(epochs=2, batch_size=8, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
                 samples=4, calibrate=False, progress="log").fit(field.points, field.values)
     lines = _lines(capsys)
@@ -88,7 +88,7 @@ def test_training_logs_inside_long_epochs(fake_clock, capsys):
     inside = [line for line in lines if line.startswith("epoch") and " step " in line]
     assert inside[0].startswith("epoch 1/2 step 1/18 ")  # the first step says training began
     assert {line.split()[1] for line in inside} == {"1/2", "2/2"}
-    assert epochs[-1].startswith("epoch 2/2 loss")  # and the last epoch always
+    assert [line.split()[1] for line in epochs] == ["1/2", "2/2"]  # each long epoch's loss
 
 
 def test_engine_reports_calibration_and_prediction(capsys):
@@ -126,3 +126,15 @@ def test_prediction_chunks_are_counted_and_change_nothing(monkeypatch, capsys):
     np.testing.assert_allclose(chunked.mean, whole.mean, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(chunked.std, whole.std, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(chunked.source, whole.source)
+
+
+def test_a_long_epoch_reports_its_loss_at_its_end(fake_clock, capsys):
+    """Lines from inside an epoch must not crowd out the epoch's own loss line."""
+    fake_clock[0] = 4.0
+    bar = Progress("log", 3, "epoch", interval=10.0)
+    for epoch in range(3):
+        for i in range(1, 11):
+            bar.within(i / 10, f"step {i}/10")
+        bar.update(epoch + 1, f"loss {2.0 - epoch}")
+    losses = [line.split()[:3] for line in _lines(capsys) if " loss " in line]
+    assert losses == [["epoch", "1/3", "loss"], ["epoch", "2/3", "loss"], ["epoch", "3/3", "loss"]]

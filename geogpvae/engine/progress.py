@@ -114,7 +114,7 @@ class Progress:
 
         Keeps a batch log alive through units that take minutes (a long epoch, a large chunk).
         """
-        if self.mode != "log":
+        if self.mode != "log" or part >= 1:  # a complete unit is reported by update()
             return
         now = clock()
         if now - self.last >= self.interval:

@@ -95,7 +95,7 @@ def check_spread(
 
 
 def check_standardised(y: np.ndarray, names: list[str]) -> None:
-    """Refuse standardised values too far out for the model's arithmetic (|y| > 1e15)."""
+    """Refuse standardised values too far out for the model's arithmetic (``abs(y) > 1e15``)."""
     with np.errstate(invalid="ignore"):
         far = ~(np.abs(y) <= 1e15)
     if far.any():

@@ -29,6 +29,8 @@ import functools
 import numpy as np
 from scipy.spatial import cKDTree
 
+from .lattice import Lattice, cells_of, find_lattice, lattice_neighbours, lattice_stencils
+
 __all__ = [
     "BACKENDS",
     "ORDERINGS",
@@ -44,6 +46,7 @@ ORDERINGS = ("random", "maxmin", "sorted", "none")
 
 _BRUTE_FORCE_PREFIX = 512  # first positions handled by one dense distance matrix
 _QUERY_CHUNK = 1 << 16
+_LATTICE_MIN = 4096  # below this many points a tree is as fast as a stencil
 
 
 @functools.lru_cache(maxsize=1)
@@ -181,6 +184,13 @@ def knn(
     if kk <= 0 or q.shape[0] == 0:
         return out_d, out_i
     backend = choose_backend(backend, base.shape[1])
+    if backend == "kdtree" and n > _LATTICE_MIN:
+        lattice = find_lattice(base)
+        if lattice is not None:
+            done = _lattice_knn(base, lattice, kk, exclude_self, None if query is None else q)
+            if done is not None:
+                out_d[:, :kk], out_i[:, :kk] = done
+                return out_d, out_i
     tree = cKDTree(base) if backend == "kdtree" else None
     ask = kk + 1 if exclude_self else kk
     for start in range(0, q.shape[0], _QUERY_CHUNK):
@@ -198,6 +208,37 @@ def knn(
         out_d[start:stop, :kk] = d
         out_i[start:stop, :kk] = i
     return out_d, out_i
+
+
+def _lattice_knn(base: np.ndarray, lattice: Lattice, k: int, exclude_self: bool, query: np.ndarray | None):
+    """k nearest lattice points by stencil; rows the stencil cannot settle by KD-tree."""
+    if query is None:
+        rows, cells = np.arange(base.shape[0]), None
+    else:
+        cells, on_grid = cells_of(lattice, query)
+        rows = np.flatnonzero(on_grid)
+        cells = cells[rows]
+    found = lattice_neighbours(lattice, k, with_zero=not exclude_self, cells=cells)
+    if found is None:
+        return None
+    m = base.shape[0] if query is None else query.shape[0]
+    dist, idx = np.full((m, k), np.inf), np.full((m, k), -1, dtype=np.int64)
+    idx[rows], dist[rows] = found[0], found[1]
+    rest = rows[found[2]]
+    if query is not None:
+        rest = np.concatenate([rest, np.flatnonzero(~on_grid)])
+    if rest.size:  # corners, thin lattices, off-grid queries: the exact tree search for these
+        q = base[rest] if query is None else query[rest]
+        ask = min(k + 1 if exclude_self else k, base.shape[0])
+        d, i = _knn_kdtree(base, q, ask)
+        if exclude_self:
+            is_self = i == rest[:, None]
+            drop = np.where(is_self.any(1), is_self.argmax(1), i.shape[1] - 1)
+            keep = np.ones_like(i, dtype=bool)
+            keep[np.arange(len(rest)), drop] = False
+            d, i = d[keep].reshape(len(rest), -1), i[keep].reshape(len(rest), -1)
+        idx[rest], dist[rest] = i[:, :k], d[:, :k]
+    return dist, idx
 
 
 def order_points(points: np.ndarray, method: str = "random", *, seed: int = 0) -> np.ndarray:
@@ -326,6 +367,10 @@ def ordered_neighbours(
     result_pos = np.full((n, h), -1, dtype=np.int64)  # in positions
     if h == 0 or n <= 1:
         return result_pos
+    if backend == "kdtree" and n > _LATTICE_MIN:
+        done = _lattice_ordered(pts, order, h)
+        if done is not None:
+            return done
     p_pts = pts[order]
 
     # 1. a dense block for the first positions
@@ -373,6 +418,39 @@ def ordered_neighbours(
     return out
 
 
+def _lattice_ordered(pts: np.ndarray, order: np.ndarray, h: int) -> np.ndarray | None:
+    """Earlier neighbours by stencil when the points are a lattice in lexicographic order."""
+    lattice = find_lattice(pts)
+    if lattice is None or not np.all(np.diff(lattice.rank[order]) > 0):
+        return None
+    found = lattice_neighbours(lattice, h, earlier=True)
+    if found is None:
+        return None
+    idx, _, short = found
+    if short.size:
+        idx[short] = _earlier_by_tree(pts, lattice.rank, short, h)
+    return idx
+
+
+def _earlier_by_tree(pts: np.ndarray, rank: np.ndarray, rows: np.ndarray, h: int) -> np.ndarray:
+    """Exact H nearest points of smaller rank for a few rows, by a KD-tree of all points."""
+    n = pts.shape[0]
+    tree = cKDTree(pts)
+    before = np.searchsorted(np.sort(rank), rank[rows])  # number of points earlier than each row
+    out = np.full((len(rows), h), -1, dtype=np.int64)
+    todo, k = np.arange(len(rows)), min(n, 4 * h)
+    while todo.size:
+        _, idx = _knn_kdtree(pts, pts[rows[todo]], k, tree)
+        earlier = (idx >= 0) & (rank[np.maximum(idx, 0)] < rank[rows[todo], None])
+        n_found = earlier.sum(1)
+        ok = (n_found >= h) | (n_found >= before[todo]) | (k >= n)
+        first = np.argsort(~earlier, axis=1, kind="stable")[:, :h]
+        picked = np.where(np.take_along_axis(earlier, first, 1), np.take_along_axis(idx, first, 1), -1)
+        out[todo[ok], : picked.shape[1]] = picked[ok]
+        todo, k = todo[~ok], min(n, 2 * k)
+    return out
+
+
 def shared_stencils(
     points: np.ndarray, nbr: np.ndarray, *, max_fraction: float = 0.25
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
@@ -403,11 +481,15 @@ def shared_stencils(
     n, h = nbr.shape
     if n == 0 or h == 0:
         return None
+    lattice = find_lattice(pts) if n > _LATTICE_MIN else None
     if n > 4000:  # a sample decides quickly whether geometries repeat at all
         sample = np.random.default_rng(0).choice(n, 2000, replace=False)
         _, q_s, v_s = _canonical(*_quantised_offsets(pts, nbr[sample], pts[sample]))
         if len(np.unique(_row_hash(_signature(q_s, v_s)))) > 0.5 * len(sample):
             return None
+    if lattice is not None:  # exact integer offsets, chunked: a fraction of the memory
+        found = lattice_stencils(lattice, pts, nbr)
+        return None if len(found[1]) > max_fraction * n else found
     q, valid = _quantised_offsets(pts, nbr, pts)
     order, q, valid = _canonical(q, valid)
     nbr_c = np.take_along_axis(nbr, order, axis=1)

@@ -40,6 +40,7 @@ from .threads import configure_threads
 from .training import (
     FieldData,
     TrainState,
+    context_index,
     field_data,
     neighbourhood_context,
     resolve_device,
@@ -155,6 +156,7 @@ class GPVAEEngine:
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
         self._x = self._y = self._observed = None
+        self._context_index: np.ndarray | None = None  # context neighbours of self._x
         self._data: FieldData | None = None
         self._anchor: dict[str, torch.Tensor] | None = None
 
@@ -279,6 +281,7 @@ class GPVAEEngine:
         self.loc, self.scale = standardisation(values, observed, self.log, self.names)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
+        self._context_index = None
         self.n_points_ = n
         return x, y, observed
 
@@ -310,7 +313,10 @@ class GPVAEEngine:
         )
         torch.manual_seed(cfg.seed)
         check = check_entries(observed, cfg.holdout, seed=cfg.seed) if cfg.stops_early() else None
-        self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check)
+        if cfg.context_scales and x is self._x and self._context_index is None:
+            self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
+        self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
+                                context_idx=self._context_index if x is self._x else None)
         self.model = self._build_model(k, x.shape[1], n)
         state = None
         if resume is not None:
@@ -383,7 +389,13 @@ class GPVAEEngine:
         cfg = self.config
         ctx = None
         if cfg.context_scales:
-            ctx = neighbourhood_context(x, y, observed, cfg.context_scales, backend=cfg.neighbour_backend)
+            index = None
+            if x is self._x:  # the training locations: their context neighbours are kept
+                if self._context_index is None:
+                    self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
+                index = self._context_index
+            ctx = neighbourhood_context(x, y, observed, cfg.context_scales, backend=cfg.neighbour_backend,
+                                        index=index)
 
         def t(a, dt=self.dtype):
             return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)

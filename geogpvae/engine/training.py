@@ -115,6 +115,20 @@ class TrainState:
     done: bool = False
 
 
+def context_index(
+    x: np.ndarray, scales: int | tuple[int, ...], *, query: np.ndarray | None = None, backend: str = "auto"
+) -> np.ndarray:
+    """The neighbours :func:`neighbourhood_context` summarises: (M, max(scales)) indices, -1 padded.
+
+    They depend on the locations only, so a caller that summarises several fields at the same
+    locations (calibration rounds) computes them once and passes them as ``index``.
+    """
+    kmax = max((scales,) if isinstance(scales, (int, np.integer)) else tuple(scales))
+    if query is None:
+        return knn(x, kmax, exclude_self=True, backend=backend)[1]
+    return knn(x, kmax, query=query, backend=backend)[1]
+
+
 def neighbourhood_context(
     x: np.ndarray,
     y: np.ndarray,
@@ -123,6 +137,8 @@ def neighbourhood_context(
     *,
     query: np.ndarray | None = None,
     backend: str = "auto",
+    index: np.ndarray | None = None,
+    chunk: int = 1 << 16,
 ) -> np.ndarray:
     """Summaries of each location's nearest other locations, for the encoder.
 
@@ -139,6 +155,11 @@ def neighbourhood_context(
         Summarise around these locations instead (new locations: nothing excluded).
     backend : str
         Neighbour search backend.
+    index : array of int, shape (M, max(scales)), optional
+        The neighbours, from :func:`context_index` with the same ``x``, ``scales`` and
+        ``query``; searched here when not given.
+    chunk : int
+        Locations summarised at a time (bounds the memory to a few (chunk, k, K) arrays).
 
     Returns
     -------
@@ -147,22 +168,22 @@ def neighbourhood_context(
         locations (0 when none is observed), then the fraction of them where it is observed.
     """
     ks = (scales,) if isinstance(scales, (int, np.integer)) else tuple(scales)
-    kmax = max(ks)
-    if query is None:
-        _, idx = knn(x, kmax, exclude_self=True, backend=backend)
-    else:
-        _, idx = knn(x, kmax, query=query, backend=backend)
-    valid = idx >= 0
-    safe = np.where(valid, idx, 0)
-    obs = observed[safe] & valid[..., None]  # (M, kmax, K)
-    vals = np.where(obs, y[safe], 0.0)
-    csum = np.cumsum(vals, axis=1)
-    ccount = np.cumsum(obs, axis=1)
-    parts = []
-    for k in ks:
-        total, count = csum[:, k - 1], ccount[:, k - 1]
-        parts += [total / np.maximum(count, 1), count / k]
-    return np.concatenate(parts, axis=1)
+    idx = context_index(x, ks, query=query, backend=backend) if index is None else index
+    out = np.empty((idx.shape[0], 2 * y.shape[1] * len(ks)))
+    for s in range(0, idx.shape[0], chunk):
+        part = idx[s : s + chunk]
+        valid = part >= 0
+        safe = np.where(valid, part, 0)
+        obs = observed[safe] & valid[..., None]  # (m, kmax, K)
+        vals = np.where(obs, y[safe], 0.0)
+        csum = np.cumsum(vals, axis=1)
+        ccount = np.cumsum(obs, axis=1)
+        parts = []
+        for k in ks:
+            total, count = csum[:, k - 1], ccount[:, k - 1]
+            parts += [total / np.maximum(count, 1), count / k]
+        out[s : s + chunk] = np.concatenate(parts, axis=1)
+    return out
 
 
 def is_lattice(x: np.ndarray) -> bool:
@@ -275,6 +296,7 @@ def field_data(
     dtype: torch.dtype,
     use_stencils: bool = True,
     check: np.ndarray | None = None,
+    context_idx: np.ndarray | None = None,
 ) -> FieldData:
     """Neighbour sets, context and tensors for training.
 
@@ -293,6 +315,8 @@ def field_data(
     check : array of bool, shape (N, K), optional
         Observed values to hold out of training (likelihood, encoder inputs and context) and
         keep aside for the stopping rule (see :func:`geogpvae.engine.stopping.check_entries`).
+    context_idx : array of int, optional
+        The context neighbours of ``x`` (:func:`context_index`), when the caller has them.
     """
     check_values = None
     if check is not None and check.any():
@@ -300,7 +324,8 @@ def field_data(
         observed = observed & ~check
     y0 = np.where(observed, y, 0.0)
     context = (
-        neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend)
+        neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend,
+                              index=context_idx)
         if config.context_scales
         else None
     )

@@ -46,15 +46,13 @@ def encoder_posterior(
     chunk: int = 65536,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Encoder means and variances of many locations, shape (M, L) each."""
-    means, variances = [], []
+    # outputs filled in place (see predictive_moments: per-chunk pieces fragment the heap)
+    means = y.new_empty((y.shape[0], model.latent_dim))
+    variances = y.new_empty((y.shape[0], model.latent_dim))
     for s in range(0, y.shape[0], chunk):
         m, v = model.encode(y[s : s + chunk], visible[s : s + chunk], None if context is None else context[s : s + chunk])
-        means.append(m)
-        variances.append(v)
-    if not means:
-        empty = y.new_zeros((0, model.latent_dim))
-        return empty, empty
-    return torch.cat(means), torch.cat(variances)
+        means[s : s + chunk], variances[s : s + chunk] = m, v
+    return means, variances
 
 
 @torch.no_grad()
@@ -115,7 +113,8 @@ def neighbour_posterior(
             keep[np.arange(m), drop] = False
             idx = idx[keep].reshape(m, h)
     idx_t = torch.as_tensor(idx, device=x_anchor.device)
-    means, variances = [], []
+    means = mean_anchor.new_empty((m, model.latent_dim))
+    variances = mean_anchor.new_empty((m, model.latent_dim))
     for s in range(0, m, chunk):
         nb = idx_t[s : s + chunk]
         valid = nb >= 0
@@ -123,9 +122,9 @@ def neighbour_posterior(
         w, cond_var = spa_conditional(model.kernel, x_target[s : s + chunk], x_anchor[safe], valid, model.jitter)
         mu_n = mean_anchor[safe].mT  # (B, L, H)
         var_n = var_anchor[safe].mT
-        means.append((w * mu_n).sum(-1))
-        variances.append(cond_var + (w.square() * var_n).sum(-1))
-    return torch.cat(means), torch.cat(variances)
+        means[s : s + chunk] = (w * mu_n).sum(-1)
+        variances[s : s + chunk] = cond_var + (w.square() * var_n).sum(-1)
+    return means, variances
 
 
 def combine_posteriors(
@@ -213,7 +212,9 @@ def predictive_moments(
     # Carlo error varies smoothly in space (no speckle in maps) and results do not depend on
     # the order or chunking of the locations
     eps = torch.randn((samples, 1, mean.shape[-1]), generator=gen, dtype=mean.dtype, device=mean.device)
-    out = [[], [], [], []]
+    # written in place chunk by chunk: small per-chunk results kept between the large transient
+    # decoder buffers would fragment the heap and grow the resident memory with M
+    out = tuple(np.empty((mean.shape[0], len(loc))) for _ in range(4))
     for s in range(0, mean.shape[0], chunk):
         mu, v = mean[s : s + chunk], var[s : s + chunk]
         dec = model.decode(mu + v.sqrt() * eps).to(f64)  # (S, B, K) standardised
@@ -232,7 +233,6 @@ def predictive_moments(
             var_exp = torch.exp(2.0 * log_m1) * torch.expm1(torch.clamp(log_m2 - 2.0 * log_m1, min=0.0))
             m_out = torch.where(log_t, m1, m_out)
             v_out = torch.where(log_t, var_exp, v_out)
-        for lst, t in zip(out, (m_out, v_out.sqrt(), m_model, v_model.sqrt())):
-            lst.append(t.double().cpu().numpy())
-    k = len(loc)
-    return tuple(np.concatenate(lst) if lst else np.zeros((0, k)) for lst in out)  # type: ignore[return-value]
+        for dest, t in zip(out, (m_out, v_out.sqrt(), m_model, v_model.sqrt())):
+            dest[s : s + chunk] = t.cpu().numpy()
+    return out  # type: ignore[return-value]

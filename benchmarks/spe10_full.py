@@ -37,7 +37,7 @@ import xarray as xr
 from geogpvae.datasets import load_spe10
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spe10 import observed_scale, paper_scale, score  # noqa: E402
+from spe10 import observed_scale, paper_scale, score
 
 NAMES = ["porosity", "log_kx", "log_ky", "log_kz"]
 

@@ -329,6 +329,37 @@ def _hash_cells(cell: np.ndarray) -> np.ndarray:
     return key.view(np.int64)
 
 
+def _earlier_in_blocks(p_pts: np.ndarray, p0: int, h: int, backend: str, result_pos: np.ndarray) -> None:
+    """Fill ``result_pos[p0:]``: geometric blocks [s, e) against a tree of the first e positions."""
+    n = p_pts.shape[0]
+    s = p0
+    while s < n:
+        e = min(max(int(1.5 * s), s + 1), n)
+        base = p_pts[:e]
+        tree = cKDTree(base) if backend == "kdtree" else None
+        todo = np.arange(s, e)
+        k = min(e, (3 * h) // 2 + 4)
+        while todo.size:
+            retry: list[np.ndarray] = []
+            for start in range(0, todo.size, _QUERY_CHUNK):
+                rows = todo[start : start + _QUERY_CHUNK]
+                _, idx = _knn_raw(base, p_pts[rows], k, backend, tree)
+                earlier = (idx < rows[:, None]) & (idx >= 0)
+                n_found = earlier.sum(1)
+                ok = n_found >= h
+                if k >= e:  # every earlier point was a candidate: exact with < H as well
+                    ok[:] = True
+                first = np.argsort(~earlier, axis=1, kind="stable")[:, :h]
+                picked = np.take_along_axis(idx, first, axis=1)
+                picked_ok = np.take_along_axis(earlier, first, axis=1)
+                picked = np.where(picked_ok, picked, -1)
+                result_pos[rows[ok]] = picked[ok]
+                retry.append(rows[~ok])
+            todo = np.concatenate(retry)
+            k = min(e, 2 * k)
+        s = e
+
+
 def ordered_neighbours(
     points: np.ndarray,
     neighbours: int,
@@ -383,33 +414,7 @@ def ordered_neighbours(
     valid = np.arange(h)[None, :] < count[:, None]
     result_pos[:p0] = np.where(valid, cand, -1)
 
-    # 2. geometric blocks [s, e) against a tree of the first e positions
-    s = p0
-    while s < n:
-        e = min(max(int(1.5 * s), s + 1), n)
-        base = p_pts[:e]
-        tree = cKDTree(base) if backend == "kdtree" else None
-        todo = np.arange(s, e)
-        k = min(e, (3 * h) // 2 + 4)
-        while todo.size:
-            retry: list[np.ndarray] = []
-            for start in range(0, todo.size, _QUERY_CHUNK):
-                rows = todo[start : start + _QUERY_CHUNK]
-                _, idx = _knn_raw(base, p_pts[rows], k, backend, tree)
-                earlier = (idx < rows[:, None]) & (idx >= 0)
-                n_found = earlier.sum(1)
-                ok = n_found >= h
-                if k >= e:  # every earlier point was a candidate: exact with < H as well
-                    ok[:] = True
-                first = np.argsort(~earlier, axis=1, kind="stable")[:, :h]
-                picked = np.take_along_axis(idx, first, axis=1)
-                picked_ok = np.take_along_axis(earlier, first, axis=1)
-                picked = np.where(picked_ok, picked, -1)
-                result_pos[rows[ok]] = picked[ok]
-                retry.append(rows[~ok])
-            todo = np.concatenate(retry)
-            k = min(e, 2 * k)
-        s = e
+    _earlier_in_blocks(p_pts, p0, h, backend, result_pos)
 
     # back to point indices
     out = np.full((n, h), -1, dtype=np.int64)

@@ -65,12 +65,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         The exit code: 0 success, 1 failure, 2 bad usage or input, 128 + N stopped by
-        signal N after checkpointing.
+        signal N. A process of a torchrun/srun launch that started a process group does not
+        return: it exits with the code (see :func:`geogpvae.cli.jobs.exit_after_group`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     with _plain_warnings():
-        return _dispatch(argv, debug)
+        code = _dispatch(argv, debug)
+    jobs = _jobs()
+    if jobs is not None:
+        jobs.exit_after_group(code)  # a process of a torchrun/srun launch ends here
+    return code
 
 
 def _dispatch(argv: list[str], debug: bool) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import logging
 import os
 import signal
 import sys
@@ -56,6 +57,7 @@ __all__ = [
     "SignalTrap",
     "run_interruptible",
     "checkpoint_path",
+    "exit_after_group",
     "job_identity",
     "launch_environment",
     "load_checkpoint",
@@ -553,7 +555,31 @@ def start_cluster(device: str, *, timeout_s: float = 3600.0) -> tuple[Cluster, s
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     cluster = Cluster(launch.rank, launch.world, launch.local_rank, backend, owns_group=True)
+    global _GROUP_STARTED
+    _GROUP_STARTED = True
     return cluster, chosen
+
+
+# Whether this process started a process group (see :func:`exit_after_group`).
+_GROUP_STARTED = False
+
+
+def exit_after_group(code: int) -> None:
+    """End a process that ran a process group with ``os._exit(code)``; return otherwise.
+
+    After ``destroy_process_group`` the gloo backend's worker threads stay alive (torch keeps
+    the group referenced), and the thread that ran the last collective may still be releasing
+    its tensors. If that happens while the interpreter shuts down, the thread cannot take the
+    GIL, is unwound through a C++ destructor and the process aborts ("terminate called without
+    an active exception", SIGABRT) after a successful run: torchrun then reports a failure.
+    Skipping the shutdown avoids that. Everything this package writes is closed and fsynced
+    by then; the standard streams are flushed here.
+    """
+    if not _GROUP_STARTED:
+        return
+    flush_streams()
+    logging.shutdown()
+    os._exit(code)
 
 
 def flush_streams() -> None:

@@ -192,3 +192,14 @@ def test_two_gloo_processes_match_a_single_process_run(clean_env, tmp_path):
     assert rmse_two < 0.6 * baseline, (rmse_two, baseline)
     assert rmse_two < 1.35 * rmse_one + 0.03, (rmse_two, rmse_one)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.nc", "one.nc", "two.nc"]
+
+
+def test_a_process_that_started_a_group_skips_the_interpreter_shutdown(tmp_path, monkeypatch):
+    """After a gloo run the group's threads outlive destroy_process_group; a shutdown racing
+    with them aborted the process (SIGABRT) after a successful run, so main ends it early."""
+    ended: list[int] = []
+    monkeypatch.setattr(jobs.os, "_exit", ended.append)
+    missing = str(tmp_path / "absent.nc")
+    assert main(["info", missing]) == 2 and ended == []  # no group: main returns
+    monkeypatch.setattr(jobs, "_GROUP_STARTED", True)
+    assert main(["info", missing]) == 2 and ended == [2]

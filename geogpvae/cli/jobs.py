@@ -137,9 +137,9 @@ class SignalTrap:
 
     The first SIGTERM, SIGINT or SIGUSR1 only sets :attr:`signum` (training polls it after
     every epoch). A second one, of any of these kinds, ends the process at once: the
-    temporary files of writes in progress are removed (:func:`~geogpvae.fields.io.
-    abort_partial_writes`, so no output or checkpoint appears) and the process exits with
-    128 + that signal's number, without unwinding.
+    temporary files of writes in progress are removed (so no output or checkpoint appears;
+    see :func:`geogpvae.fields.io.abort_partial_writes`) and the process exits with 128 +
+    that signal's number, without unwinding.
 
     Parameters
     ----------

@@ -150,6 +150,27 @@ def test_model_file_taken_during_the_run_leaves_no_output(data, tmp_path, capsys
     assert not out.exists() and _temps(tmp_path) == []
 
 
+def test_predict_losing_the_race_for_its_output_names_overwrite(data, tmp_path, capsys,
+                                                                monkeypatch):
+    import geogpvae.fields.io as io
+
+    coords = geogpvae.to_netcdf(
+        xr.Dataset(coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)}),
+        tmp_path / "coords.nc",
+    )
+    out, write = tmp_path / "pred.nc", io._write_netcdf
+
+    def another_job_finishes_first(ds, tmp, engine):
+        write(ds, tmp, engine)
+        out.write_bytes(b"the other job's result")
+
+    monkeypatch.setattr(io, "_write_netcdf", another_job_finishes_first)
+    assert main(["predict", str(data["model"]), str(coords), str(out), "-q"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(out) in line and "--overwrite" in line and "overwrite=True" not in line
+    assert out.read_bytes() == b"the other job's result" and _temps(tmp_path) == []
+
+
 # =========================================================================== damaged files
 def _run(args: list[str]) -> tuple[int, str]:
     res = subprocess.run([sys.executable, "-m", "geogpvae", *args], capture_output=True,

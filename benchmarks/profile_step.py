@@ -35,8 +35,9 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=15, help="rows of the profiler table (0: none)")
     args = p.parse_args()
     field = make_field(grid_points((43, 110, 30)), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5, rng=0)
-    cfg = GPVAEConfig(engine=args.engine, neighbours=20, batch_size=1000, epochs=1, kernel="cauchy",
-                      ordering=args.ordering, batching=args.batching, **json.loads(args.options))
+    settings = dict(engine=args.engine, neighbours=20, batch_size=1000, epochs=1, kernel="cauchy",
+                    ordering=args.ordering, batching=args.batching)
+    cfg = GPVAEConfig(**{**settings, **json.loads(args.options)})  # --options override the defaults
     eng = GPVAEEngine(cfg, progress=False)
     x, y = field.points, np.where(field.observed, field.truth, 0.0)
     data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)

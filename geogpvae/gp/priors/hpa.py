@@ -89,32 +89,42 @@ def gaussian_kl_blocks(
 
 
 class _SharedGaussianKL(torch.autograd.Function):
-    """:class:`_GaussianKL` with blocks shared between locations; gradients summed per block."""
+    """:class:`_GaussianKL` with blocks shared between locations; gradients summed per block.
+
+    The covariance gradient of a block is the sum over its locations ``i`` of
+    ``g_i (C^{-1} - a_i a_i' - C^{-1} S_i C^{-1}) / 2``, which is formed per block as
+    ``(G C^{-1} - sum_i g_i a_i a_i' - C^{-1} diag(sum_i g_i var_i) C^{-1}) / 2`` with
+    ``G = sum_i g_i``: the only per-location work left is an outer product, and the matrix
+    products are done once per block, not once per location.
+    """
 
     @staticmethod
-    def forward(ctx, cov, index, mu, var):
+    def forward(ctx, cov, index, mu, var):  # noqa: D102
         chol = checked_cholesky(cov)
         inv_s = torch.cholesky_inverse(chol)
         logdet_s = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
-        inv = inv_s[index]  # (B, L, H, H)
-        alpha = (inv @ mu.unsqueeze(-1)).squeeze(-1)
+        alpha = (inv_s[index] @ mu.unsqueeze(-1)).squeeze(-1)  # (B, L, H)
         quad = (mu * alpha).sum(-1)
-        trace = (torch.diagonal(inv, dim1=-2, dim2=-1) * var).sum(-1)
-        ctx.save_for_backward(inv, alpha, var, index)
-        ctx.n_blocks = cov.shape[0]
+        diag_s = torch.diagonal(inv_s, dim1=-2, dim2=-1)  # (S, L, H)
+        trace = (diag_s[index] * var).sum(-1)
+        ctx.save_for_backward(inv_s, alpha, var, index)
         return 0.5 * (quad + trace + logdet_s[index] - torch.log(var).sum(-1) - mu.shape[-1])
 
     @staticmethod
-    def backward(ctx, grad):
-        inv, alpha, var, index = ctx.saved_tensors
-        g = grad.unsqueeze(-1)
+    def backward(ctx, grad):  # noqa: D102
+        inv_s, alpha, var, index = ctx.saved_tensors
+        g = grad.unsqueeze(-1)  # (B, L, 1)
         d_cov = None
         if ctx.needs_input_grad[0]:
-            inner = inv - alpha.unsqueeze(-1) * alpha.unsqueeze(-2) - (inv * var.unsqueeze(-2)) @ inv
-            per_loc = 0.5 * g.unsqueeze(-1) * inner
-            d_cov = per_loc.new_zeros((ctx.n_blocks, *per_loc.shape[1:])).index_add_(0, index, per_loc)
+            n_blocks = inv_s.shape[0]
+            g_sum = grad.new_zeros((n_blocks, grad.shape[1])).index_add_(0, index, grad)  # (S, L)
+            v_sum = var.new_zeros((n_blocks, *var.shape[1:])).index_add_(0, index, g * var)  # (S, L, H)
+            outer = (g * alpha).unsqueeze(-1) * alpha.unsqueeze(-2)  # (B, L, H, H)
+            a_sum = outer.new_zeros((n_blocks, *outer.shape[1:])).index_add_(0, index, outer)
+            inner = g_sum[..., None, None] * inv_s - a_sum - (inv_s * v_sum.unsqueeze(-2)) @ inv_s
+            d_cov = 0.5 * inner
         d_mu = g * alpha
-        d_var = 0.5 * g * (torch.diagonal(inv, dim1=-2, dim2=-1) - 1.0 / var)
+        d_var = 0.5 * g * (torch.diagonal(inv_s, dim1=-2, dim2=-1)[index] - 1.0 / var)
         return d_cov, None, d_mu, d_var
 
 

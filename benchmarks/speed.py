@@ -88,10 +88,18 @@ def one_engine(args) -> dict:
     roof = roofline(eng, eng._data)
     hidden = ~field.observed
     rmse = float(np.sqrt(np.mean((pred.mean[hidden] - field.truth[hidden]) ** 2)))
+    raw = eng.predict(calibrated=False)  # after the timings: the predictive before calibration
+
+    def coverage(p):
+        return [round(float(np.mean(np.abs(p.mean[hidden[:, j], j] - field.truth[hidden[:, j], j])
+                                    < 1.959964 * p.std[hidden[:, j], j])), 3) for j in range(hidden.shape[1])]
+
     return {"engine": args.engine, "layout": resolve_layout(x, cfg), "batch": cfg.batch_for(len(x)),
             "neighbours_s": prep, "epochs": epochs, "steps": eng.train_state.steps, "s_per_epoch": per_epoch,
             "fit_s": fit_s, "end_to_end_s": total, "roofline_s": roof, "roofline_ratio": per_epoch / roof,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rmse_hidden": rmse,
+            "cov95_raw": coverage(raw), "cov95": coverage(pred),
+            "factors": np.round(np.atleast_2d(eng.calibration_), 2).tolist(),
             "machine": machine(args.device)}
 
 
@@ -124,6 +132,8 @@ def main() -> None:
               f"({r['steps']} steps), fit {r['fit_s']:.1f} s, end to end {r['end_to_end_s']:.1f} s, "
               f"peak RSS {r['peak_rss_mib']:.0f} MiB, roofline {r['roofline_s']:.2f} s "
               f"(ratio {r['roofline_ratio']:.1f}), RMSE at hidden values {r['rmse_hidden']:.3f}", flush=True)
+        print(f"  95 % coverage of the hidden values per variable: before calibration {r['cov95_raw']}, after "
+              f"{r['cov95']}; variance factors (own values / none) {r['factors']}", flush=True)
 
 
 if __name__ == "__main__":

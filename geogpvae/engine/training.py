@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..gp.lattice import find_lattice
 from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
@@ -118,10 +119,27 @@ class TrainState:
 def context_index(
     x: np.ndarray, scales: int | tuple[int, ...], *, query: np.ndarray | None = None, backend: str = "auto"
 ) -> np.ndarray:
-    """The neighbours :func:`neighbourhood_context` summarises: (M, max(scales)) indices, -1 padded.
+    """The neighbours :func:`neighbourhood_context` summarises.
 
     They depend on the locations only, so a caller that summarises several fields at the same
     locations (calibration rounds) computes them once and passes them as ``index``.
+
+    Parameters
+    ----------
+    x : array, shape (N, D)
+        Locations of the field.
+    scales : int or tuple of int
+        Neighbourhood sizes; the largest is searched.
+    query : array, shape (M, D), optional
+        Search around these locations instead (nothing excluded); default: ``x`` itself, each
+        location without itself.
+    backend : str
+        Neighbour search backend.
+
+    Returns
+    -------
+    ndarray of int64, shape (M, max(scales))
+        Indices into ``x``, nearest first, -1 where fewer exist.
     """
     kmax = max((scales,) if isinstance(scales, (int, np.integer)) else tuple(scales))
     if query is None:
@@ -189,10 +207,10 @@ def neighbourhood_context(
 def is_lattice(x: np.ndarray) -> bool:
     """Whether the locations lie on a regular lattice (a full or partly masked grid).
 
-    True when the product of the numbers of distinct values along each axis is at most
-    twice the number of locations (so a grid with up to half of its cells masked counts),
-    and every axis has equally spaced distinct values. Scattered locations have nearly N
-    distinct values per axis and fail the first test.
+    True when :func:`geogpvae.gp.lattice.find_lattice` finds one: at most twice as many
+    lattice cells as locations (so a grid with up to half of its cells masked counts), equally
+    spaced distinct values along every axis, and no two locations in one cell. Scattered
+    locations have nearly N distinct values per axis and fail the first test.
 
     Parameters
     ----------
@@ -203,20 +221,7 @@ def is_lattice(x: np.ndarray) -> bool:
     -------
     bool
     """
-    n, d = x.shape
-    if n < 2:
-        return False
-    size = 1.0
-    for axis in range(d):
-        values = np.unique(x[:, axis])
-        size *= len(values)
-        if size > 2 * n:
-            return False
-        if len(values) > 2:
-            steps = np.diff(values)
-            if not np.allclose(steps, steps.mean(), rtol=1e-6, atol=0.0):
-                return False
-    return True
+    return find_lattice(x) is not None
 
 
 def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:

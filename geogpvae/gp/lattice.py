@@ -19,7 +19,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["Lattice", "cells_of", "find_lattice", "lattice_neighbours", "lattice_stencils"]
+__all__ = ["Lattice", "cells_of", "find_lattice", "lattice_neighbours", "offset_keys"]
 
 _ROW_CHUNK = 1 << 16
 _MAX_OFFSETS = 20_000  # give up on the stencil (extreme anisotropy) beyond this many offsets
@@ -231,19 +231,25 @@ def cells_of(lattice: Lattice, points: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.clip(cells, 0, shape - 1).astype(np.int64), on_grid
 
 
-def lattice_stencils(
-    lattice: Lattice, points: np.ndarray, nbr: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Group lattice points whose neighbour lists have the same cell offsets, slot by slot.
+def offset_keys(lattice: Lattice, nbr: np.ndarray) -> np.ndarray:
+    """Each neighbour's cell offset from its centre packed into one integer, slot by slot.
 
-    The lattice version of :func:`geogpvae.gp.neighbours.shared_stencils`: offsets are exact
-    integers (cells), so no quantisation and no canonical re-sorting is needed when the lists
-    come from :func:`lattice_neighbours` (which orders every list by one shared offset list).
+    Two rows are equal exactly when their neighbour lists have the same cell offsets in the same
+    slot order, which is what grouping locations into shared stencils needs (see
+    :func:`geogpvae.gp.neighbours.shared_stencils`); offsets are exact integers, so no
+    quantisation is needed, and the lists of :func:`lattice_neighbours` share one slot order.
+
+    Parameters
+    ----------
+    lattice : Lattice
+        The lattice of the points ``nbr`` indexes.
+    nbr : array of int, shape (N, H)
+        Neighbour indices of every point, -1 padded.
 
     Returns
     -------
-    (stencil, offsets, valid, nbr)
-        As :func:`~geogpvae.gp.neighbours.shared_stencils`, with ``nbr`` unchanged.
+    ndarray of int64, shape (N, H)
+        The packed offset of every slot, -1 where the slot is empty.
     """
     n, h = nbr.shape
     shape = np.asarray(lattice.shape)
@@ -257,16 +263,4 @@ def lattice_stencils(
         for a in range(len(shape)):
             code = code * radix[a] + (off[..., a] + shape[a] - 1)
         key[s : s + _ROW_CHUNK] = np.where(valid, code, -1)
-    weights = np.random.default_rng(12345).integers(1, 2**62, size=h, dtype=np.int64) | 1
-    with np.errstate(over="ignore"):
-        hashed = (key.astype(np.uint64) * weights.astype(np.uint64)).sum(axis=1, dtype=np.uint64)
-    _, first, stencil = np.unique(hashed, return_index=True, return_inverse=True)
-    stencil = stencil.ravel()
-    if not np.array_equal(key, key[first][stencil]):  # a hash collision: group exactly
-        rows_v = np.ascontiguousarray(key).view(np.dtype((np.void, 8 * h))).ravel()
-        _, first, stencil = np.unique(rows_v, return_index=True, return_inverse=True)
-        stencil = stencil.ravel()
-    vf = nbr[first] >= 0
-    pts = np.asarray(points, dtype=np.float64)
-    offsets = np.where(vf[..., None], pts[np.where(vf, nbr[first], 0)] - pts[first][:, None, :], 0.0)
-    return stencil.astype(np.int64), offsets, vf, nbr
+    return key

@@ -29,7 +29,7 @@ import functools
 import numpy as np
 from scipy.spatial import cKDTree
 
-from .lattice import Lattice, cells_of, find_lattice, lattice_neighbours, lattice_stencils
+from .lattice import Lattice, cells_of, find_lattice, lattice_neighbours, offset_keys
 
 __all__ = [
     "BACKENDS",
@@ -197,17 +197,19 @@ def knn(
         stop = min(start + _QUERY_CHUNK, q.shape[0])
         d, i = _knn_raw(base, q[start:stop], ask, backend, tree)
         if exclude_self:
-            own = np.arange(start, stop)[:, None]
-            is_self = i == own
-            # drop the own index if present, else the farthest candidate
-            drop = np.where(is_self.any(1), is_self.argmax(1), ask - 1)
-            keep = np.ones_like(i, dtype=bool)
-            keep[np.arange(stop - start), drop] = False
-            d = d[keep].reshape(stop - start, kk)
-            i = i[keep].reshape(stop - start, kk)
+            d, i = _drop_own(d, i, np.arange(start, stop))
         out_d[start:stop, :kk] = d
         out_i[start:stop, :kk] = i
     return out_d, out_i
+
+
+def _drop_own(dist: np.ndarray, idx: np.ndarray, own: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop each row's own index from its candidates, or its farthest one where it is absent."""
+    is_self = idx == own[:, None]
+    drop = np.where(is_self.any(1), is_self.argmax(1), idx.shape[1] - 1)
+    keep = np.ones_like(idx, dtype=bool)
+    keep[np.arange(len(own)), drop] = False
+    return dist[keep].reshape(len(own), -1), idx[keep].reshape(len(own), -1)
 
 
 def _lattice_knn(base: np.ndarray, lattice: Lattice, k: int, exclude_self: bool, query: np.ndarray | None):
@@ -232,11 +234,7 @@ def _lattice_knn(base: np.ndarray, lattice: Lattice, k: int, exclude_self: bool,
         ask = min(k + 1 if exclude_self else k, base.shape[0])
         d, i = _knn_kdtree(base, q, ask)
         if exclude_self:
-            is_self = i == rest[:, None]
-            drop = np.where(is_self.any(1), is_self.argmax(1), i.shape[1] - 1)
-            keep = np.ones_like(i, dtype=bool)
-            keep[np.arange(len(rest)), drop] = False
-            d, i = d[keep].reshape(len(rest), -1), i[keep].reshape(len(rest), -1)
+            d, i = _drop_own(d, i, rest)
         idx[rest], dist[rest] = i[:, :k], d[:, :k]
     return dist, idx
 
@@ -492,24 +490,30 @@ def shared_stencils(
         _, q_s, v_s = _canonical(*_quantised_offsets(pts, nbr[sample], pts[sample]))
         if len(np.unique(_row_hash(_signature(q_s, v_s)))) > 0.5 * len(sample):
             return None
-    if lattice is not None:  # exact integer offsets, chunked: a fraction of the memory
-        found = lattice_stencils(lattice, pts, nbr)
-        return None if len(found[1]) > max_fraction * n else found
-    q, valid = _quantised_offsets(pts, nbr, pts)
-    order, q, valid = _canonical(q, valid)
-    nbr_c = np.take_along_axis(nbr, order, axis=1)
-    sig = _signature(q, valid)
-    _, first, stencil = np.unique(_row_hash(sig), return_index=True, return_inverse=True)
-    stencil = stencil.ravel()
-    if not np.array_equal(sig, sig[first][stencil]):  # a hash collision: group exactly instead
-        rows = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).ravel()
-        _, first, stencil = np.unique(rows, return_index=True, return_inverse=True)
-        stencil = stencil.ravel()
+    if lattice is not None:  # exact integer offsets, chunked, in the given slot order
+        sig, nbr_c, valid = offset_keys(lattice, nbr), nbr, nbr >= 0
+    else:
+        q, valid = _quantised_offsets(pts, nbr, pts)
+        order, q, valid = _canonical(q, valid)
+        nbr_c = np.take_along_axis(nbr, order, axis=1)
+        sig = _signature(q, valid)
+    first, stencil = _group_rows(sig)
     if len(first) > max_fraction * n:
         return None
     vf = valid[first]
     offsets = np.where(vf[..., None], pts[np.where(vf, nbr_c[first], 0)] - pts[first][:, None, :], 0.0)
     return stencil.astype(np.int64), offsets, vf, nbr_c
+
+
+def _group_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first row of every distinct integer row of ``sig`` and every row's group, exactly."""
+    _, first, group = np.unique(_row_hash(sig), return_index=True, return_inverse=True)
+    group = group.ravel()
+    if not np.array_equal(sig, sig[first][group]):  # a hash collision: group exactly instead
+        rows = np.ascontiguousarray(sig).view(np.dtype((np.void, 8 * sig.shape[1]))).ravel()
+        _, first, group = np.unique(rows, return_index=True, return_inverse=True)
+        group = group.ravel()
+    return first, group
 
 
 def _quantised_offsets(pts: np.ndarray, nbr: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -62,15 +62,6 @@ def _error_line(capsys) -> str:
     return err[-1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread: two are very slow when other jobs hold the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     """A gridded and a scattered file, and one tiny imputation of the grid with its model."""

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 import xarray as xr
 
 import geogpvae
@@ -32,15 +31,6 @@ _LAUNCH_VARS = (
     "MASTER_ADDR",
     "MASTER_PORT",
 )
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One torch thread: two are very slow when other jobs hold the cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -56,14 +56,6 @@ def _temps(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     """A small grid and a model trained on it."""
@@ -157,7 +149,7 @@ def test_model_file_taken_during_the_run_leaves_no_output(data, tmp_path, capsys
 
 def test_predict_losing_the_race_for_its_output_names_overwrite(data, tmp_path, capsys,
                                                                 monkeypatch):
-    import geogpvae.fields.io as io
+    from geogpvae.fields import io
 
     coords = geogpvae.to_netcdf(
         xr.Dataset(coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)}),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 import geogpvae
 from geogpvae.cli import main
@@ -18,14 +17,6 @@ def grid(tmp_path_factory):
     path = tmp_path_factory.mktemp("progress") / "grid.nc"
     geogpvae.to_netcdf(make_gaussian_field((10, 10), seed=0), path)
     return path
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_impute_reports_every_stage_up_to_the_output(grid, tmp_path, capsys):

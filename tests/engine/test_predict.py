@@ -99,3 +99,31 @@ def test_results_do_not_depend_on_chunking():
     vis = torch.ones(9, 2, dtype=torch.bool)
     for a, b in zip(encoder_posterior(model, y, vis, None), encoder_posterior(model, y, vis, None, chunk=2)):
         torch.testing.assert_close(a, b)
+
+
+def test_neighbour_posterior_does_not_depend_on_chunking():
+    from geogpvae.engine.predict import neighbour_posterior
+
+    torch.manual_seed(1)
+    model = GPVAE(2, 2, 2, encoder_hidden=(8,), decoder_hidden=(8,), lengthscale=0.3).double()
+    xa, xt = torch.rand(40, 2, dtype=torch.float64), torch.rand(13, 2, dtype=torch.float64)
+    ma, va = torch.randn(40, 2, dtype=torch.float64), torch.rand(40, 2, dtype=torch.float64) + 0.1
+    whole = neighbour_posterior(model, xa, ma, va, xt, neighbours=5)
+    pieces = neighbour_posterior(model, xa, ma, va, xt, neighbours=5, chunk=3)
+    for a, b in zip(whole, pieces):
+        torch.testing.assert_close(a, b)
+
+
+def test_context_from_kept_neighbours_and_in_chunks_equals_a_fresh_search():
+    from geogpvae.engine.training import context_index, neighbourhood_context
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((60, 2)), rng.normal(size=(60, 3))
+    observed = rng.random((60, 3)) < 0.6
+    fresh = neighbourhood_context(x, y, observed, (4, 9))
+    kept = neighbourhood_context(x, y, observed, (4, 9), index=context_index(x, (4, 9)), chunk=7)
+    np.testing.assert_allclose(kept, fresh, rtol=1e-12)
+    q = rng.random((11, 2))
+    np.testing.assert_allclose(
+        neighbourhood_context(x, y, observed, 9, query=q, index=context_index(x, 9, query=q), chunk=4),
+        neighbourhood_context(x, y, observed, 9, query=q), rtol=1e-12)

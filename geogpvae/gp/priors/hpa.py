@@ -99,7 +99,7 @@ class _SharedGaussianKL(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, cov, index, mu, var):  # noqa: D102
+    def forward(ctx, cov, index, mu, var):
         chol = checked_cholesky(cov)
         inv_s = torch.cholesky_inverse(chol)
         logdet_s = 2.0 * torch.log(torch.diagonal(chol, dim1=-2, dim2=-1)).sum(-1)
@@ -111,7 +111,7 @@ class _SharedGaussianKL(torch.autograd.Function):
         return 0.5 * (quad + trace + logdet_s[index] - torch.log(var).sum(-1) - mu.shape[-1])
 
     @staticmethod
-    def backward(ctx, grad):  # noqa: D102
+    def backward(ctx, grad):
         inv_s, alpha, var, index = ctx.saved_tensors
         g = grad.unsqueeze(-1)  # (B, L, 1)
         d_cov = None

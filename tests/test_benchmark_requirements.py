@@ -33,6 +33,7 @@ def _run(script: str, hidden: str, *args: str) -> subprocess.CompletedProcess:
     ("benchmarks/jura.py", "pykrige", "PyKrige"),
     ("benchmarks/jura.py", "sklearn,sklearn.impute", "scikit-learn"),
     ("benchmarks/spe10.py", "sklearn", "scikit-learn"),
+    ("benchmarks/stations.py", "sklearn", "scikit-learn"),
 ])
 def test_missing_extra_is_named_before_any_work(script, hidden, needs):
     res = _run(script, hidden)

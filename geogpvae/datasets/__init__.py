@@ -22,7 +22,9 @@ sha256 (or git blob SHA-1) in :data:`REGISTRY`. The data directory is, in order:
 ``datasets/README.md`` in the source tree says where to get the files and how to install them.
 
 :func:`make_gaussian_field` draws synthetic multi-variable Gaussian-process fields with holes,
-on a regular grid or on scattered points, for demos and fast tests.
+on a regular grid or on scattered points, for demos and fast tests;
+:func:`make_station_network` draws daily space-time series at a network of stations, stored
+the CF way (dims ``(time, station)``, ``lat``/``lon`` on ``station``), with outages.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from .registry import (
     verify_file,
 )
 from .spe10 import MILLIDARCY, SPE10_CELL_SIZE, SPE10_SHAPE, load_spe10
+from .stations import make_station_network
 from .synthetic import make_gaussian_field
 
 __all__ = [
@@ -59,4 +62,5 @@ __all__ = [
     "load_jura_grid",
     "load_spe10",
     "make_gaussian_field",
+    "make_station_network",
 ]

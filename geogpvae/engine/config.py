@@ -72,10 +72,14 @@ class GPVAEConfig:
         smooth synthetic field: 95% intervals covering 0.997 from a start of 0.1).
     learn_noise : bool
         Train the likelihood variances (one per variable).
-    beta : float or None
-        Weight of the KL term. ``None``: 1 for SPA; for HPA, whose estimator (paper eq. 8)
-        weighs one neighbourhood KL against N likelihood terms, ``N / H``, which puts the
-        prior on the same per-location footing as SPA.
+    beta : float, "auto" or None
+        Weight of the KL term. ``"auto"`` (default): chosen for the field being fitted from
+        held-out observed values among 1, 0.5 and 0.2 times the base weight (see
+        :mod:`geogpvae.engine.selection`; a fit then costs about 1.5 times one with a fixed
+        weight; fields with fewer than 20 observed values per variable keep the base weight).
+        ``None``: the base weight, 1 for SPA; for HPA, whose estimator (paper eq. 8) weighs
+        one neighbourhood KL against N likelihood terms, ``N / H``, which puts the prior on
+        the same per-location footing as SPA. A number: that weight.
     jitter : float
         Nugget added to the prior covariance, relative to the outputscale.
     ordering : {"auto", "random", "maxmin", "sorted", "none"}
@@ -169,7 +173,7 @@ class GPVAEConfig:
     learn_kernel: bool = True
     noise: float | None = None
     learn_noise: bool = True
-    beta: float | None = None
+    beta: float | str | None = "auto"
     jitter: float = 1e-4
     ordering: str = "auto"
     mask_rate: float = 0.25
@@ -262,7 +266,9 @@ class GPVAEConfig:
             positive["lr"] = self.lr
         if self.lengthscale is not None:
             positive["lengthscale"] = self.lengthscale
-        if self.beta is not None:
+        if isinstance(self.beta, str) and self.beta != "auto":
+            raise ValueError(f'beta must be a positive number, "auto" or None, got {self.beta!r}')
+        if self.beta is not None and self.beta != "auto":
             positive["beta"] = self.beta
         for name, value in positive.items():
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
@@ -308,13 +314,14 @@ class GPVAEConfig:
         """L for ``n_vars`` variables."""
         return self.latent_dim if self.latent_dim is not None else max(2, n_vars - 1)
 
-    def kl_weight(self, n_points: int) -> float:
-        """The beta actually used for ``n_points`` locations."""
-        if self.beta is not None:
+    def kl_weight(self, n_points: int, factor: float = 1.0) -> float:
+        """The beta used for ``n_points`` locations: a number given, else ``factor`` times the
+        base weight (1 for SPA, N/H for HPA; ``beta="auto"`` chooses the factor)."""
+        if self.beta is not None and self.beta != "auto":
             return float(self.beta)
         if self.engine == "hpa":
-            return n_points / max(self.neighbours, 1)
-        return 1.0
+            return factor * n_points / max(self.neighbours, 1)
+        return float(factor)
 
     def batch_for(self, n_points: int) -> int:
         """Locations per mini-batch for ``n_points`` locations."""

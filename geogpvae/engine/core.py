@@ -35,6 +35,7 @@ from .model import GPVAE
 from .nugget import nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
+from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
 from .stopping import check_entries
 from .threads import configure_threads
 from .training import (
@@ -155,6 +156,10 @@ class GPVAEEngine:
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
+        #: the KL weight as a multiple of the engine's base weight (``beta="auto"`` chooses it)
+        self.kl_factor_: float | None = 1.0
+        #: ``beta="auto"``: each candidate factor's calibrated check NLL (nats per value)
+        self.kl_scores_: dict[float, float] = {}
         self._x = self._y = self._observed = None
         self._context_index: np.ndarray | None = None  # context neighbours of self._x
         self._data: FieldData | None = None
@@ -312,34 +317,71 @@ class GPVAEEngine:
             if cfg.noise is None else np.full(k, float(cfg.noise))
         )
         torch.manual_seed(cfg.seed)
-        check = check_entries(observed, cfg.holdout, seed=cfg.seed) if cfg.stops_early() else None
+        selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
+        check = self._check_entries(observed, selecting)
         if cfg.context_scales and x is self._x and self._context_index is None:
             self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
                                 context_idx=self._context_index if x is self._x else None)
-        self.model = self._build_model(k, x.shape[1], n)
-        state = None
-        if resume is not None:
-            self.model.load_state_dict(resume["engine"]["weights"])
-            state = _train_state(resume["train"])
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
+        self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
+        self.kl_scores_ = {}
+        if selecting and self._data.check is not None:
+            model, state = self._select_kl_factor(x, y, observed, should_stop)
+            if model is None:
+                return
+        else:
+            model, state = _distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
+            if resume is not None:
+                (model.module if hasattr(model, "module") else model).load_state_dict(resume["engine"]["weights"])
+                state = _train_state(resume["train"])
+        self.model = model.module if hasattr(model, "module") else model
 
         def _callback(train_state, _model, _opt):
             self.train_state = train_state
             if callback is not None:
                 callback(self)
 
-        self.train_state = train(
-            _distributed(self.model, self.device), self._data, cfg, state=state, progress=self.progress,
-            callback=_callback, should_stop=should_stop,
-        )
+        self.train_state = train(model, self._data, cfg, state=state, progress=self.progress,
+                                 callback=_callback, should_stop=should_stop)
         self.interrupted = not self.train_state.done
         if self._data.check is not None:  # predict from every observed value
-            full = self._make_field(x, y, observed)
-            self._data = dataclasses.replace(
-                self._data, y=full.y, observed=full.observed, context=full.context, check=None
-            )
+            self._data = self._without_check(x, y, observed)
+
+    def _check_entries(self, observed: np.ndarray, selecting: bool) -> np.ndarray | None:
+        """Observed values held out of training: for the stopping rule and for ``beta="auto"``."""
+        cfg = self.config
+        fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
+        if fraction <= 0:
+            return None
+        check = check_entries(observed, fraction, seed=cfg.seed)
+        return check if check.any() else None
+
+    def _without_check(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> FieldData:
+        """The training data with the held-out values back in (same neighbour structures)."""
+        full = self._make_field(x, y, observed)
+        return dataclasses.replace(self._data, y=full.y, observed=full.observed, context=full.context, check=None)
+
+    def _select_kl_factor(self, x, y, observed, should_stop) -> tuple[torch.nn.Module | None, TrainState | None]:
+        """``beta="auto"``: train the candidates, keep the best; the data then gets its check values back
+        unless the stopping rule needs them. ``(None, None)`` when interrupted (selection starts over
+        on resume)."""
+        cfg, n, k = self.config, x.shape[0], y.shape[1]
+        chosen = select_kl_factor(
+            lambda factor: _distributed(self._build_model(k, x.shape[1], n, factor), self.device),
+            self._data, cfg, epochs=selection_epochs(cfg.n_epochs(n)), should_stop=should_stop,
+            progress=self.progress,
+        )
+        self.kl_scores_ = dict(chosen.scores)
+        if chosen.factor is None:
+            self.kl_factor_, self.interrupted, self.train_state = None, True, TrainState()
+            self.model = self._build_model(k, x.shape[1], n)
+            return None, None
+        self.kl_factor_ = chosen.factor
+        if not cfg.stops_early():
+            self._data = self._without_check(x, y, observed)
+        return chosen.model, chosen.state
 
     interrupted: bool = False
 
@@ -358,7 +400,7 @@ class GPVAEEngine:
         dist, _ = knn(x, kk, exclude_self=True, backend=self.config.neighbour_backend)
         return 1.5 * float(np.max(dist[:, -1]))
 
-    def _build_model(self, n_vars: int, n_dims: int, n_points: int) -> GPVAE:
+    def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None) -> GPVAE:
         cfg = self.config
         torch.manual_seed(cfg.seed)
         model = GPVAE(
@@ -375,7 +417,7 @@ class GPVAEEngine:
             learn_kernel=cfg.learn_kernel,
             noise=self.noise_start_.tolist() if self.noise_start_ is not None else (cfg.noise or 0.1),
             learn_noise=cfg.learn_noise,
-            beta=cfg.kl_weight(n_points),
+            beta=cfg.kl_weight(n_points, kl_factor or 1.0),
             jitter=cfg.jitter,
         )
         return model.to(device=self.device, dtype=self.dtype)
@@ -735,6 +777,8 @@ class GPVAEEngine:
             "context_radius": float(self.context_radius_),
             "n_points": int(self.n_points_),
             "n_dims": int(self.model.n_dims),
+            "kl_factor": None if self.kl_factor_ is None else float(self.kl_factor_),
+            "kl_scores": {float(f): float(v) for f, v in self.kl_scores_.items()},
             "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
             "history": {k: list(map(float, v)) for k, v in self.history.items()},
         }
@@ -789,10 +833,12 @@ class GPVAEEngine:
         eng.predict_mode_ = state.get("predict_mode")
         eng.context_radius_ = float(state.get("context_radius", float("inf")))
         eng.n_points_ = int(state["n_points"])
+        eng.kl_factor_ = state.get("kl_factor", 1.0)
+        eng.kl_scores_ = dict(state.get("kl_scores") or {})
         offset = state.get("x_offset")  # absent in files of versions that did not centre
         eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
                          else offset.numpy().astype(np.float64))
-        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_)
+        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
         eng.model.load_state_dict(state["weights"])
         eng.model.eval()
         eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])

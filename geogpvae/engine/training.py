@@ -478,6 +478,7 @@ def train(
     progress: bool | str = True,
     callback: Callable[[TrainState, GPVAE, torch.optim.Optimizer], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    pause_at: int | None = None,
 ) -> TrainState:
     """Maximise the mini-batch ELBO with Adam, until the stopping rule or the epoch budget says.
 
@@ -501,6 +502,10 @@ def train(
         Called as ``callback(state, model, optimizer)`` after every epoch (checkpointing).
     should_stop : callable, optional
         Polled after every epoch; training returns early when it says True (signals).
+    pause_at : int, optional
+        Return once this many epochs of the budget are complete, as an interrupted run would
+        (not done, live weights kept): a later call with the returned state carries on, on
+        the same or on another :class:`FieldData` of the same locations.
 
     Returns
     -------
@@ -520,7 +525,8 @@ def train(
     t0 = time.perf_counter()
     model.train()
     try:
-        for epoch in range(state.epoch, state.epoch if state.done else plan.epochs):
+        last = plan.epochs if pause_at is None else min(plan.epochs, pause_at)
+        for epoch in range(state.epoch, state.epoch if state.done else last):
             sums, n_b = _run_epoch(model, data, config, optimizer, averager, state, plan, epoch,
                                    on_step=lambda i, n: bar.within(i / n, f"step {i}/{n}"))
             _record_epoch(state, epoch, sums, n_b, time.perf_counter() - t0)

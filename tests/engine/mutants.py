@@ -4,6 +4,7 @@ Not collected by pytest. Run from the repository root::
 
     python tests/engine/mutants.py            # every mutant against tests/engine/test_elbo.py
     python tests/engine/mutants.py tests/     # against the whole suite (slow)
+    python tests/engine/mutants.py -k selection tests/engine/test_selection.py   # beta="auto"
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -50,15 +51,33 @@ MUTANTS = {
     "predictive: scale not squared": (
         "geogpvae/engine/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
         "noise = model.noise_var.detach().to(f64) * scale_t"),
+    "selection: check values kept in training": (
+        "geogpvae/engine/training.py", "        observed = observed & ~check\n", "\n"),
+    "selection: worst candidate kept": (
+        "geogpvae/engine/selection.py", "score < best.scores[best.factor]", "score > best.scores[best.factor]"),
+    "selection: last candidate carries on": (
+        "geogpvae/engine/selection.py", "best.factor, best.model, best.state = factor, model, state",
+        "best.factor = factor\n            best.model, best.state = model, state"),
+    "selection: check values not given back": (
+        "geogpvae/engine/core.py", "            self._data = self._without_check(x, y, observed)\n        return chosen",
+        "            pass\n        return chosen"),
+    "selection: scored on live, not averaged, weights": (
+        "geogpvae/engine/selection.py", "        core.load_state_dict({**live, **state.average})", "        pass"),
 }
 
 
 def main(argv: list[str]) -> int:
+    """``mutants.py [-k TEXT] [TESTS ...]``: the mutants whose name holds TEXT, against TESTS."""
     root = Path(__file__).resolve().parents[2]
+    only = ""
+    if argv[:1] == ["-k"]:
+        only, argv = argv[1], argv[2:]
     tests = argv or ["tests/engine/test_elbo.py"]
     survived = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, (path, old, new) in MUTANTS.items():
+            if only not in name:
+                continue
             dst = Path(tmp) / "mutant"
             shutil.rmtree(dst, ignore_errors=True)
             shutil.copytree(root, dst, ignore=shutil.ignore_patterns(".git", "notebooks", "docs", "*.nc", "__pycache__"))

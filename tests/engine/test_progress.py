@@ -82,7 +82,7 @@ def test_training_logs_inside_long_epochs(fake_clock, capsys):
     field = make_field(grid_points((12, 12), 1 / 11), n_vars=2, missing=0.3)
     fake_clock[0] = 0.6  # the clock is read at every step: an epoch of 18 steps takes > 10 s
     GPVAEEngine(epochs=2, batch_size=8, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
-                samples=4, calibrate=False, progress="log").fit(field.points, field.values)
+                samples=4, calibrate=False, beta=1.0, progress="log").fit(field.points, field.values)
     lines = _lines(capsys)
     epochs = [line for line in lines if line.startswith("epoch") and "loss" in line]
     inside = [line for line in lines if line.startswith("epoch") and " step " in line]
@@ -96,16 +96,19 @@ def test_engine_reports_calibration_and_prediction(capsys):
     from geogpvae.engine.core import GPVAEEngine
 
     field = make_field(grid_points((10, 10), 1 / 9), n_vars=2, missing=0.4)
-    engine = GPVAEEngine(epochs=1, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
+    engine = GPVAEEngine(epochs=4, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
                          samples=4, progress="log").fit(field.points, field.values)
     engine.predict()
     engine.predict(np.array([[0.5, 0.5], [0.1, 0.9]]))
     lines = _lines(capsys)
     stages = [" ".join(line.split()[:3]) for line in lines if not line.startswith("epoch")]
-    assert stages == ["calibration 0/5 rounds", "calibration 5/5 rounds",
+    # beta="auto": three candidate weights, one epoch each (a quarter of the budget)
+    assert stages == ["selection 0/3 epochs", "selection 3/3 epochs",
+                      "calibration 0/5 rounds", "calibration 5/5 rounds",
                       "prediction 0/100 locations", "prediction 100/100 locations",
                       "prediction 0/2 locations", "prediction 2/2 locations"]
-    assert lines[0].startswith("epoch 1/1") and lines[-1].startswith("prediction 2/2")
+    assert lines[0].startswith("selection 0/3") and lines[-1].startswith("prediction 2/2")
+    assert any(line.startswith("epoch 4/4") for line in lines)  # the chosen one carries on
 
 
 def test_prediction_chunks_are_counted_and_change_nothing(monkeypatch, capsys):

@@ -1,0 +1,159 @@
+"""Choosing the KL weight from the field being fitted (``beta="auto"``).
+
+The weight of the prior term that predicts best depends on the data: on SPE10, whose channels
+are nearly redundant, a weak prior (beta = 0.2) lets the model lean on the other channels of
+the same cell; on small, noisy surveys a stronger one generalises better. Nothing outside the
+field being fitted can say which, so ``fit`` finds out from the field itself:
+
+1. a share of each variable's observed values (the *check* values, the same ones the stopping
+   rule uses: :func:`geogpvae.engine.stopping.check_entries`) is held out of the likelihood
+   and of the encoder's inputs;
+2. one model per candidate weight, all from the same initial weights, trains on the rest for
+   the first ``SELECTION_SHARE`` of the epoch budget;
+3. each is scored by the calibrated predictive NLL of the check values
+   (:func:`geogpvae.engine.stopping.predictive_nll`, with its moving-average weights, as the
+   model would be used), and the best one carries on for the rest of the budget with every
+   observed value.
+
+With three candidates and a quarter of the budget each, a fit costs 1.5 times a fit with a
+fixed weight. Candidates and share were chosen on tuning splits that are never scored (Jura:
+cross-validation inside the training sites; SPE10: a second mask): see docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from .progress import Progress
+from .stopping import predictive_nll
+from .training import FieldData, TrainState, train
+
+__all__ = ["KL_FACTORS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "selection_epochs", "select_kl_factor", "check_score"]
+
+#: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
+KL_FACTORS = (1.0, 0.5, 0.2)
+#: Share of the epoch budget each candidate trains for before the choice.
+SELECTION_SHARE = 0.25
+#: Share of each variable's observed values held out to score the candidates.
+SELECTION_HOLDOUT = 0.1
+
+
+@dataclass
+class Selection:
+    """The outcome of :func:`select_kl_factor`.
+
+    Attributes
+    ----------
+    factor : float or None
+        The chosen multiple of the base KL weight (None when interrupted before the choice).
+    scores : dict of float to float
+        Calibrated check NLL (nats per value) of every candidate trained.
+    model : torch.nn.Module or None
+        The chosen candidate, ready to carry on training.
+    state : TrainState
+        Its training state after the selection epochs.
+    """
+
+    factor: float | None
+    scores: dict[float, float] = field(default_factory=dict)
+    model: torch.nn.Module | None = None
+    state: TrainState = field(default_factory=TrainState)
+
+
+def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
+    """Epochs each candidate trains before the choice: ``share`` of the budget, at least 1."""
+    return max(1, int(math.ceil(share * total_epochs)))
+
+
+@torch.no_grad()
+def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, seed: int) -> float:
+    """Calibrated predictive NLL of ``data.check`` with the moving-average weights of ``state``.
+
+    The live weights are restored afterwards. Nats per held-out value (mean over variables).
+    """
+    core = model.module if hasattr(model, "module") else model
+    check = data.check
+    rows = check.rows
+    inputs = (data.y[rows], data.observed[rows], None if data.context is None else data.context[rows])
+    gen = torch.Generator().manual_seed(int(seed) + 31)
+    eps = torch.randn((16, rows.shape[0], core.latent_dim), generator=gen, dtype=data.x.dtype).to(data.x.device)
+    live = {k: v.detach().clone() for k, v in core.state_dict().items()}
+    if state.average is not None:
+        core.load_state_dict({**live, **state.average})
+    was_training = core.training
+    core.eval()
+    try:
+        return predictive_nll(core, inputs, check, eps)
+    finally:
+        core.load_state_dict(live)
+        core.train(was_training)
+
+
+def select_kl_factor(
+    build: Callable[[float], torch.nn.Module],
+    data: FieldData,
+    config,
+    *,
+    epochs: int,
+    factors: tuple[float, ...] = KL_FACTORS,
+    should_stop: Callable[[], bool] | None = None,
+    progress: bool | str = False,
+) -> Selection:
+    """Train one model per candidate KL factor on ``data`` (check values held out); keep the best.
+
+    Parameters
+    ----------
+    build : callable
+        ``build(factor)`` returns a freshly initialised model (same initial weights for every
+        factor) whose KL weight is ``factor`` times the base weight.
+    data : FieldData
+        The training field with ``data.check`` set (values held out of ``y``, ``observed``
+        and ``context``).
+    config : GPVAEConfig
+        Training options (the epoch budget is ``config``'s; each candidate stops after
+        ``epochs`` of it).
+    epochs : int
+        Epochs each candidate trains.
+    factors : tuple of float
+    should_stop : callable, optional
+        Polled after every epoch; when it says True the selection ends with ``factor=None``.
+    progress : bool or {"bar", "log", "none"}
+        Display of the candidates' epochs (see :mod:`geogpvae.engine.progress`).
+
+    Returns
+    -------
+    Selection
+        Ties go to the earlier candidate (the stronger prior). A candidate whose training
+        diverges scores ``inf`` (if every one diverges, the error of the last is raised).
+    """
+    fitting = dataclasses.replace(data, check=None)  # no stopping rule inside the selection
+    best = Selection(factor=None)
+    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
+    with Progress(progress if rank == 0 else False, len(factors) * epochs, "selection",
+                  unit="epochs") as bar:
+        for i, factor in enumerate(factors):
+            model = build(factor)
+
+            def shown(state, _core, _opt, i=i, factor=factor):
+                bar.update(i * epochs + state.epoch, f"beta x{factor:g} loss {state.history['loss'][-1]:.5g}")
+
+            try:
+                state = train(model, fitting, config, progress=False, callback=shown, should_stop=should_stop,
+                              pause_at=epochs)
+            except FloatingPointError:
+                if factor == factors[-1] and best.factor is None:
+                    raise
+                best.scores[factor] = math.inf  # diverged: not a candidate
+                continue
+            if state.epoch < epochs and not state.done:  # interrupted
+                return Selection(factor=None, scores=best.scores)
+            score = check_score(model, data, state, seed=config.seed)
+            best.scores[factor] = score
+            if best.factor is None or score < best.scores[best.factor]:
+                best.factor, best.model, best.state = factor, model, state
+    return best

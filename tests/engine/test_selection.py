@@ -1,0 +1,130 @@
+"""``beta="auto"``: the KL weight chosen from held-out observed values of the field being fitted."""
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from geogpvae.datasets.synthetic import grid_points, make_field
+from geogpvae.engine.config import GPVAEConfig
+from geogpvae.engine.core import GPVAEEngine
+from geogpvae.engine.selection import check_score, select_kl_factor, selection_epochs
+from geogpvae.engine.stopping import check_entries, predictive_nll
+from geogpvae.engine.training import field_data
+
+SMALL = dict(neighbours=6, encoder_hidden=(16,), decoder_hidden=(16,), samples=4)
+
+
+@pytest.fixture(scope="module")
+def field():
+    return make_field(grid_points((16, 16), 1 / 15), n_vars=2, n_latent=2, lengthscale=0.2,
+                      missing=0.4, noise=0.05, rng=4)
+
+
+def _data(field, cfg, check):
+    y = np.where(field.observed, field.values, 0.0)
+    y = (y - np.nanmean(field.values, 0)) / np.nanstd(field.values, 0) * field.observed
+    return field_data(field.points, y, field.observed, cfg, device=torch.device("cpu"),
+                      dtype=torch.float32, check=check)
+
+
+def _build(cfg, n_vars, n_points):
+    def build(factor):
+        eng = GPVAEEngine(cfg, progress=False)
+        eng.lengthscale_, eng.noise_start_ = 0.1, np.full(n_vars, 0.05)
+        return eng._build_model(n_vars, 2, n_points, factor)
+    return build
+
+
+def test_default_is_auto_and_explicit_weights_are_honoured():
+    cfg = GPVAEConfig()
+    assert cfg.beta == "auto"
+    assert cfg.kl_weight(1000, 0.5) == 0.5
+    assert GPVAEConfig(engine="hpa", neighbours=20).kl_weight(1000, 0.2) == pytest.approx(10.0)
+    assert GPVAEConfig(beta=0.3).kl_weight(1000, 0.2) == 0.3  # a number given wins
+    with pytest.raises(ValueError, match='"auto"'):
+        GPVAEConfig(beta="automatic")
+    assert selection_epochs(29) == 8 and selection_epochs(1) == 1
+
+
+def test_selection_keeps_the_candidate_that_predicts_held_out_values_best(field):
+    cfg = GPVAEConfig(epochs=300, **SMALL)
+    check = check_entries(field.observed, 0.1, seed=0)
+    data = _data(field, cfg, check)
+    # a KL weight of 1e4 pins the latents to the prior: its held-out predictions are far worse
+    chosen = select_kl_factor(_build(cfg, 2, len(field.points)), data, cfg, epochs=150, factors=(1e4, 1.0))
+    assert set(chosen.scores) == {1e4, 1.0}
+    assert chosen.factor == 1.0 and chosen.scores[1.0] < chosen.scores[1e4] - 0.1, chosen.scores
+    core = chosen.model
+    assert core.beta == 1.0 and chosen.state.epoch == 150 and not chosen.state.done
+    # the score kept is the chosen model's, with its moving-average weights (as it will be used)
+    assert check_score(core, data, chosen.state, seed=cfg.seed) == pytest.approx(chosen.scores[1.0])
+    averaged = copy.deepcopy(core)
+    averaged.load_state_dict({**core.state_dict(), **chosen.state.average})
+    rows = data.check.rows
+    eps = torch.randn((16, len(rows), core.latent_dim), generator=torch.Generator().manual_seed(cfg.seed + 31))
+    want = predictive_nll(averaged.eval(), (data.y[rows], data.observed[rows], data.context[rows]), data.check, eps)
+    assert chosen.scores[1.0] == pytest.approx(want, rel=1e-6)
+
+
+def test_check_values_never_reach_the_candidates_training(field):
+    """Changing the held-out values changes the candidates' scores, never their weights."""
+    cfg = GPVAEConfig(epochs=20, **SMALL)
+    check = check_entries(field.observed, 0.1, seed=0)
+    assert check.sum() > 10
+    data = _data(field, cfg, check)
+    # the same field with other values where the check values are, in the training arrays too
+    held = torch.as_tensor(check)
+    moved = dataclasses.replace(data, y=torch.where(held, data.y + 5.0, data.y),
+                                check=dataclasses.replace(data.check, y=data.check.y + 5.0 * data.check.mask))
+    a, b = (select_kl_factor(_build(cfg, 2, len(field.points)), d, cfg, epochs=5, factors=(1.0,))
+            for d in (data, moved))
+    for name, value in a.model.state_dict().items():
+        torch.testing.assert_close(b.model.state_dict()[name], value, rtol=0, atol=0)
+    assert a.scores[1.0] != pytest.approx(b.scores[1.0])
+
+
+def test_fit_chooses_records_and_continues_on_every_value(field):
+    seen = []
+    eng = GPVAEEngine(epochs=12, calibrate=False, progress=False, **SMALL).fit(
+        field.points, field.values, callback=lambda e: seen.append((e.train_state.epoch, e._data.check)))
+    # after the selection (3 epochs) the chosen candidate trains on every observed value
+    assert [epoch for epoch, _ in seen] == list(range(4, 13)) and all(c is None for _, c in seen)
+    assert set(eng.kl_scores_) == {1.0, 0.5, 0.2}
+    assert eng.kl_factor_ == min(eng.kl_scores_, key=eng.kl_scores_.get)
+    assert eng.model.beta == eng.kl_factor_
+    assert len(eng.history["loss"]) == 12  # the chosen candidate's 3 selection epochs, then 9 more
+    assert eng._data.check is None and torch.equal(eng._data.observed.cpu(), torch.as_tensor(field.observed))
+    # the choice travels with the saved model
+    again = GPVAEEngine.from_state_dict(eng.state_dict())
+    assert again.kl_factor_ == eng.kl_factor_ and again.kl_scores_ == eng.kl_scores_
+    # an explicit weight trains one model, with that weight
+    fixed = GPVAEEngine(epochs=12, calibrate=False, beta=0.7, progress=False, **SMALL).fit(field.points, field.values)
+    assert fixed.kl_scores_ == {} and fixed.model.beta == 0.7
+
+
+def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):
+    opts = dict(epochs=8, calibrate=False, seed=2, progress=False, **SMALL)
+    full = GPVAEEngine(**opts).fit(field.points, field.values)
+    polls = {"n": 0}
+
+    def stop():  # a signal during the second candidate's training
+        polls["n"] += 1
+        return polls["n"] >= 3
+
+    stopped = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop)
+    assert stopped.interrupted and stopped.kl_factor_ is None and stopped.train_state.epoch == 0
+    resumed = GPVAEEngine(**opts).fit(field.points, field.values, resume=stopped.checkpoint())
+    assert not resumed.interrupted and resumed.kl_factor_ == full.kl_factor_
+    assert resumed.history["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
+    for name, value in full.model.state_dict().items():
+        torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_too_few_values_to_hold_out_keep_the_base_weight():
+    f = make_field(grid_points((5, 6), 1 / 5), n_vars=2, missing=0.5, rng=1)  # < 20 observed per variable
+    eng = GPVAEEngine(epochs=4, calibrate=False, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
+                      samples=4, progress=False).fit(f.points, f.values)
+    assert eng.kl_factor_ == 1.0 and eng.kl_scores_ == {} and len(eng.history["loss"]) == 4

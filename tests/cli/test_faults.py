@@ -285,8 +285,7 @@ _STALLER = textwrap.dedent(
 
     def stalled_epoch(self, engine):
         after_epoch(self, engine)
-        if engine.train_state.epoch == 1:
-            stall()
+        stall()  # the first epoch saved (after beta="auto"'s selection)
 
     if where == "write":
         io._write_netcdf = stalled_write

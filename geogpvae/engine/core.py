@@ -370,7 +370,8 @@ class GPVAEEngine:
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         chosen = select_kl_factor(
             lambda factor: _distributed(self._build_model(k, x.shape[1], n, factor), self.device),
-            self._data, cfg, epochs=selection_epochs(cfg.n_epochs(n)), should_stop=should_stop,
+            # a share of the step budget (with the stopping rule: of the budget it would replace)
+            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n)), should_stop=should_stop,
             progress=self.progress,
         )
         self.kl_scores_ = dict(chosen.scores)

@@ -10,7 +10,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.engine.selection import check_score, select_kl_factor, selection_epochs
+from geogpvae.engine.selection import Selection, check_score, select_kl_factor, selection_epochs
 from geogpvae.engine.stopping import check_entries, predictive_nll
 from geogpvae.engine.training import field_data
 
@@ -128,3 +128,20 @@ def test_too_few_values_to_hold_out_keep_the_base_weight():
     eng = GPVAEEngine(epochs=4, calibrate=False, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
                       samples=4, progress=False).fit(f.points, f.values)
     assert eng.kl_factor_ == 1.0 and eng.kl_scores_ == {} and len(eng.history["loss"]) == 4
+
+
+def test_with_the_stopping_rule_candidates_train_a_share_of_the_step_budget(field, monkeypatch):
+    """Not a share of the stopping rule's ceiling (MAX_STEPS), which would cost 3x a fixed budget."""
+    import geogpvae.engine.core as core
+
+    asked = {}
+
+    def fake(build, data, config, *, epochs, **kw):
+        asked["epochs"], asked["check"] = epochs, data.check
+        return Selection(factor=None)  # as if interrupted: fit returns at once
+
+    monkeypatch.setattr(core, "select_kl_factor", fake)
+    eng = GPVAEEngine(holdout=0.1, calibrate=False, progress=False, **SMALL).fit(field.points, field.values)
+    budget = GPVAEConfig(**SMALL).n_epochs(len(field.points))
+    assert asked["epochs"] == selection_epochs(budget) < GPVAEConfig(holdout=0.1).n_epochs(len(field.points)) // 4
+    assert asked["check"] is not None and eng.interrupted

@@ -148,7 +148,7 @@ def test_explicit_epochs_or_no_holdout_train_the_whole_budget_on_every_value(fie
 
 
 def test_resume_with_the_stopping_rule_matches_the_uninterrupted_run(field):
-    opts = dict(progress=False, calibrate=False, seed=2, holdout=0.1, extra={"stop_rule": RULE})
+    opts = dict(progress=False, calibrate=False, seed=2, holdout=0.1, beta=None, extra={"stop_rule": RULE})
     full = GPVAEEngine(**opts).fit(field.points, field.values)
     saved = {}
 

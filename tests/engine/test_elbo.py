@@ -164,7 +164,12 @@ def test_tree_path_never_lists_a_point_as_its_own_earlier_neighbour():
 
 
 def _dense_conditional(model, x_cond, mean_c, var_c, x_t):
-    """``N(b' mu, k_tt - k_tn K^-1 k_nt + b' S b)`` per channel, by explicit dense algebra."""
+    """GP regression of z_t on the anchors' pseudo-observations, by explicit dense algebra.
+
+    Each anchor's encoder posterior ``N(m, v)`` is the marginal prior ``N(0, s)`` times a
+    likelihood ``N(u; z, e)``: ``1/e = 1/v - 1/s``, ``u = e m / v``. Then
+    ``z_t | u ~ N(k_tn (K_nn + E)^-1 u, k_tt - k_tn (K_nn + E)^-1 k_nt)``.
+    """
     pts = torch.cat([x_cond, x_t[None]], 0)
     with torch.no_grad():
         cov = model.kernel(pts) + model.jitter * model.kernel.outputscale[:, None, None] * torch.eye(len(pts))
@@ -172,9 +177,11 @@ def _dense_conditional(model, x_cond, mean_c, var_c, x_t):
     means, variances = [], []
     for c in range(cov.shape[0]):
         k_nn, k_nt, k_tt = cov[c, :h, :h], cov[c, :h, h], cov[c, h, h]
-        b = torch.linalg.solve(k_nn, k_nt)
-        means.append(b @ mean_c[:, c])
-        variances.append(k_tt - k_nt @ b + (b.square() * var_c[:, c]).sum())
+        e = 1.0 / (1.0 / var_c[:, c] - 1.0 / k_tt)
+        u = e * mean_c[:, c] / var_c[:, c]
+        b = torch.linalg.solve(k_nn + torch.diag(e), k_nt)
+        means.append(b @ u)
+        variances.append(k_tt - k_nt @ b)
     return torch.stack(means), torch.stack(variances)
 
 
@@ -183,8 +190,9 @@ def test_neighbour_conditional_equals_dense_gaussian_conditional(h):
     """predict's q(z*) from the H nearest anchors equals the dense Gaussian conditional.
 
     With ``self_index`` a target that is itself an anchor is conditioned on the others.
-    Caught mutations: the ``b' S b`` term dropped; the anchor itself kept in its own set; the
-    farthest instead of the nearest anchors used.
+    Caught mutations: the anchors' noise dropped from ``K_nn + E``; the encoder means used
+    instead of the pseudo-observations; the anchor itself kept in its own set; the farthest
+    instead of the nearest anchors used.
     """
     model = _linear_model("spa")
     rng = np.random.default_rng(3)

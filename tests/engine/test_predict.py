@@ -127,3 +127,87 @@ def test_context_from_kept_neighbours_and_in_chunks_equals_a_fresh_search():
     np.testing.assert_allclose(
         neighbourhood_context(x, y, observed, 9, query=q, index=context_index(x, 9, query=q), chunk=4),
         neighbourhood_context(x, y, observed, 9, query=q), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- neighbours
+def _model_1d(lengthscale=0.3, outputscale=1.7):
+    torch.manual_seed(0)
+    return GPVAE(1, 2, 1, encoder_hidden=(4,), decoder_hidden=(4,), lengthscale=lengthscale,
+                 outputscale=outputscale).double()
+
+
+def test_pseudo_observations_times_the_prior_give_back_the_encoder_posterior():
+    """N(0, s) N(u; z, e) is proportional to N(m, v): precisions 1/s + 1/e = 1/v, mean (u/e) v = m."""
+    from geogpvae.engine.predict import pseudo_observations
+
+    rng = np.random.default_rng(2)
+    prior = torch.tensor([1.3, 0.7], dtype=torch.float64)
+    m = torch.as_tensor(rng.normal(size=(9, 2)))
+    v = torch.as_tensor(rng.uniform(0.05, 0.6, (9, 2)))
+    u, e = pseudo_observations(m, v, prior)
+    torch.testing.assert_close(1 / prior + 1 / e, 1 / v)
+    torch.testing.assert_close(u / e * v, m)
+    # a posterior as wide as the prior (or wider) adds nothing; nearly as wide, little, and
+    # its pseudo-observation stays bounded (at most mean / floor) and continuous in var
+    for width in (1.0, 2.0):
+        u, e = pseudo_observations(torch.ones(1, 2, dtype=torch.float64), prior[None] * width, prior)
+        assert (u == 0).all()
+        torch.testing.assert_close(e, 1e4 * width * prior[None])
+    v = prior[None] * torch.linspace(0.98, 1.0, 201, dtype=torch.float64)[:, None]
+    u, e = pseudo_observations(torch.ones_like(v), v, prior)
+    natural = u / e  # what a pseudo-observation adds to a posterior mean: continuous, to 0
+    assert u.max() <= 100 + 1e-9 and (e.diff(dim=0) >= -1e-9).all() and natural[-1].abs().max() == 0
+    assert natural.diff(dim=0).abs().max() < 0.01 * natural.abs().max()
+
+
+def test_sure_anchors_are_interpolated_by_the_prior_conditional():
+    """Encoder variances -> 0: the posterior is the noise-free kriging of the anchor means."""
+    from geogpvae.engine.predict import neighbour_posterior
+
+    model = _model_1d()
+    rng = np.random.default_rng(4)
+    xa, xt = torch.as_tensor(rng.random((12, 2))), torch.as_tensor(rng.random((3, 2)))
+    ma = torch.as_tensor(rng.normal(size=(12, 1)))
+    mean, var = neighbour_posterior(model, xa, ma, torch.full((12, 1), 1e-12, dtype=torch.float64), xt,
+                                    neighbours=12)
+    with torch.no_grad():
+        s = model.kernel.outputscale * (1 + model.jitter)
+        k_aa = model.kernel(xa)[0] + model.jitter * model.kernel.outputscale * torch.eye(12)
+        k_ta = model.kernel(xt, xa)[0]
+    b = torch.linalg.solve(k_aa, k_ta.T)  # (12, 3)
+    torch.testing.assert_close(mean[:, 0], b.T @ ma[:, 0], rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(var[:, 0], s - (b * k_ta.T).sum(0), rtol=1e-5, atol=1e-8)
+
+
+def test_anchors_no_surer_than_the_prior_leave_the_prior():
+    """An encoder posterior equal to the prior says nothing: the target gets N(0, s)."""
+    from geogpvae.engine.predict import neighbour_posterior
+
+    model = _model_1d()
+    rng = np.random.default_rng(5)
+    xa, xt = torch.as_tensor(rng.random((10, 2))), torch.as_tensor(rng.random((4, 2)))
+    with torch.no_grad():
+        s = model.kernel.outputscale * (1 + model.jitter)
+    ma = torch.as_tensor(rng.normal(size=(10, 1)))
+    mean, var = neighbour_posterior(model, xa, ma, s.expand(10, 1).clone(), xt, neighbours=6)
+    assert mean.abs().max() < 1e-3
+    torch.testing.assert_close(var, s.expand(4, 1), rtol=1e-3, atol=0)
+
+
+def test_uncertain_anchors_are_smoothed_over_not_interpolated():
+    """Two anchors at the same place with opposite means: the surer one wins, in proportion."""
+    from geogpvae.engine.predict import neighbour_posterior, pseudo_observations
+
+    model = _model_1d(lengthscale=1.0)
+    xa = torch.tensor([[0.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+    ma = torch.tensor([[1.0], [-1.0]], dtype=torch.float64)
+    va = torch.tensor([[0.01], [0.5]], dtype=torch.float64)
+    mean, _ = neighbour_posterior(model, xa, ma, va, xa[:1], neighbours=2)
+    with torch.no_grad():
+        s = model.kernel.outputscale * (1 + model.jitter)
+    u, e = pseudo_observations(ma, va, s)
+    # both observe the same z: the posterior combines their likelihoods with the prior
+    precision = 1 / s + (1 / e).sum()
+    want = (u / e).sum() / precision
+    torch.testing.assert_close(mean[0, 0], want[0], rtol=2e-3, atol=1e-6)
+    assert 0.9 < mean[0, 0] < 1.0

@@ -45,8 +45,13 @@ def spa_conditional(
     x_nbr: torch.Tensor,
     nbr_valid: torch.Tensor,
     jitter: float,
+    nbr_noise: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weights and variance of ``p(z_target | Z_nbr)`` under the latent GP prior.
+
+    With ``nbr_noise`` the neighbours are observed through Gaussian noise, ``u_n = z_n + e_n``
+    with ``e_n ~ N(0, diag(nbr_noise))``, and the result is the conditional of ``z_target``
+    given ``u``: ``b = (K_nn + E)^{-1} k_n,target`` and ``k_tt - k_t,n (K_nn + E)^{-1} k_n,target``.
 
     Parameters
     ----------
@@ -57,11 +62,14 @@ def spa_conditional(
     nbr_valid : Tensor of bool, shape (B, H)
     jitter : float
         Relative nugget of the prior (see :func:`geogpvae.gp.priors._blocks.prior_block`).
+    nbr_noise : Tensor, shape (B, L, H), optional
+        Variance of the noise on each neighbour and channel (ignored at padded slots).
 
     Returns
     -------
     weights : Tensor, shape (B, L, H)
-        ``b = K_nn^{-1} k_n,target`` per channel; exactly 0 at padded slots.
+        ``b = K_nn^{-1} k_n,target`` per channel (``K_nn + E`` with noise); exactly 0 at
+        padded slots.
     cond_var : Tensor, shape (B, L)
         ``k_target,target - k_target,n K_nn^{-1} k_n,target`` (nugget included).
     """
@@ -69,6 +77,8 @@ def spa_conditional(
     pts = torch.cat([x_nbr, x_target.unsqueeze(1)], dim=1)  # (B, H+1, D)
     valid = torch.cat([nbr_valid, nbr_valid.new_ones(b_size, 1)], dim=1)
     cov = prior_block(kernel, pts, valid, jitter)  # (B, L, H+1, H+1)
+    if nbr_noise is not None:  # padded slots are decoupled: noise there changes nothing
+        cov = cov + torch.diag_embed(torch.cat([nbr_noise, nbr_noise.new_zeros(nbr_noise.shape[:-1] + (1,))], -1))
     # The last column of the joint precision P = cov^{-1} holds the conditional:
     # Sigma_p = 1 / P_jj and b = -P_nj / P_jj.
     unit = torch.zeros(cov.shape[:-1] + (1,), dtype=cov.dtype, device=cov.device)

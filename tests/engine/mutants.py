@@ -38,9 +38,12 @@ MUTANTS = {
     "SPA KL: b'Sb dropped": (
         "geogpvae/gp/priors/spa.py", "spread = (weights.square() * var_n).sum(-1)",
         "spread = 0.0 * (weights.square() * var_n).sum(-1)"),
-    "predict: b'Sb dropped": (
-        "geogpvae/engine/predict.py", "variances.append(cond_var + (w.square() * var_n).sum(-1))",
-        "variances.append(cond_var)"),
+    "predict: anchors' noise dropped": (
+        "geogpvae/engine/predict.py", "nbr_noise=noise[safe].mT)", "nbr_noise=None)"),
+    "predict: encoder means instead of pseudo-observations": (
+        "geogpvae/engine/predict.py", "(w * pseudo[safe].mT)", "(w * mean_anchor[safe].mT)"),
+    "predict: natural mean not damped near the prior": (
+        "geogpvae/engine/predict.py", "torch.clamp(f / floor, 0.0, 1.0)", "1.0"),
     "predict: anchor kept in its own set": (
         "geogpvae/engine/predict.py", "drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)",
         "drop = np.full(m, kq - 1)"),

@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
+from .metric import apply_metric, saved_scale
 from .inputs import (
     centre,
     check_coordinates,
@@ -153,6 +154,8 @@ class GPVAEEngine:
         self.noise_start_: np.ndarray | None = None
         self.n_points_: int | None = None
         self.x_offset_: np.ndarray | float = 0.0
+        #: factor of each axis after centring: the learnt metric (see :mod:`geogpvae.engine.metric`)
+        self.x_scale_: np.ndarray | float = 1.0
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
@@ -250,6 +253,7 @@ class GPVAEEngine:
             ``self``.
         """
         x, y, observed = self._standardise(x, values, log, names)
+        x = apply_metric(self, x, y, observed, resume)
         self._lengthscale_for(x, resume)
         self.context_radius_ = self._context_radius(x)
         self._train(x, y, observed, resume, callback, should_stop)
@@ -580,7 +584,7 @@ class GPVAEEngine:
         if values is not None:
             if x is None:
                 raise InputError("values need their coordinates x")
-            xq = check_coordinates(x) - self.x_offset_
+            xq = (check_coordinates(x) - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             vals, observed = self._check_values(values, xq.shape[0])
@@ -599,7 +603,7 @@ class GPVAEEngine:
             anchor, n = self._anchor, field.x.shape[0]
             targets, self_index = _rows_of(field), _self_index(anchor, n)
         else:
-            xq = check_coordinates(x, "new locations") - self.x_offset_
+            xq = (check_coordinates(x, "new locations") - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             if self._anchor is None:
@@ -773,6 +777,7 @@ class GPVAEEngine:
             "log": torch.as_tensor(self.log, dtype=torch.bool),
             "lengthscale": float(self.lengthscale_),
             "x_offset": torch.as_tensor(self.x_offset_, dtype=torch.float64),
+            "x_scale": torch.as_tensor(self.x_scale_, dtype=torch.float64),
             "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
             "predict_mode": self.predict_mode_,
             "context_radius": float(self.context_radius_),
@@ -839,6 +844,7 @@ class GPVAEEngine:
         offset = state.get("x_offset")  # absent in files of versions that did not centre
         eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
                          else offset.numpy().astype(np.float64))
+        eng.x_scale_ = saved_scale(state)
         eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
         eng.model.load_state_dict(state["weights"])
         eng.model.eval()

@@ -33,7 +33,7 @@ from .inputs import (
     standardisation,
 )
 from .model import GPVAE
-from .nugget import nugget
+from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
 from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
@@ -317,7 +317,8 @@ class GPVAEEngine:
         """
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         self.noise_start_ = (
-            nugget(x, y, observed, bounds=(0.01, 0.5), seed=cfg.seed, backend=cfg.neighbour_backend)
+            nugget(x, y, observed, bounds=tuple(cfg.extra.get("nugget_bounds", NUGGET_BOUNDS)), seed=cfg.seed,
+                   backend=cfg.neighbour_backend)
             if cfg.noise is None else np.full(k, float(cfg.noise))
         )
         torch.manual_seed(cfg.seed)

@@ -339,7 +339,8 @@ class GPVAEEngine:
         else:
             model, state = _distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
             if resume is not None:
-                (model.module if hasattr(model, "module") else model).load_state_dict(resume["engine"]["weights"])
+                (model.module if hasattr(model, "module") else model).load_state_dict(
+                    _with_hidden_moments(resume["engine"]["weights"], k))
                 state = _train_state(resume["train"])
         self.model = model.module if hasattr(model, "module") else model
 
@@ -425,6 +426,7 @@ class GPVAEEngine:
             learn_noise=cfg.learn_noise,
             beta=cfg.kl_weight(n_points, kl_factor or 1.0),
             jitter=cfg.jitter,
+            hidden_variance=cfg.hidden_variance and cfg.mask_rate > 0,
         )
         return model.to(device=self.device, dtype=self.dtype)
 
@@ -828,6 +830,8 @@ class GPVAEEngine:
                 f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
             )
         cfg = GPVAEConfig.from_dict(state["config"])
+        if "hidden_variance" not in state["config"]:  # saved before it existed: as trained
+            cfg = cfg.replace(hidden_variance=False)
         if device is not None:
             cfg = cfg.replace(device=device)
         eng = cls(cfg, progress=progress)
@@ -847,7 +851,7 @@ class GPVAEEngine:
                          else offset.numpy().astype(np.float64))
         eng.x_scale_ = saved_scale(state)
         eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
-        eng.model.load_state_dict(state["weights"])
+        eng.model.load_state_dict(_with_hidden_moments(state["weights"], len(eng.names)))
         eng.model.eval()
         eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
         if "field" in state:
@@ -857,6 +861,14 @@ class GPVAEEngine:
             eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
             eng._anchor = eng._anchors(field)
         return eng
+
+
+def _with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
+    """Weights saved before the hidden-value moments existed get empty ones (the predictive
+    then adds the likelihood variance, as those models did)."""
+    if "hidden_moments" in weights:
+        return weights
+    return {**weights, "hidden_moments": torch.zeros(3, n_vars, dtype=weights["raw_noise"].dtype)}
 
 
 def _train_state(saved: dict[str, Any]) -> TrainState:

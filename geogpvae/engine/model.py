@@ -122,6 +122,12 @@ class GPVAE(nn.Module):
         KL weight.
     jitter : float
         Relative nugget of the prior.
+    hidden_variance : bool
+        Estimate, beside the likelihood variance, the variance a value *hidden from the
+        encoder* needs on top of the decoded latent spread (:attr:`hidden_var`; see
+        :meth:`update_hidden_moments`), and use it in the predictive of values the model did
+        not see.
+        Off: the predictive adds the likelihood variance, as in the paper.
     """
 
     def __init__(
@@ -142,6 +148,7 @@ class GPVAE(nn.Module):
         learn_noise: bool = True,
         beta: float = 1.0,
         jitter: float = 1e-4,
+        hidden_variance: bool = False,
     ) -> None:
         super().__init__()
         if engine not in ("spa", "hpa"):
@@ -167,12 +174,28 @@ class GPVAE(nn.Module):
             self.raw_noise = nn.Parameter(raw_noise)
         else:
             self.register_buffer("raw_noise", raw_noise)
+        self.hidden_variance = bool(hidden_variance)
+        # running moments of the encoder-hidden values: sum of squared errors of the predictive
+        # mean, sum of decoded latent spreads, count (per variable), as moving averages
+        self.register_buffer("hidden_moments", torch.zeros(3, self.n_vars))
 
     # ------------------------------------------------------------------ pieces
     @property
     def noise_var(self) -> torch.Tensor:
         """Likelihood variance of each variable, shape (K,), standardised units."""
         return F.softplus(self.raw_noise) + _MIN_VAR
+
+    @property
+    def hidden_var(self) -> torch.Tensor:
+        """Variance added to the decoded latent spread in the predictive of a value the model
+        did not see, shape (K,), standardised units: the moment estimate from the values hidden
+        from the encoder in training (see :meth:`update_hidden_moments`); the likelihood
+        variance where there is none (or with ``hidden_variance=False``)."""
+        sq, spread, count = self.hidden_moments
+        if not self.hidden_variance:
+            return self.noise_var
+        est = ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR)
+        return torch.where(count > 0, est.to(self.noise_var.dtype), self.noise_var.detach())
 
     def encode(
         self, y: torch.Tensor, visible: torch.Tensor, context: torch.Tensor | None = None
@@ -200,6 +223,7 @@ class GPVAE(nn.Module):
         out = self.encoder(torch.cat(parts, dim=-1))
         mean, raw = out.split(self.latent_dim, dim=-1)
         return mean, F.softplus(raw) + _MIN_VAR
+
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         """Mean of ``p(y | z)``, shape ``z.shape[:-1] + (K,)``."""
@@ -235,6 +259,41 @@ class GPVAE(nn.Module):
         logpdf = -0.5 * ((y - pred).square() / noise + torch.log(2 * math.pi * noise))
         return (logpdf * observed.to(y.dtype)).sum(-1).mean(0)
 
+    HIDDEN_DECAY = 0.98
+    """Memory of the hidden-value moments per training step (about the last 50 steps)."""
+
+    @torch.no_grad()
+    def update_hidden_moments(
+        self, y: torch.Tensor, hidden: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n_samples: int = 4
+    ) -> None:
+        """Fold one batch's encoder-hidden values into the moments behind :attr:`hidden_var`.
+
+        The predictive of a value the encoder did not see is the decoded latent posterior
+        (mean ``m``, spread ``s``) plus a variance ``h``; moment matching over the hidden
+        values gives ``h = mean((y - m)^2) - mean(s)``. The likelihood variance cannot serve
+        here: it is learnt mostly from values the encoder saw, so it measures how well values
+        are reconstructed, not predicted. ``m`` and ``s`` come from ``n_samples`` latent draws
+        (the squared error of an S-sample mean exceeds that of the exact mean by ``s / S`` on
+        average, which is subtracted). Nothing here has a gradient: the ELBO is unchanged.
+
+        Parameters
+        ----------
+        y : Tensor, shape (B, K)
+        hidden : Tensor of bool, shape (B, K)
+            Observed values the encoder was not shown.
+        mean, var : Tensor, shape (B, L)
+        n_samples : int
+        """
+        if not self.hidden_variance or not bool(hidden.any()):
+            return
+        mask = hidden.to(y.dtype)
+        eps = torch.randn((n_samples, *mean.shape), dtype=mean.dtype, device=mean.device)
+        dec = self.decode(mean + var.sqrt() * eps)
+        spread = dec.var(0, unbiased=True)
+        sq = (y - dec.mean(0)).square() - spread / n_samples
+        batch = torch.stack([(sq * mask).sum(0), (spread * mask).sum(0), mask.sum(0)]).to(self.hidden_moments.dtype)
+        self.hidden_moments.mul_(self.HIDDEN_DECAY).add_(batch, alpha=1 - self.HIDDEN_DECAY)
+
     # ------------------------------------------------------------------ ELBO
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Mini-batch ELBO terms.
@@ -244,7 +303,8 @@ class GPVAE(nn.Module):
         dict
             ``loss`` (negative ELBO estimate / N, the quantity minimised), ``expected_nll``
             (minus the mean expected log-likelihood per location) and ``kl`` (the KL
-            estimate / N, unweighted), all scalars.
+            estimate / N, unweighted), all scalars. In training mode the values hidden from
+            the encoder also update :attr:`hidden_var` (no gradient).
         """
         mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
         pos = batch.batch_pos
@@ -254,6 +314,9 @@ class GPVAE(nn.Module):
         kl_per_location = PRIORS[self.engine].kl(self.kernel, batch, mean_u, var_u, self.jitter)
         expected_nll = -loglik.mean()
         loss = expected_nll + self.beta * kl_per_location
+        if self.training:
+            hidden = batch.observed[pos] & ~batch.visible[pos]
+            self.update_hidden_moments(batch.y[pos], hidden, mean_u[pos].detach(), var_u[pos].detach())
         return {"loss": loss, "expected_nll": expected_nll, "kl": kl_per_location}
 
     _train_samples: int = 1

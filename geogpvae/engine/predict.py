@@ -244,7 +244,7 @@ def predictive_moments(
     loc_t = torch.as_tensor(loc, dtype=f64, device=mean.device)
     scale_t = torch.as_tensor(scale, dtype=f64, device=mean.device)
     log_t = torch.as_tensor(np.asarray(log, dtype=bool), device=mean.device)
-    noise = model.noise_var.detach().to(f64) * scale_t.square()  # modelled units
+    noise = model.hidden_var.detach().to(f64) * scale_t.square()  # modelled units, a value not seen
     factor = None
     if var_factor is not None:
         factor = torch.as_tensor(np.asarray(var_factor), dtype=f64, device=mean.device)

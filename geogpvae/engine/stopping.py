@@ -123,7 +123,7 @@ def predictive_nll(
     mean, var = model.encode(*inputs)
     pred = model.decode(mean + var.sqrt() * eps)  # (S, M, K)
     mu = pred.mean(0)
-    v = pred.var(0, unbiased=False) + model.noise_var
+    v = pred.var(0, unbiased=False) + model.hidden_var
     z2 = (check.y - mu).square() / v
     mask = check.mask.to(v.dtype)
     count = mask.sum(0)

@@ -54,6 +54,14 @@ MUTANTS = {
     "predictive: scale not squared": (
         "geogpvae/engine/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
         "noise = model.noise_var.detach().to(f64) * scale_t"),
+    "hidden variance: spread not subtracted": (
+        "geogpvae/engine/model.py", "est = ((sq - spread) / count", "est = ((sq) / count"),
+    "hidden variance: fed from every observed value": (
+        "geogpvae/engine/model.py", "hidden = batch.observed[pos] & ~batch.visible[pos]", "hidden = batch.observed[pos]"),
+    "hidden variance: Monte Carlo correction dropped": (
+        "geogpvae/engine/model.py", "sq = (y - dec.mean(0)).square() - spread / n_samples", "sq = (y - dec.mean(0)).square()"),
+    "hidden variance: predictive adds the likelihood variance": (
+        "geogpvae/engine/predict.py", "noise = model.hidden_var.detach()", "noise = model.noise_var.detach()"),
     "selection: check values kept in training": (
         "geogpvae/engine/training.py", "        observed = observed & ~check\n", "\n"),
     "selection: worst candidate kept": (

@@ -31,12 +31,13 @@ def _float64():
     torch.set_default_dtype(old)
 
 
-def _linear_model(engine: str, n_vars=3, n_dims=2, n_latent=2, seed=0, noise=0.3, context=0) -> GPVAE:
+def _linear_model(engine: str, n_vars=3, n_dims=2, n_latent=2, seed=0, noise=0.3, context=0,
+                  hidden=False) -> GPVAE:
     """A GPVAE whose decoder is one linear layer, so E_q[log p(y | z)] has a closed form."""
     torch.manual_seed(seed)
     model = GPVAE(n_vars, n_dims, n_latent, engine=engine, decoder_hidden=(), encoder_hidden=(16,),
                   context_dim=context, kernel="matern32", lengthscale=0.4, outputscale=1.3, noise=noise,
-                  jitter=JITTER, beta=1.0).double()
+                  jitter=JITTER, beta=1.0, hidden_variance=hidden).double()
     with torch.no_grad():  # distinct, non-trivial hyperparameters per channel and variable
         model.kernel.raw_lengthscale.add_(torch.randn_like(model.kernel.raw_lengthscale) * 0.3)
         model.raw_noise.add_(torch.randn_like(model.raw_noise) * 0.3)
@@ -241,3 +242,64 @@ def test_uncalibrated_predictive_variance_is_latent_spread_plus_noise(log):
     want_v = np.where(logs, np.expm1(want_vm) * np.exp(2 * want_mm + want_vm), want_vm)
     np.testing.assert_allclose(m, want_m, rtol=0.02)
     np.testing.assert_allclose(s**2, want_v, rtol=0.06)
+
+
+def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone():
+    """A training step folds the encoder-hidden values into ``hidden_var``: the moving average
+    of ``(y - m)^2 - s / S`` minus that of the decoded spread ``s``, per variable; the loss and
+    its gradients are the ELBO's whether or not the estimate is kept.
+
+    Caught mutations: the Monte Carlo correction dropped; the decoded spread not subtracted;
+    the estimate fed from every observed value instead of the hidden ones.
+    """
+    x, y, observed = _field(n=60, seed=4)
+    cfg = GPVAEConfig(neighbours=8, context=8, mask_rate=0.25)
+    data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    batch = gather_batch(data, torch.arange(60), mask_rate=0.4, generator=torch.Generator().manual_seed(2))
+    hidden = batch.observed & ~batch.visible
+    assert int(hidden.sum()) > 10
+    plain, model = _linear_model("spa", context=6), _linear_model("spa", context=6, hidden=True)
+    assert torch.equal(model.hidden_var, model.noise_var)  # nothing folded in yet
+    grads = []
+    for m in (plain, model):
+        torch.manual_seed(5)
+        terms = m(batch)
+        grads.append((float(terms["loss"]), torch.autograd.grad(terms["loss"], list(m.parameters()))))
+    assert grads[0][0] == grads[1][0]
+    for a, b in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    # by hand, with the draws the step made after the likelihood's
+    with torch.no_grad():
+        mean, var = model.encode(batch.y, batch.visible, batch.context)
+        torch.manual_seed(5)
+        torch.randn((1, *mean.shape))  # the likelihood's draw
+        eps = torch.randn((4, *mean.shape))
+        w, b0 = model.decoder[0].weight, model.decoder[0].bias
+        dec = (mean + var.sqrt() * eps) @ w.T + b0
+        spread = dec.var(0, unbiased=True)
+        sq = (batch.y - dec.mean(0)).square() - spread / 4
+        mask = hidden.double()
+        want = ((sq * mask).sum(0) - (spread * mask).sum(0)) / mask.sum(0)
+    torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
+    assert not torch.allclose(model.hidden_var, model.noise_var, rtol=0.05)
+    # evaluation passes leave it alone
+    model.eval()
+    model(batch)
+    torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
+
+
+def test_predictive_adds_the_hidden_value_variance():
+    """With a hidden-value variance, the predictive of an unseen value is ``sum_l W_kl^2 v_l + h_k``."""
+    model = _linear_model("spa", noise=0.4, hidden=True)
+    with torch.no_grad():  # moments giving h = (0.9, 0.05, 0.3)
+        model.hidden_moments.copy_(torch.tensor([[1.0, 0.15, 0.5], [0.1, 0.1, 0.2], [1.0, 1.0, 1.0]]))
+    torch.testing.assert_close(model.hidden_var, torch.tensor([0.9, 0.05, 0.3]))
+    rng = np.random.default_rng(5)
+    mean = torch.as_tensor(rng.normal(size=(7, 2)) * 0.5)
+    var = torch.as_tensor(rng.random((7, 2)) * 0.6 + 0.1)
+    scale = np.array([2.0, 0.5, 0.3])
+    _, _, _, sm = predictive_moments(model, mean, var, loc=np.zeros(3), scale=scale, log=np.zeros(3, bool),
+                                     samples=100_000, seed=1)
+    w = model.decoder[0].weight.detach()
+    want = scale**2 * ((var @ w.T.square()).numpy() + np.array([0.9, 0.05, 0.3]))
+    np.testing.assert_allclose(sm**2, want, rtol=0.03)

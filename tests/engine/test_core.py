@@ -235,3 +235,12 @@ def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained
     far = pts + 100.0
     p = eng.predict(far, samples=16)
     np.testing.assert_allclose(p.mean, np.broadcast_to(p.mean[:1], p.mean.shape), rtol=1e-6, atol=1e-8)
+
+
+def test_model_files_from_before_the_hidden_variance_option_load_and_predict_the_same(field, trained):
+    state = trained.state_dict()
+    old = {**state, "config": {k: v for k, v in state["config"].items() if k != "hidden_variance"},
+           "weights": {k: v for k, v in state["weights"].items() if k != "hidden_moments"}}
+    again = GPVAEEngine.from_state_dict(old, progress=False)
+    assert again.config.hidden_variance is False
+    np.testing.assert_array_equal(again.predict(samples=8).std, trained.predict(samples=8).std)

@@ -83,9 +83,10 @@ def _warm_lengthscales(engine: GPVAEEngine, x: np.ndarray, values: np.ndarray, s
 
     cfg = engine.config
     epochs = warmup_epochs(cfg, x.shape[0], steps)
-    # the base KL weight: the warm-up only learns lengthscales, it does not choose beta
+    # the base KL weight: the warm-up only learns lengthscales, it does not choose beta; and a
+    # constant rate: a decaying one would stop the short warm-up before the lengthscales move
     beta = None if cfg.beta == "auto" else cfg.beta
-    warm = GPVAEEngine(cfg.replace(epochs=epochs, calibrate=False, holdout=0.0, beta=beta,
+    warm = GPVAEEngine(cfg.replace(epochs=epochs, calibrate=False, holdout=0.0, beta=beta, lr_schedule="constant",
                                    extra={**cfg.extra, "metric": "fixed"}), progress=False)
     warm.fit(x, values)
     ls = getattr(warm.model.kernel, "lengthscale", None)

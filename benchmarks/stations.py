@@ -70,7 +70,7 @@ def hide(observed: np.ndarray, rng: np.random.Generator, share: float = 0.1,
     """The observed (time, station) cells to hide and score: a random share plus outages."""
     hidden = observed & (rng.random(observed.shape) < share)
     n_days, n_stations = observed.shape
-    for s in rng.choice(n_stations, int(round(block_share * n_stations)), replace=False):
+    for s in rng.choice(n_stations, round(block_share * n_stations), replace=False):
         length = int(rng.integers(block_days[0], block_days[1] + 1))
         start = int(rng.integers(0, n_days - length + 1))
         hidden[start : start + length, s] |= observed[start : start + length, s]

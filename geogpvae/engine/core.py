@@ -24,7 +24,6 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
-from .metric import apply_metric, saved_scale
 from .inputs import (
     centre,
     check_coordinates,
@@ -32,6 +31,7 @@ from .inputs import (
     real_values,
     standardisation,
 )
+from .metric import apply_metric, saved_scale
 from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments

@@ -67,7 +67,7 @@ class Selection:
 
 def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
     """Epochs each candidate trains before the choice: ``share`` of the budget, at least 1."""
-    return max(1, int(math.ceil(share * total_epochs)))
+    return max(1, math.ceil(share * total_epochs))
 
 
 @torch.no_grad()

@@ -132,7 +132,7 @@ def test_too_few_values_to_hold_out_keep_the_base_weight():
 
 def test_with_the_stopping_rule_candidates_train_a_share_of_the_step_budget(field, monkeypatch):
     """Not a share of the stopping rule's ceiling (MAX_STEPS), which would cost 3x a fixed budget."""
-    import geogpvae.engine.core as core
+    from geogpvae.engine import core
 
     asked = {}
 

@@ -314,7 +314,7 @@ class GPVAE(nn.Module):
         kl_per_location = PRIORS[self.engine].kl(self.kernel, batch, mean_u, var_u, self.jitter)
         expected_nll = -loglik.mean()
         loss = expected_nll + self.beta * kl_per_location
-        if self.training:
+        if self.training and self.hidden_variance:
             hidden = batch.observed[pos] & ~batch.visible[pos]
             self.update_hidden_moments(batch.y[pos], hidden, mean_u[pos].detach(), var_u[pos].detach())
         return {"loss": loss, "expected_nll": expected_nll, "kl": kl_per_location}

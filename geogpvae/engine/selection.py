@@ -31,7 +31,7 @@ import torch
 
 from .progress import Progress
 from .stopping import predictive_nll
-from .training import FieldData, TrainState, train
+from .training import FieldData, TrainState, check_inputs, train
 
 __all__ = ["KL_FACTORS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "selection_epochs", "select_kl_factor", "check_score"]
 
@@ -77,18 +77,14 @@ def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, s
     The live weights are restored afterwards. Nats per held-out value (mean over variables).
     """
     core = model.module if hasattr(model, "module") else model
-    check = data.check
-    rows = check.rows
-    inputs = (data.y[rows], data.observed[rows], None if data.context is None else data.context[rows])
-    gen = torch.Generator().manual_seed(int(seed) + 31)
-    eps = torch.randn((16, rows.shape[0], core.latent_dim), generator=gen, dtype=data.x.dtype).to(data.x.device)
+    inputs, eps = check_inputs(data, core.latent_dim, seed=seed)
     live = {k: v.detach().clone() for k, v in core.state_dict().items()}
     if state.average is not None:
         core.load_state_dict({**live, **state.average})
     was_training = core.training
     core.eval()
     try:
-        return predictive_nll(core, inputs, check, eps)
+        return predictive_nll(core, inputs, data.check, eps)
     finally:
         core.load_state_dict(live)
         core.train(was_training)

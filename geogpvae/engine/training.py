@@ -677,17 +677,24 @@ class _Averager:
             torch._foreach_lerp_(self.avg, self.src, 1.0 - rate)
 
 
+def check_inputs(data: FieldData, latent_dim: int, *, seed: int) -> tuple[tuple, torch.Tensor]:
+    """What scoring ``data.check`` needs: the check locations' encoder inputs ``(y, visible,
+    context)`` (held-out values hidden) and 16 fixed latent draws of shape (16, M, L), so that
+    scores taken at different times differ by the model only."""
+    rows = data.check.rows
+    inputs = (data.y[rows], data.observed[rows], None if data.context is None else data.context[rows])
+    gen = torch.Generator().manual_seed(int(seed) + 31)
+    eps = torch.randn((16, rows.shape[0], latent_dim), generator=gen, dtype=data.x.dtype)
+    return inputs, eps.to(data.x.device)
+
+
 class _Stopping:
     """The stopping rule of :mod:`geogpvae.engine.stopping`, scoring the averaged weights."""
 
     def __init__(self, core: GPVAE, data: FieldData, config: GPVAEConfig, state: TrainState,
                  averager: _Averager) -> None:
         self.core, self.averager, self.check_values = core, averager, data.check
-        rows = data.check.rows
-        self.inputs = (data.y[rows], data.observed[rows], None if data.context is None else data.context[rows])
-        gen = torch.Generator().manual_seed(int(config.seed) + 31)
-        eps = torch.randn((16, rows.shape[0], core.latent_dim), generator=gen, dtype=data.x.dtype)
-        self.eps = eps.to(data.x.device)
+        self.inputs, self.eps = check_inputs(data, core.latent_dim, seed=config.seed)
         self.rule = StopRule(**config.stop_rule(data.n))
         self.rule.record = state.monitor
 

@@ -156,6 +156,8 @@ class GPVAEEngine:
         self.x_offset_: np.ndarray | float = 0.0
         #: factor of each axis after centring: the learnt metric (see :mod:`geogpvae.engine.metric`)
         self.x_scale_: np.ndarray | float = 1.0
+        #: how far apart the warm-up rounds put the axes, one entry per round run
+        self.metric_trace_: list[float] = []
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}

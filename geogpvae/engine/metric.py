@@ -14,6 +14,17 @@ get there, while in rescaled units it starts near its value. When the learnt axe
 less than ``min_ratio`` from the starting metric the coordinates are left as they are: the
 warm-up then changes nothing at all.
 
+The rounds stop early when they can no longer reach ``min_ratio``: after each round the
+metric is projected forward as if every remaining round moved the axes :data:`ROUND_GROWTH`
+times as far (in log units) as this one did; when even that projection stays within
+``min_ratio``, the coordinates will be kept whatever the remaining rounds learn, so they are
+not run. On an isotropic survey (Jura: the first round moves the axes apart by 1.003) or a
+grid in comparable units (SPE10's cells in metres: 1.14) one round decides; on a station
+network (days against km: 1.8 after the first round, 30-50 after three) all of them run.
+The growth allowance is there because a round can move the axes further than the one before
+once the rescaled metric changes the neighbour sets (the station networks' second rounds
+moved 8-11x after 1.8x); it was not tuned.
+
 The result is a per-axis factor: the engine models ``(x - offset) * scale`` and applies the
 same factor to new locations, so the neighbours of training, context and prediction are all
 chosen in the learnt metric.
@@ -30,7 +41,8 @@ if TYPE_CHECKING:
     from .config import GPVAEConfig
     from .core import GPVAEEngine
 
-__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "apply_metric", "WARMUP_STEPS", "WARMUP_SHARE", "WARMUP_ROUNDS", "MIN_RATIO"]
+__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "apply_metric", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
+           "WARMUP_ROUNDS", "MIN_RATIO", "ROUND_GROWTH"]
 
 #: optimiser steps of each warm-up round at most (chosen on the station tuning split, see
 #: docs/benchmarks.md) ...
@@ -41,6 +53,9 @@ WARMUP_SHARE = 1 / 16
 WARMUP_ROUNDS = 3
 #: the learnt metric is used when its axes differ from the starting ones by more than this factor
 MIN_RATIO = 3.0
+#: the remaining rounds are skipped unless they could reach MIN_RATIO moving the axes this many
+#: times as far (log units) each as the last round did
+ROUND_GROWTH = 2.0
 
 
 def axis_scales(lengthscale: np.ndarray) -> np.ndarray:
@@ -63,6 +78,19 @@ def axis_scales(lengthscale: np.ndarray) -> np.ndarray:
     if ls.ndim != 2 or not np.all(np.isfinite(ls)) or np.any(ls <= 0):
         raise ValueError(f"lengthscales must be a positive (L, D) array, got {lengthscale!r}")
     return np.exp(-np.log(ls).mean(0))
+
+
+def spread(scale: np.ndarray) -> float:
+    """How far apart a metric puts the axes: the largest over the smallest axis factor (>= 1)."""
+    scale = np.asarray(scale, dtype=float)
+    return float(scale.max() / scale.min())
+
+
+def _may_reach(total: np.ndarray, step: np.ndarray, remaining: int, min_ratio: float) -> bool:
+    """Whether ``remaining`` more rounds could take the metric ``total`` beyond ``min_ratio``,
+    each moving the axes :data:`ROUND_GROWTH` times as far (log units) as the last ``step``
+    (with none left: whether it is beyond already)."""
+    return spread(total * step ** (ROUND_GROWTH * remaining)) > min_ratio
 
 
 def warmup_epochs(config: GPVAEConfig, n_points: int, steps: int | None = None) -> int:
@@ -109,6 +137,7 @@ def uses_learnt_metric(engine: GPVAEEngine, n_dims: int, resume: object) -> bool
 def learn_metric(
     engine: GPVAEEngine, x: np.ndarray, y: np.ndarray, observed: np.ndarray, *,
     rounds: int = WARMUP_ROUNDS, steps: int | None = None, min_ratio: float = MIN_RATIO,
+    trace: list[float] | None = None,
 ) -> np.ndarray:
     """Per-axis factors of the learnt metric, or ones when it is close to the given one.
 
@@ -127,7 +156,10 @@ def learn_metric(
         Optimiser steps in each (default: see :func:`warmup_epochs`).
     min_ratio : float
         Keep the coordinates (factors of one) unless some pair of axes is rescaled relative
-        to each other by more than this factor.
+        to each other by more than this factor. The rounds stop early once the remaining
+        ones cannot get there (see the module docstring).
+    trace : list, optional
+        Receives the :func:`spread` of the metric learnt after each round that ran.
 
     Returns
     -------
@@ -136,13 +168,17 @@ def learn_metric(
     """
     values = np.where(observed, y, np.nan)
     total = np.ones(x.shape[1])
-    for _ in range(rounds):
+    for done in range(1, rounds + 1):
         ls = _warm_lengthscales(engine, x * total, values, steps)
         if ls is None:
             return np.ones(x.shape[1])
-        total = total * axis_scales(ls)
-    relative = total / np.exp(np.log(total).mean())
-    if relative.max() / relative.min() <= min_ratio:
+        step = axis_scales(ls)
+        total = total * step
+        if trace is not None:
+            trace.append(spread(total))
+        if not _may_reach(total, step, rounds - done, min_ratio):
+            break
+    if spread(total) <= min_ratio:
         return np.ones(x.shape[1])
     return total
 
@@ -158,9 +194,11 @@ def apply_metric(engine: GPVAEEngine, x: np.ndarray, y: np.ndarray, observed: np
     """The engine's coordinates in the metric it will model, and ``engine.x_scale_`` set.
 
     A resumed fit keeps the factors of its checkpoint; otherwise :func:`learn_metric` decides
-    (when :func:`uses_learnt_metric`). Called by :meth:`GPVAEEngine.fit` right after the
+    (when :func:`uses_learnt_metric`), and ``engine.metric_trace_`` lists the :func:`spread`
+    of the metric after each warm-up round run (empty without warm-ups). Called by :meth:`GPVAEEngine.fit` right after the
     values are standardised, before anything looks at neighbours.
     """
+    engine.metric_trace_ = []
     if resume is not None:
         engine.x_scale_ = saved_scale(resume["engine"])
     elif uses_learnt_metric(engine, x.shape[1], resume):
@@ -168,7 +206,8 @@ def apply_metric(engine: GPVAEEngine, x: np.ndarray, y: np.ndarray, observed: np
         engine.x_scale_ = learn_metric(engine, x, y, observed,
                                        rounds=int(extra.get("metric_rounds", WARMUP_ROUNDS)),
                                        steps=extra.get("metric_steps"),
-                                       min_ratio=float(extra.get("metric_min_ratio", MIN_RATIO)))
+                                       min_ratio=float(extra.get("metric_min_ratio", MIN_RATIO)),
+                                       trace=engine.metric_trace_)
     else:
         engine.x_scale_ = 1.0
     if np.all(np.asarray(engine.x_scale_) == 1.0):

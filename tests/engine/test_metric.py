@@ -80,7 +80,7 @@ def test_neighbours_follow_the_learnt_metric(field, monkeypatch):
     beyond = _fit(field, [[4.0, 1.0]], monkeypatch)  # axes 4x apart: more than MIN_RATIO (3)
     near = _fit(field, [[2.0, 1.0]], monkeypatch)  # 2x apart: the coordinates are kept
     assert fixed.warm_inputs == [] and np.all(np.asarray(fixed.x_scale_) == 1.0)
-    assert np.all(np.asarray(near.x_scale_) == 1.0) and len(near.warm_inputs) == 3
+    assert np.all(np.asarray(near.x_scale_) == 1.0) and len(near.warm_inputs) == 2  # the 3rd cannot reach 3x
     assert beyond.x_scale_[1] / beyond.x_scale_[0] == pytest.approx(4)
     x = field.points
     for eng, long_axis in ((learnt, True), (beyond, True), (fixed, False), (near, False)):
@@ -147,3 +147,31 @@ def test_station_network_learns_time_against_space():
             scale = np.asarray(eng.x_scale_)
             assert scale[0] > metric.MIN_RATIO * scale[1:].max(), scale
     assert share["auto"] > share["fixed"] + 0.2, share
+
+
+def test_rounds_stop_once_they_cannot_reach_the_threshold(field, monkeypatch):
+    """A first round that barely moves the axes (an isotropic field) decides: even moving
+    ROUND_GROWTH times as far in every remaining round would stay within MIN_RATIO. A first
+    round that moves them further goes on, and the outcome is what all rounds would give."""
+    still = _fit(field, [[1.05, 1.0]], monkeypatch)
+    assert len(still.warm_inputs) == 1 and np.all(np.asarray(still.x_scale_) == 1.0)
+    assert still.metric_trace_ == pytest.approx([1.05])
+    # 1.2 after one round: 1.2 ** (1 + 2 * 2) = 2.5 <= 3 stops; 1.3 ** 5 = 3.7 goes on (and the
+    # second round, converged, stops it)
+    assert len(_fit(field, [[1.2, 1.0]], monkeypatch).warm_inputs) == 1
+    assert len(_fit(field, [[1.3, 1.0]], monkeypatch).warm_inputs) == 2
+    # one round of 2x, then converged (the rescaled warm-up learns lengthscales of one): the
+    # second round cannot move it on, so the third is skipped and the coordinates are kept
+    near = _fit(field, [[2.0, 1.0]], monkeypatch)
+    assert len(near.warm_inputs) == 2 and np.all(np.asarray(near.x_scale_) == 1.0)
+    assert near.metric_trace_ == pytest.approx([2.0, 2.0])
+    # beyond the threshold every round runs (they refine the metric it will use)
+    assert len(_fit(field, [[4.0, 1.0]], monkeypatch).warm_inputs) == 3
+
+
+def test_projection_of_the_remaining_rounds():
+    step = np.array([1.0, 1.2])
+    assert not metric._may_reach(np.array([1.0, 1.1]), step, 0, 1.1)  # no round left
+    assert metric._may_reach(np.array([1.0, 1.1]), step, 0, 1.09)
+    assert metric._may_reach(step, step, 2, 2.4) and not metric._may_reach(step, step, 2, 2.5)
+    assert metric.spread([4.0, 1.0, 2.0]) == 4.0

@@ -19,6 +19,7 @@ import torch
 
 from ..gp.lattice import find_lattice
 from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
+from .adam import FusedAdam, fused_supported
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
 from .progress import Progress
@@ -476,7 +477,7 @@ def train(
     *,
     state: TrainState | None = None,
     progress: bool | str = True,
-    callback: Callable[[TrainState, GPVAE, torch.optim.Optimizer], None] | None = None,
+    callback: Callable[[TrainState, GPVAE, FusedAdam | torch.optim.Optimizer], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     pause_at: int | None = None,
 ) -> TrainState:
@@ -548,8 +549,10 @@ def train(
     return state
 
 
-def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState, n_points: int) -> torch.optim.Optimizer:
-    """Adam with the kernel hyperparameters in their own group (rate ``kernel_lr`` x ``lr``)."""
+def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState, n_points: int) -> FusedAdam | torch.optim.Optimizer:
+    """Adam with the kernel hyperparameters in their own group (rate ``kernel_lr`` x ``lr``):
+    :class:`~geogpvae.engine.adam.FusedAdam` where the fused kernel serves the parameters,
+    else ``torch.optim.Adam`` (same state layout either way)."""
     kernel_params = list(core.kernel.parameters())
     noise_params = [core.raw_noise] if isinstance(core.raw_noise, torch.nn.Parameter) else []
     special = {id(p) for p in kernel_params + noise_params}
@@ -558,16 +561,13 @@ def _optimizer(core: GPVAE, config: GPVAEConfig, state: TrainState, n_points: in
         groups.append({"params": kernel_params, "scale": config.kernel_lr})
     if noise_params:
         groups.append({"params": noise_params, "scale": float(config.extra.get("noise_lr", 1.0))})
-    optimizer = torch.optim.Adam(groups, lr=config.lr_for(n_points), fused=_fused_ok(core))
+    if all(fused_supported(p) for p in core.parameters()):
+        optimizer = FusedAdam(groups, lr=config.lr_for(n_points))
+    else:
+        optimizer = torch.optim.Adam(groups, lr=config.lr_for(n_points))
     if state.optimizer is not None:
         optimizer.load_state_dict(state.optimizer)
     return optimizer
-
-
-def _fused_ok(core: GPVAE) -> bool:
-    """Whether Adam's fused kernel serves these parameters (CPU or CUDA, float32/float64)."""
-    p = next(core.parameters())
-    return p.device.type in ("cpu", "cuda") and p.dtype in (torch.float32, torch.float64)
 
 
 @dataclass
@@ -635,7 +635,7 @@ def _run_epoch(model, data, config, optimizer, averager, state, plan, epoch,
 _TERMS = ("loss", "expected_nll", "kl")
 
 
-def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+def _set_lr(optimizer: FusedAdam | torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr * group.get("scale", 1.0)
 

@@ -105,3 +105,34 @@ def test_bad_arguments():
         LatentKernel("rbf", 1, 1, lengthscale=-1.0)
     with pytest.raises(ValueError, match="unknown kernel"):
         kernel_from_sqdist(torch.zeros(1), "nope")
+
+
+def _masked_kernel(r2: torch.Tensor, kind: str) -> torch.Tensor:
+    """The Matern kernels with the root written with masks (zero gradient at 0): the reference."""
+    positive = r2 > 0
+    r = torch.where(positive, torch.sqrt(torch.where(positive, r2, torch.ones_like(r2))), 0.0 * r2)
+    a = {"matern12": 1.0, "matern32": math.sqrt(3.0), "matern52": math.sqrt(5.0)}[kind] * r
+    return {"matern12": lambda: torch.exp(-r), "matern32": lambda: (1.0 + a) * torch.exp(-a),
+            "matern52": lambda: (1.0 + a + a * a / 3.0) * torch.exp(-a)}[kind]()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("kind", ["matern12", "matern32", "matern52"])
+def test_matern_root_equals_the_masked_root_bit_for_bit(kind, dtype):
+    """Values and lengthscale gradients of the Matern kernels on blocks with zero distances
+    (the diagonal, repeated points) equal those of the masked root exactly."""
+    from geogpvae.gp.kernels import sqdiff_to_sqdist
+
+    gen = torch.Generator().manual_seed(1)
+    pts = torch.rand(40, 6, 2, generator=gen, dtype=dtype)
+    pts[:, 3] = pts[:, 1]  # a repeated point: zero distances off the diagonal too
+    sqdiff = (pts.unsqueeze(-2) - pts.unsqueeze(-3)).square()
+    weights = torch.rand(40, 2, 6, 6, generator=gen, dtype=dtype)
+    results = []
+    for kernel in (kernel_from_sqdist, _masked_kernel):
+        ls = torch.tensor([[0.3, 0.7], [1.1, 0.2]], dtype=dtype, requires_grad=True)
+        cov = kernel(sqdiff_to_sqdist(sqdiff, ls), kind)
+        (cov * weights).sum().backward()
+        results.append((cov.detach(), ls.grad))
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
+    assert torch.all(results[0][0].diagonal(dim1=-2, dim2=-1) == 1.0) and torch.all(results[0][0][:, :, 1, 3] == 1.0)

@@ -83,6 +83,8 @@ class _SPDSolve(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor):
         chol, u = ctx.saved_tensors
         v = torch.cholesky_solve(grad, chol)
+        if u.shape[-1] == 1:  # an outer product: element by element (the same numbers as bmm, faster)
+            return -(v * u.mT), v
         return -v @ u.mT, v
 
 

@@ -256,8 +256,11 @@ def main() -> None:
     p.add_argument("--references-only", action="store_true")
     p.add_argument("--no-references", action="store_true")
     p.add_argument("--progress", default="log")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if not args.no_references:
         require("benchmarks/spe10.py", {"sklearn": "scikit-learn"},
                 hint=" (or pass --no-references to skip the reference methods)")

@@ -4,13 +4,15 @@ Jura: cross-validation inside the 259 training sites. Cd stays hidden at the 100
 (as in the scored task, so they are never looked at), and in each of ``--folds`` folds a further
 fifth of the training sites has its Cd hidden too; Cd is scored at those sites only (mg/kg).
 Synthetic: a 3-variable Gaussian-process field on a 48 x 48 grid (the ``geogpvae demo`` field
-with a different seed), half of the values hidden, scored on the hidden values.
+with a different seed), half of the values hidden, scored on the hidden values. Blocks: the same
+kind of field with outages (rectangular gaps per variable plus a few random ones).
 
 Prints RMSE, NLL, 95 % coverage, seconds per fit and the optimiser steps taken, mean over folds and
 seeds, for each option set given as JSON.
 
     python benchmarks/tune_speed.py --threads 2 '{}' '{"epochs": 2000, "batch_size": 256}'
     python benchmarks/tune_speed.py --task synthetic '{}'
+    python benchmarks/tune_speed.py --split matched '{}'   # Jura folds shaped like the validation sites
 """
 
 from __future__ import annotations
@@ -39,13 +41,27 @@ def scores(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> dict[str, fl
     }
 
 
-def jura_folds(n_folds: int, split_seed: int = 1234):
-    """(input dataset, scored-site mask, truth) for each fold of the training sites."""
+def jura_folds(n_folds: int, split_seed: int = 1234, split: str = "random"):
+    """(input dataset, scored-site mask, truth) for each fold of the training sites.
+
+    ``split="random"``: the training sites in ``n_folds`` random folds. ``split="matched"``:
+    each fold is a fifth of the training sites chosen (a different draw per fold) so that their
+    distances to the nearest other training site follow the validation sites' distances to the
+    nearest training site (locations only; no validation value is read), as the validation
+    sites lie between the sampled sites rather than next to them.
+    """
+    from geogpvae.engine.holdout import matched_entries
+
     ds = load_jura()
     val = ds.split.values == "validation"
     train_sites = np.flatnonzero(~val)
-    rng = np.random.default_rng(split_seed)
-    folds = np.array_split(rng.permutation(train_sites), n_folds)
+    if split == "matched":
+        xy = np.column_stack([ds.x.values, ds.y.values])
+        folds = [np.flatnonzero(matched_entries(xy, ~val[:, None], 0.2, seed=split_seed + i)[:, 0])
+                 for i in range(n_folds)]
+    else:
+        rng = np.random.default_rng(split_seed)
+        folds = np.array_split(rng.permutation(train_sites), n_folds)
     for fold in folds:
         scored = np.zeros(len(val), dtype=bool)
         scored[fold] = True
@@ -67,9 +83,31 @@ def synthetic_tasks(n_tasks: int):
         yield ds, names, hidden
 
 
-def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False) -> dict[str, float]:
+def block_tasks(n_tasks: int):
+    """Synthetic fields with outages: 10 % of values dropped at random plus, per variable, four
+    10 x 10 blocks of the 48 x 48 grid (gaps far from the data, as under clouds or a broken
+    sensor); scored on every hidden value."""
+    from geogpvae.datasets import make_gaussian_field
+
+    for i in range(n_tasks):
+        full, truth = make_gaussian_field((48, 48), missing=0.0, seed=200 + i, return_truth=True)
+        rng = np.random.default_rng(200 + i)
+        ds, hidden = full.copy(deep=True), {}
+        for name in [str(v) for v in full.data_vars]:
+            gap = rng.random((48, 48)) < 0.1
+            for _ in range(4):
+                r, c = rng.integers(0, 38, 2)
+                gap[r:r + 10, c:c + 10] = True
+            ds[name] = full[name].where(~gap)
+            hidden[name] = (gap, truth[name].values[gap])
+        yield ds, list(hidden), hidden
+
+
+def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False,
+        split: str = "random") -> dict[str, float]:
     rows = []
-    tasks = jura_folds(n_tasks) if task == "jura" else synthetic_tasks(n_tasks)
+    tasks = {"jura": lambda: jura_folds(n_tasks, split=split), "synthetic": lambda: synthetic_tasks(n_tasks),
+             "blocks": lambda: block_tasks(n_tasks)}[task]()
     extra = {"neighbours": 10} if task == "jura" else {}
     for work, names, hidden in tasks:
         for seed in range(seeds):
@@ -85,6 +123,7 @@ def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False)
             ts = imputer.engine_.train_state
             rec["steps"] = float(ts.steps)
             rec["best_step"] = float(ts.monitor.get("best_step", ts.steps))
+            rec["kl_factor"] = float(imputer.engine_.kl_factor_ or np.nan)
             if trace:
                 print("   trace", [(s, round(v, 3)) for s, v in zip(ts.monitor.get("steps", []), ts.monitor.get("scores", []))][::5],
                       {k: round(v, 3) for k, v in rec.items()}, flush=True)
@@ -97,19 +136,22 @@ def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False)
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("options", nargs="*", default=["{}"], help="option sets as JSON")
-    p.add_argument("--task", choices=["jura", "synthetic"], default="jura")
+    p.add_argument("--task", choices=["jura", "synthetic", "blocks"], default="jura")
     p.add_argument("--folds", type=int, default=5, help="folds (Jura) or fields (synthetic)")
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trace", action="store_true", help="print the stopping rule's scores")
+    p.add_argument("--split", choices=["random", "matched"], default="random",
+                   help="Jura folds: random, or distance-matched to the validation sites")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"tuning split {args.task}: {args.folds} folds x {args.seeds} seeds; "
+    print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds; "
           f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}", flush=True)
     for text in args.options:
-        r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace)
+        r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace, args.split)
         print(f"{text:60s} RMSE {r['rmse']:.3f} (sd {r['rmse_sd']:.3f}) NLL {r['nll']:.3f} "
-              f"cov95 {r['cov95']:.3f} {r['seconds']:.1f} s {r['steps']:.0f} steps (best {r['best_step']:.0f})", flush=True)
+              f"cov95 {r['cov95']:.3f} {r['seconds']:.1f} s {r['steps']:.0f} steps (best {r['best_step']:.0f}) "
+              f"beta x{r['kl_factor']:.2f}", flush=True)
 
 
 if __name__ == "__main__":

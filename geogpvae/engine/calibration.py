@@ -24,7 +24,8 @@ Stats = dict[tuple[str, str], tuple[list[list[np.ndarray]], list[list[np.ndarray
 
 
 def hide_values(
-    observed: np.ndarray, rng: np.random.Generator, fraction: float, whole: float, max_targets: int
+    observed: np.ndarray, rng: np.random.Generator, fraction: float, whole: float, max_targets: int,
+    values: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The values hidden in one round and the rows to predict.
 
@@ -38,6 +39,9 @@ def hide_values(
         Share of the locations whose observed values are all hidden.
     max_targets : int
         At most this many rows are predicted (a random subset, in order).
+    values : array of bool, shape (N, K), optional
+        The values hidden one by one (e.g. in gaps shaped like the missing values:
+        :func:`geogpvae.engine.holdout.matched_entries`); by default a random ``fraction``.
 
     Returns
     -------
@@ -46,7 +50,7 @@ def hide_values(
     rows : array of int
         Sorted rows with a hidden value.
     """
-    hide = observed & (rng.random(observed.shape) < fraction)
+    hide = observed & (rng.random(observed.shape) < fraction) if values is None else observed & values
     hide |= observed & (rng.random(observed.shape[0]) < whole)[:, None]
     for j in range(observed.shape[1]):  # never hide every observed value of a variable
         if hide[:, j].sum() >= observed[:, j].sum():

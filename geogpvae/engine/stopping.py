@@ -72,20 +72,28 @@ class CheckValues:
         Which of their values are held out.
     y : Tensor, shape (M, K)
         The standardised held-out values (0 elsewhere).
+    weights : Tensor, shape (K,), optional
+        Weight of each variable in the score (renormalised over the variables with held-out
+        values); equal weights when None.
     """
 
     rows: torch.Tensor
     mask: torch.Tensor
     y: torch.Tensor
+    weights: torch.Tensor | None = None
 
     @classmethod
-    def from_arrays(cls, held: np.ndarray, y: np.ndarray, *, device: torch.device, dtype: torch.dtype) -> CheckValues:
-        """Tensors of the held-out values ``held`` (N, K) of the standardised field ``y``."""
+    def from_arrays(cls, held: np.ndarray, y: np.ndarray, *, device: torch.device, dtype: torch.dtype,
+                    weights: np.ndarray | None = None) -> CheckValues:
+        """Tensors of the held-out values ``held`` (N, K) of the standardised field ``y``, with
+        per-variable ``weights`` (K,) of the score."""
         rows = np.flatnonzero(held.any(1))
         return cls(
             rows=torch.as_tensor(rows, dtype=torch.int64, device=device),
             mask=torch.as_tensor(held[rows], device=device),
             y=torch.as_tensor(np.where(held[rows], y[rows], 0.0), dtype=dtype, device=device),
+            weights=None if weights is None else torch.as_tensor(np.asarray(weights, dtype=float), dtype=dtype,
+                                                                 device=device),
         )
 
     @property
@@ -117,8 +125,9 @@ def predictive_nll(
     Returns
     -------
     float
-        Nats per held-out value, averaged per variable and then over the variables, with the
-        predictive moment-matched over ``S`` latent draws plus the likelihood noise.
+        Nats per held-out value, averaged per variable and then over the variables (weighted by
+        ``check.weights`` when set), with the predictive moment-matched over ``S`` latent draws
+        plus the likelihood noise.
     """
     mean, var = model.encode(*inputs)
     pred = model.decode(mean + var.sqrt() * eps)  # (S, M, K)
@@ -134,7 +143,10 @@ def predictive_nll(
         v, z2 = v * factor, z2 / factor
     nll = 0.5 * (torch.log(2 * math.pi * v) + z2)
     per_var = (nll * mask).sum(0) / count.clamp_min(1)
-    return float(per_var[used].mean())
+    if check.weights is None:
+        return float(per_var[used].mean())
+    w = check.weights * used
+    return float((per_var * w).sum() / w.sum()) if float(w.sum()) > 0 else float(per_var[used].mean())
 
 
 @dataclass

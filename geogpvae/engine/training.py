@@ -302,6 +302,7 @@ def field_data(
     dtype: torch.dtype,
     use_stencils: bool = True,
     check: np.ndarray | None = None,
+    check_weights: np.ndarray | None = None,
     context_idx: np.ndarray | None = None,
 ) -> FieldData:
     """Neighbour sets, context and tensors for training.
@@ -321,12 +322,15 @@ def field_data(
     check : array of bool, shape (N, K), optional
         Observed values to hold out of training (likelihood, encoder inputs and context) and
         keep aside for the stopping rule (see :func:`geogpvae.engine.stopping.check_entries`).
+    check_weights : array, shape (K,), optional
+        Weight of each variable in the check score (see :func:`geogpvae.engine.holdout.task_weights`);
+        equal weights by default.
     context_idx : array of int, optional
         The context neighbours of ``x`` (:func:`context_index`), when the caller has them.
     """
     check_values = None
     if check is not None and check.any():
-        check_values = CheckValues.from_arrays(check, y, device=device, dtype=dtype)
+        check_values = CheckValues.from_arrays(check, y, device=device, dtype=dtype, weights=check_weights)
         observed = observed & ~check
     y0 = np.where(observed, y, 0.0)
     context = (

@@ -5,6 +5,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py            # every mutant against tests/engine/test_elbo.py
     python tests/engine/mutants.py tests/     # against the whole suite (slow)
     python tests/engine/mutants.py -k selection tests/engine/test_selection.py   # beta="auto"
+    python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -74,6 +75,16 @@ MUTANTS = {
         "            pass\n        return chosen"),
     "selection: scored on live, not averaged, weights": (
         "geogpvae/engine/selection.py", "        core.load_state_dict({**live, **state.average})", "        pass"),
+    "holdout: check score ignores the task weights": (
+        "geogpvae/engine/stopping.py", "    if check.weights is None:\n", "    if True:\n"),
+    "holdout: weights from the observed, not the missing, counts": (
+        "geogpvae/engine/holdout.py", "missing = (~observed).sum(0)", "missing = observed.sum(0)"),
+    "holdout: never-imputed variables also held out": (
+        "geogpvae/engine/holdout.py", "scored = task_weights(observed) > 0", "scored = task_weights(observed) >= 0"),
+    "holdout: random, not distance-matched, check values": (
+        "geogpvae/engine/holdout.py", "        if gaps.size == 0:  # nothing to mimic", "        if True:  # nothing to mimic"),
+    "holdout: nearest check distance counts the point itself": (
+        "geogpvae/engine/holdout.py", "exclude_self=query is None", "exclude_self=False"),
 }
 
 

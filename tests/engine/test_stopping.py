@@ -88,6 +88,15 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
         scaled.append(np.mean([nll(e, f * v) for e, v in pairs]))
     got = predictive_nll(model, (y, visible, None), check, eps)
     assert got == pytest.approx(np.mean(scaled), rel=1e-10) and got <= raw + 1e-12
+    # weighted by the variables' shares of the values to impute
+    weighted = CheckValues(rows=check.rows, mask=mask, y=check.y, weights=torch.tensor([0.8, 0.2], dtype=torch.float64))
+    want = 0.8 * scaled[0] + 0.2 * scaled[1]
+    assert predictive_nll(model, (y, visible, None), weighted, eps) == pytest.approx(want, rel=1e-10)
+    # a variable without held-out values drops out and the others' weights are renormalised
+    only_second = CheckValues(rows=check.rows[:4], mask=mask[:4], y=check.y[:4], weights=weighted.weights)
+    with torch.no_grad():
+        alone = predictive_nll(model, (y[:4], visible[:4], None), CheckValues(rows=check.rows[:4], mask=mask[:4], y=check.y[:4]), eps[:, :4])
+    assert predictive_nll(model, (y[:4], visible[:4], None), only_second, eps[:, :4]) == pytest.approx(alone, rel=1e-12)
 
 
 def test_stop_rule_stops_when_the_gain_over_the_stretch_is_small_and_keeps_the_best_weights():

@@ -1,0 +1,144 @@
+"""Which observed values stand in for the missing ones when a fit scores itself.
+
+``beta="auto"`` and the stopping rule hold a share of the observed values out of training and
+score the model on them (the *check* values). The score is only a good guide if those values are
+hard in the way the values to impute are hard:
+
+* **Which variables.** The score weighs each variable by its share of the missing values
+  (:func:`task_weights`). On a survey where only cadmium is missing, cadmium decides; nickel and
+  zinc, which are never imputed, keep all their values for training. When nothing is missing
+  (a fit for prediction at new locations) every variable counts the same.
+* **How far away.** A missing value far from every observed value of its variable is predicted
+  from the other variables and the prior alone; one next to an observed value is nearly copied.
+  The check values are therefore held out in *gaps* (:func:`matched_entries`): around a random
+  observed value, every observed value of the variable closer than a radius drawn from the
+  missing values' distances to their nearest observed value. The gap's centre then sits as far
+  from the data as a missing value does, and its other values at the smaller distances found
+  inside real gaps (a buffered form of nearest-neighbour distance matching). On a grid with
+  values dropped at random the radius is one cell and the gaps are single values; under an
+  outage they are patches; on a survey whose gaps lie between the sampled sites, a site is held
+  out with the close sites around it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from ..gp.neighbours import knn
+
+__all__ = ["task_weights", "matched_entries"]
+
+
+def task_weights(observed: np.ndarray) -> np.ndarray:
+    """Each variable's share of the values to impute.
+
+    Parameters
+    ----------
+    observed : array of bool, shape (N, K)
+
+    Returns
+    -------
+    ndarray, shape (K,)
+        Missing values of each variable over all missing values (sums to 1); ``1 / K`` each
+        when nothing is missing.
+    """
+    observed = np.asarray(observed, dtype=bool)
+    missing = (~observed).sum(0).astype(float)
+    if missing.sum() == 0:
+        return np.full(observed.shape[1], 1.0 / observed.shape[1])
+    return missing / missing.sum()
+
+
+def _nearest(points: np.ndarray, query: np.ndarray, backend: str) -> np.ndarray:
+    """Distance from every query location to its nearest point."""
+    dist, _ = knn(points, 1, query=query, backend=backend)
+    return dist[:, 0]
+
+
+def _gaps(points: np.ndarray, radii: np.ndarray, take: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of at least ``take`` points (or all): balls around random points, one radius each.
+
+    Ball ``i`` holds the points closer than ``radii[i]`` to a random point (the point itself
+    always); balls are added until ``take`` points are covered.
+    """
+    tree = cKDTree(points)
+    held = np.zeros(len(points), dtype=bool)
+    count = 0
+    for centre, radius in zip(rng.permutation(len(points)), radii):
+        if held[centre]:
+            continue
+        ball = np.asarray(tree.query_ball_point(points[centre], np.nextafter(radius, 0.0)), dtype=np.int64)
+        fresh = np.union1d(ball[~held[ball]], [centre])
+        held[fresh] = True
+        count += fresh.size
+        if count >= take:
+            break
+    return np.flatnonzero(held)
+
+
+def matched_entries(
+    x: np.ndarray,
+    observed: np.ndarray,
+    fraction: float,
+    *,
+    seed: int,
+    max_values: int = 20000,
+    min_left: int = 10,
+    backend: str = "auto",
+) -> np.ndarray:
+    """Observed values to hold out, shaped like the values to impute.
+
+    Parameters
+    ----------
+    x : array, shape (N, D)
+        Locations (the model's coordinates).
+    observed : array of bool, shape (N, K)
+    fraction : float
+        Share of each scored variable's observed values held out (0 holds out nothing).
+    seed : int
+        Seed of the random choice.
+    max_values : int
+        At most this many values in all.
+    min_left : int
+        Every variable keeps at least this many observed values for training (or all of them
+        when it has fewer than twice as many).
+    backend : {"auto", "kdtree", "faiss"}
+        Nearest-neighbour search.
+
+    Returns
+    -------
+    ndarray of bool, shape (N, K)
+        True at the held-out values (a subset of ``observed``). Variables with no missing values
+        get none when another variable has some (their :func:`task_weights` are 0). A variable
+        with missing values gets gaps whose radii follow its missing values' distances to the
+        nearest observed value (about ``fraction`` of its values, a gap more at most); without
+        missing values anywhere, a random share of every variable.
+    """
+    x = np.asarray(x, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    held = np.zeros_like(observed)
+    if fraction <= 0:
+        return held
+    rng = np.random.default_rng([int(seed), 4242])
+    scored = task_weights(observed) > 0
+    budget = max(1, max_values // max(int(scored.sum()), 1))
+    for j in np.flatnonzero(scored):
+        rows = np.flatnonzero(observed[:, j])
+        if rows.size < 2 * min_left:
+            continue
+        take = min(round(fraction * rows.size), rows.size - min_left, budget)
+        if take <= 0:
+            continue
+        gaps = np.flatnonzero(~observed[:, j])
+        if gaps.size == 0:  # nothing to mimic: a random share
+            held[rng.choice(rows, take, replace=False), j] = True
+            continue
+        if gaps.size > 20000:  # enough to know the distances' distribution
+            gaps = rng.choice(gaps, 20000, replace=False)
+        d_gap = _nearest(x[rows], x[gaps], backend)
+        picked = _gaps(x[rows], rng.choice(d_gap, rows.size), take, rng)
+        if picked.size > rows.size - min_left:  # a last large gap: keep min_left values
+            picked = rng.choice(picked, rows.size - min_left, replace=False)
+        held[rows[picked], j] = True
+    return held

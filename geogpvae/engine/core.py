@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
+from .holdout import matched_entries, task_weights
 from .inputs import (
     centre,
     check_coordinates,
@@ -37,7 +38,6 @@ from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
 from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
-from .holdout import matched_entries, task_weights
 from .stopping import check_entries
 from .threads import configure_threads
 from .training import (

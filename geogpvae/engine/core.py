@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..gp.neighbours import knn
 from .calibration import REGIMES, choose_factors, hide_values
 from .config import GPVAEConfig
-from .holdout import matched_entries, task_weights
+from .holdout import clustered_gaps, held_out, matched_entries
 from .inputs import (
     centre,
     check_coordinates,
@@ -38,7 +38,6 @@ from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
 from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
-from .stopping import check_entries
 from .threads import configure_threads
 from .training import (
     FieldData,
@@ -166,6 +165,8 @@ class GPVAEEngine:
         self.kl_factor_: float | None = 1.0
         #: ``beta="auto"``: each candidate factor's calibrated check NLL (nats per value)
         self.kl_scores_: dict[float, float] = {}
+        #: variables whose missing values cluster (outages): checked and calibrated in gaps
+        self.clustered_gaps_: np.ndarray = np.zeros(0, dtype=bool)
         self._x = self._y = self._observed = None
         self._context_index: np.ndarray | None = None  # context neighbours of self._x
         self._data: FieldData | None = None
@@ -326,11 +327,15 @@ class GPVAEEngine:
         )
         torch.manual_seed(cfg.seed)
         selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
-        check = self._check_entries(x, observed, selecting)
+        fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
+        self.clustered_gaps_ = (clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
+                                if cfg.extra.get("holdout") != "random" else np.zeros(k, dtype=bool))
+        check, weights = held_out(x, observed, fraction, seed=cfg.seed, shaped=self.clustered_gaps_,
+                                  backend=cfg.neighbour_backend)
         if cfg.context_scales and x is self._x and self._context_index is None:
             self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
-                                check_weights=self._check_weights(observed),
+                                check_weights=weights,
                                 context_idx=self._context_index if x is self._x else None)
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
@@ -358,26 +363,6 @@ class GPVAEEngine:
         self.interrupted = not self.train_state.done
         if self._data.check is not None:  # predict from every observed value
             self._data = self._without_check(x, y, observed)
-
-    def _check_entries(self, x: np.ndarray, observed: np.ndarray, selecting: bool) -> np.ndarray | None:
-        """Observed values held out of training: for the stopping rule and for ``beta="auto"``.
-
-        Shaped like the values to impute (:mod:`geogpvae.engine.holdout`); ``extra={"holdout":
-        "random"}`` draws a random share of every variable instead.
-        """
-        cfg = self.config
-        fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
-        if fraction <= 0:
-            return None
-        if cfg.extra.get("holdout", "matched") == "random":
-            check = check_entries(observed, fraction, seed=cfg.seed)
-        else:
-            check = matched_entries(x, observed, fraction, seed=cfg.seed, backend=cfg.neighbour_backend)
-        return check if check.any() else None
-
-    def _check_weights(self, observed: np.ndarray) -> np.ndarray | None:
-        """Weight of each variable in the check score: its share of the values to impute."""
-        return None if self.config.extra.get("holdout", "matched") == "random" else task_weights(observed)
 
     def _without_check(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> FieldData:
         """The training data with the held-out values back in (same neighbour structures)."""
@@ -685,8 +670,8 @@ class GPVAEEngine:
     ) -> np.ndarray:
         """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
 
-        In each round a ``fraction`` of the observed values, in gaps shaped like the missing
-        values (:mod:`geogpvae.engine.holdout`; ``extra={"holdout": "random"}``: at random),
+        In each round a ``fraction`` of the observed values (in gaps shaped like the missing
+        values for variables whose gaps cluster, :attr:`clustered_gaps_`; at random otherwise),
         plus every value of a random ``whole`` fraction of the locations, is hidden (from the locations' own inputs,
         their neighbours' context and the anchors alike), the field is predicted, and the
         standardised errors of the hidden values are collected, separately for targets that
@@ -716,8 +701,9 @@ class GPVAEEngine:
                  for r in REGIMES for m in candidates[r]}
         with Progress(self.progress, rounds, "calibration", unit="rounds") as bar:
             for r in range(rounds):
-                shaped = None if cfg.extra.get("holdout", "matched") == "random" else matched_entries(
-                    self._x, self._observed, fraction, seed=cfg.seed + 7 + r, backend=cfg.neighbour_backend)
+                shaped = None if not self.clustered_gaps_.any() else matched_entries(
+                    self._x, self._observed, fraction, seed=cfg.seed + 7 + r, backend=cfg.neighbour_backend,
+                    shaped=self.clustered_gaps_)
                 hide, rows = hide_values(self._observed, rng, fraction, whole, max_targets, values=shaped)
                 if rows.size:
                     self._score_hidden(hide, rows, candidates, stats, tick=bar.within)

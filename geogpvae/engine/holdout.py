@@ -18,6 +18,12 @@ hard in the way the values to impute are hard:
   values dropped at random the radius is one cell and the gaps are single values; under an
   outage they are patches; on a survey whose gaps lie between the sampled sites, a site is held
   out with the close sites around it.
+
+Gaps are only shaped where the missing values *cluster* beyond chance
+(:func:`clustered_gaps`): where more of them have no observed value of their variable at the
+nearest location than if the same number were missing at random. Elsewhere (values dropped
+at random, isolated unsampled sites) the check values are a random share of every variable,
+all weighted the same, as without this module.
 """
 
 from __future__ import annotations
@@ -26,8 +32,13 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..gp.neighbours import knn
+from .stopping import check_entries
 
-__all__ = ["task_weights", "matched_entries"]
+__all__ = ["task_weights", "clustered_gaps", "matched_entries", "held_out", "CLUSTER_MARGIN"]
+
+#: gaps count as clustered when the share of missing values with no observed value at the
+#: nearest location exceeds the share expected by chance by more than this
+CLUSTER_MARGIN = 0.1
 
 
 def task_weights(observed: np.ndarray) -> np.ndarray:
@@ -54,6 +65,56 @@ def _nearest(points: np.ndarray, query: np.ndarray, backend: str) -> np.ndarray:
     """Distance from every query location to its nearest point."""
     dist, _ = knn(points, 1, query=query, backend=backend)
     return dist[:, 0]
+
+
+def _deep_share(x: np.ndarray, missing: np.ndarray, d_loc: np.ndarray, backend: str) -> float:
+    """Share of the ``missing`` rows whose nearest observed row is over 1.5 times farther than
+    their nearest location."""
+    gaps = np.flatnonzero(missing)
+    if gaps.size == 0 or gaps.size == missing.size:
+        return 0.0
+    d_gap = _nearest(x[~missing], x[gaps], backend)
+    return float(np.mean(d_gap > 1.5 * d_loc[gaps]))
+
+
+def clustered_gaps(x: np.ndarray, observed: np.ndarray, *, seed: int, backend: str = "auto",
+                   margin: float = CLUSTER_MARGIN, max_points: int = 50000) -> np.ndarray:
+    """Which variables have their missing values in clusters (outages) rather than scattered.
+
+    Parameters
+    ----------
+    x : array, shape (N, D)
+    observed : array of bool, shape (N, K)
+    seed : int
+        Seed of the random comparison (and of the subsample beyond ``max_points`` locations).
+    backend : {"auto", "kdtree", "faiss"}
+    margin : float
+        How far above chance the share of *deep* missing values (no observed value of the
+        variable at the distance of the nearest location) must be.
+    max_points : int
+        Larger fields are judged on a random subsample of locations.
+
+    Returns
+    -------
+    ndarray of bool, shape (K,)
+        True where the share of deep missing values exceeds, by more than ``margin``, the share
+        found with the same number of values missing at random locations.
+    """
+    x = np.asarray(x, dtype=float)
+    observed = np.asarray(observed, dtype=bool)
+    rng = np.random.default_rng([int(seed), 4343])
+    if len(x) > max_points:
+        keep = rng.choice(len(x), max_points, replace=False)
+        x, observed = x[keep], observed[keep]
+    d_loc, _ = knn(x, 1, exclude_self=True, backend=backend)
+    d_loc = d_loc[:, 0]
+    out = np.zeros(observed.shape[1], dtype=bool)
+    for j in range(observed.shape[1]):
+        missing = ~observed[:, j]
+        actual = _deep_share(x, missing, d_loc, backend)
+        if actual > margin:
+            out[j] = actual > _deep_share(x, rng.permutation(missing), d_loc, backend) + margin
+    return out
 
 
 def _gaps(points: np.ndarray, radii: np.ndarray, take: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,6 +147,7 @@ def matched_entries(
     max_values: int = 20000,
     min_left: int = 10,
     backend: str = "auto",
+    shaped: np.ndarray | None = None,
 ) -> np.ndarray:
     """Observed values to hold out, shaped like the values to impute.
 
@@ -105,6 +167,9 @@ def matched_entries(
         when it has fewer than twice as many).
     backend : {"auto", "kdtree", "faiss"}
         Nearest-neighbour search.
+    shaped : array of bool, shape (K,), optional
+        The variables held out in gaps (default: every variable with missing values); the
+        others give a random share.
 
     Returns
     -------
@@ -131,7 +196,7 @@ def matched_entries(
         if take <= 0:
             continue
         gaps = np.flatnonzero(~observed[:, j])
-        if gaps.size == 0:  # nothing to mimic: a random share
+        if gaps.size == 0 or (shaped is not None and not shaped[j]):  # a random share
             held[rng.choice(rows, take, replace=False), j] = True
             continue
         if gaps.size > 20000:  # enough to know the distances' distribution
@@ -142,3 +207,41 @@ def matched_entries(
             picked = rng.choice(picked, rows.size - min_left, replace=False)
         held[rows[picked], j] = True
     return held
+
+
+def held_out(
+    x: np.ndarray, observed: np.ndarray, fraction: float, *, seed: int, shaped: bool | np.ndarray = True,
+    backend: str = "auto",
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The check values of a fit and the weights of their score.
+
+    Parameters
+    ----------
+    x : array, shape (N, D)
+    observed : array of bool, shape (N, K)
+    fraction : float
+        Share of the observed values held out (0: none).
+    seed : int
+    shaped : bool or array of bool, shape (K,)
+        Which variables' check values are held out in gaps shaped like their missing values
+        (:func:`matched_entries`; see :func:`clustered_gaps`), the score then weighted by
+        :func:`task_weights`. False or none True: a random share of every variable
+        (:func:`geogpvae.engine.stopping.check_entries`), every variable weighted the same.
+    backend : {"auto", "kdtree", "faiss"}
+
+    Returns
+    -------
+    check : ndarray of bool, shape (N, K), or None
+        None when nothing is held out.
+    weights : ndarray, shape (K,), or None
+        None for equal weights.
+    """
+    if fraction <= 0:
+        return None, None
+    shaped = np.broadcast_to(np.asarray(shaped, dtype=bool), observed.shape[1:])
+    if shaped.any():
+        check = matched_entries(x, observed, fraction, seed=seed, backend=backend, shaped=shaped)
+        weights = task_weights(observed)
+    else:
+        check, weights = check_entries(observed, fraction, seed=seed), None
+    return (check if check.any() else None), weights

@@ -5,7 +5,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py            # every mutant against tests/engine/test_elbo.py
     python tests/engine/mutants.py tests/     # against the whole suite (slow)
     python tests/engine/mutants.py -k selection tests/engine/test_selection.py   # beta="auto"
-    python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py
+    python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -81,10 +81,20 @@ MUTANTS = {
         "geogpvae/engine/holdout.py", "missing = (~observed).sum(0)", "missing = observed.sum(0)"),
     "holdout: never-imputed variables also held out": (
         "geogpvae/engine/holdout.py", "scored = task_weights(observed) > 0", "scored = task_weights(observed) >= 0"),
-    "holdout: random, not distance-matched, check values": (
-        "geogpvae/engine/holdout.py", "        if gaps.size == 0:  # nothing to mimic", "        if True:  # nothing to mimic"),
-    "holdout: nearest check distance counts the point itself": (
-        "geogpvae/engine/holdout.py", "exclude_self=query is None", "exclude_self=False"),
+    "holdout: random, not gap-shaped, check values": (
+        "geogpvae/engine/holdout.py", "        if gaps.size == 0 or (shaped is not None and not shaped[j]):",
+        "        if True:"),
+    "holdout: gaps judged clustered without the chance comparison": (
+        "geogpvae/engine/holdout.py", "out[j] = actual > _deep_share(x, rng.permutation(missing), d_loc, backend) + margin",
+        "out[j] = True"),
+    "holdout: unclustered variables shaped too": (
+        "geogpvae/engine/holdout.py", "if gaps.size == 0 or (shaped is not None and not shaped[j]):",
+        "if gaps.size == 0:"),
+    "holdout: calibration ignores the shaped values": (
+        "geogpvae/engine/calibration.py", "if values is None else observed & values", "if True else observed & values"),
+    "holdout: a location counts as its own nearest location": (
+        "geogpvae/engine/holdout.py", "d_loc, _ = knn(x, 1, exclude_self=True, backend=backend)",
+        "d_loc, _ = knn(x, 1, exclude_self=False, backend=backend)"),
 }
 
 

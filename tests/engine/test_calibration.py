@@ -19,6 +19,16 @@ def test_hide_values_never_hides_a_whole_variable_and_caps_the_rows():
     assert rows.size == 10 and np.all(np.diff(rows) > 0) and hide[rows].any(1).all()
 
 
+def test_hide_values_takes_the_given_values_one_by_one():
+    observed = np.ones((60, 2), dtype=bool)
+    observed[:5, 0] = False
+    shaped = np.zeros((60, 2), dtype=bool)
+    shaped[:12, 0] = True  # a gap (its first five entries are not observed: never hidden)
+    hide, rows = hide_values(observed, np.random.default_rng(0), fraction=0.5, whole=0.0, max_targets=100,
+                             values=shaped)
+    assert np.array_equal(hide, shaped & observed) and np.array_equal(rows, np.arange(5, 12))
+
+
 def test_regime_factor_is_the_mean_squared_z_and_its_nll_the_gaussian_one():
     rng = np.random.default_rng(1)
     z = rng.normal(0, 2.0, 400)

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 
-from geogpvae.engine.holdout import _gaps, matched_entries, task_weights
+from geogpvae.engine.holdout import _gaps, clustered_gaps, held_out, matched_entries, task_weights
+from geogpvae.engine.stopping import check_entries
 
 
 def test_task_weights_are_each_variables_share_of_the_missing_values():
@@ -83,3 +84,40 @@ def test_under_an_outage_check_values_are_held_out_in_patches():
     gap_depth = cKDTree(pts[observed[:, 0]]).query(pts[~observed[:, 0]])[0]
     assert gap_depth.max() == 4.0 and depth.max() >= 2.0  # some check values deep inside a patch
     assert np.mean(depth > 1.0) > 0.2  # a random share would sit a cell from the data, all of it
+
+
+def test_held_out_gives_the_shaped_or_the_random_choice_with_its_weights():
+    x, observed = _survey()
+    check, weights = held_out(x, observed, 0.15, seed=3)
+    assert np.array_equal(check, matched_entries(x, observed, 0.15, seed=3))
+    np.testing.assert_allclose(weights, [1.0, 0.0])
+    check, weights = held_out(x, observed, 0.15, seed=3, shaped=False)
+    assert np.array_equal(check, check_entries(observed, 0.15, seed=3)) and weights is None
+    assert held_out(x, observed, 0.0, seed=3) == (None, None)
+
+
+def _outage_grid():
+    pts = np.stack(np.meshgrid(np.arange(40.0), np.arange(40.0)), -1).reshape(-1, 2)
+    rng = np.random.default_rng(0)
+    observed = rng.random((len(pts), 2)) >= 0.3  # both variables: 30 % dropped at random
+    for r, c in [(2, 2), (20, 5), (8, 28), (30, 30)]:  # variable 0 also has four 8 x 8 outages
+        observed[(pts[:, 0] >= c) & (pts[:, 0] < c + 8) & (pts[:, 1] >= r) & (pts[:, 1] < r + 8), 0] = False
+    return pts, observed
+
+
+def test_clustered_gaps_tells_outages_from_values_missing_at_random():
+    pts, observed = _outage_grid()
+    np.testing.assert_array_equal(clustered_gaps(pts, observed, seed=0), [True, False])
+    x, survey = _survey()  # unsampled sites between sampled ones: scattered, not clustered
+    np.testing.assert_array_equal(clustered_gaps(x, survey, seed=0), [False, False])
+
+
+def test_held_out_shapes_only_clustered_variables():
+    pts, observed = _outage_grid()
+    shaped = clustered_gaps(pts, observed, seed=0)
+    check, weights = held_out(pts, observed, 0.1, seed=1, shaped=shaped)
+    assert check[:, 0].any() and check[:, 1].any() and not (check & ~observed).any()
+    np.testing.assert_allclose(weights, task_weights(observed))
+    # without any clustered variable: exactly the random share, every variable weighted the same
+    check, weights = held_out(pts, observed, 0.1, seed=1, shaped=np.zeros(2, dtype=bool))
+    assert np.array_equal(check, check_entries(observed, 0.1, seed=1)) and weights is None

@@ -108,6 +108,9 @@ def _outage_grid():
 def test_clustered_gaps_tells_outages_from_values_missing_at_random():
     pts, observed = _outage_grid()
     np.testing.assert_array_equal(clustered_gaps(pts, observed, seed=0), [True, False])
+    # 85 % missing at random: a quarter of the missing values are deep by chance, no more
+    dense = np.random.default_rng(1).random((len(pts), 1)) >= 0.85
+    assert not clustered_gaps(pts, dense, seed=0)[0]
     x, survey = _survey()  # unsampled sites between sampled ones: scattered, not clustered
     np.testing.assert_array_equal(clustered_gaps(x, survey, seed=0), [False, False])
 
@@ -121,3 +124,12 @@ def test_held_out_shapes_only_clustered_variables():
     # without any clustered variable: exactly the random share, every variable weighted the same
     check, weights = held_out(pts, observed, 0.1, seed=1, shaped=np.zeros(2, dtype=bool))
     assert np.array_equal(check, check_entries(observed, 0.1, seed=1)) and weights is None
+
+
+def test_a_variable_not_shaped_gets_a_random_share_even_where_its_gaps_are_far():
+    x, observed = _survey()
+    held = matched_entries(x, observed, 0.15, seed=3, shaped=np.zeros(2, dtype=bool))[:, 0]
+    rows = np.flatnonzero(observed[:, 0])
+    assert held.sum() == round(0.15 * rows.size)
+    d_check = cKDTree(x[observed[:, 0] & ~held]).query(x[held])[0]
+    assert np.mean(d_check < 0.3) > 0.4  # random sites mostly sit in a cluster

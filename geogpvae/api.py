@@ -504,7 +504,12 @@ class GPVAEImputer:
             "config": cfg.to_dict(),
         }
         if self.engine_ is not None:
-            options["threads"] = str(self.engine_.threads_)
+            eng = self.engine_
+            options["threads"] = str(eng.threads_)
+            if eng.kl_factor_ is not None:  # what beta="auto" chose, as a multiple of the base weight
+                options["kl_factor"] = float(eng.kl_factor_)
+            if len(eng.clustered_gaps_) == len(self.vars_):  # known after a fit in this session
+                options["clustered_gaps"] = [v for v, c in zip(self.vars_, eng.clustered_gaps_) if c]
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load
@@ -743,7 +748,10 @@ def impute(
         * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is);
         * ``v_imputed``: int8 flag, 0 observed, 1 imputed, -127 no value.
 
-        ``history`` and ``geogpvae_*`` global attributes record the call and every option.
+        ``history`` and ``geogpvae_*`` global attributes record the call and every option,
+        and what the fit chose from the data: ``geogpvae_kl_factor`` (the KL weight
+        ``beta="auto"`` picked, times the base weight) and ``geogpvae_clustered_gaps`` (the
+        variables whose gaps cluster, held out and calibrated in gaps).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 
     Raises

@@ -94,6 +94,9 @@ def test_grid_2d_imputed_and_input_untouched(grid):
     assert "impute(vars=['v0', 'v1', 'v2'], engine='spa', neighbours=8, epochs=5, seed=0" in line
     assert out.attrs["geogpvae_epochs"] == 5 and out.attrs["geogpvae_kernel"] == "matern32"
     assert json.loads(out.attrs["geogpvae_config"])["neighbours"] == 8
+    # what the fit chose from the data: beta="auto"'s factor and the variables whose gaps cluster
+    assert out.attrs["geogpvae_kl_factor"] in (1.0, 0.5, 0.2)
+    assert json.loads(out.attrs["geogpvae_clustered_gaps"]) == []  # values dropped at random
 
 
 def test_grid_3d_other_dim_order_descending_irregular_scaled():

@@ -196,6 +196,16 @@ def combine_posteriors(
     return mean, var
 
 
+def _decode(model: GPVAE, z: torch.Tensor) -> torch.Tensor:
+    """``model.decode(z)`` without a gradient, its ReLUs in place (the same numbers, half the
+    memory traffic of the large sample batches)."""
+    if type(model).decode is not GPVAE.decode or not isinstance(model.decoder, torch.nn.Sequential):
+        return model.decode(z)  # a decoder of its own
+    for i, layer in enumerate(model.decoder):  # (never in place on the caller's z)
+        z = z.relu_() if i > 0 and isinstance(layer, torch.nn.ReLU) else layer(z)
+    return z
+
+
 @torch.no_grad()
 def predictive_moments(
     model: GPVAE,
@@ -258,7 +268,7 @@ def predictive_moments(
     out = tuple(np.empty((mean.shape[0], len(loc))) for _ in range(4))
     for s in range(0, mean.shape[0], chunk):
         mu, v = mean[s : s + chunk], var[s : s + chunk]
-        dec = model.decode(mu + v.sqrt() * eps).to(f64)  # (S, B, K) standardised
+        dec = _decode(model, mu + v.sqrt() * eps).to(f64)  # (S, B, K) standardised
         comp = loc_t + scale_t * dec  # component means, modelled units
         m_model = comp.mean(0)
         if factor is not None:

@@ -211,3 +211,16 @@ def test_uncertain_anchors_are_smoothed_over_not_interpolated():
     want = (u / e).sum() / precision
     torch.testing.assert_close(mean[0, 0], want[0], rtol=2e-3, atol=1e-6)
     assert 0.9 < mean[0, 0] < 1.0
+
+
+def test_prediction_decoder_gives_the_model_decoder_numbers():
+    """The in-place decoder of prediction: the same numbers as ``model.decode``, input untouched."""
+    from geogpvae.engine.predict import _decode
+
+    torch.manual_seed(0)
+    model = GPVAE(3, 2, 2, encoder_hidden=(8,), decoder_hidden=(16, 8))
+    z = torch.randn(5, 40, 2)
+    before = z.clone()
+    with torch.no_grad():
+        assert torch.equal(_decode(model, z), model.decode(z))
+    assert torch.equal(z, before)

@@ -25,9 +25,29 @@ _GROUP_DEFAULTS = dict(betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=F
                        capturable=False, differentiable=False, fused=True, decoupled_weight_decay=False)
 
 
+_PROBED: dict[str, bool] = {}
+
+
+def _kernel_runs(device_type: str) -> bool:
+    """Whether this torch build has the fused Adam kernel for ``device_type`` (the package allows
+    torch from 2.1; the CPU kernel came later): one tiny step, tried once per process."""
+    if device_type not in _PROBED:
+        try:
+            p = torch.zeros(1, device=device_type)
+            torch._fused_adam_([p], [torch.ones_like(p)], [torch.zeros_like(p)], [torch.zeros_like(p)], [],
+                               [torch.ones((), device=device_type)], amsgrad=False, lr=0.1, beta1=0.9, beta2=0.999,
+                               weight_decay=0.0, eps=1e-8, maximize=False, grad_scale=None, found_inf=None)
+            _PROBED[device_type] = bool(torch.isfinite(p).all())
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _PROBED[device_type] = False
+    return _PROBED[device_type]
+
+
 def fused_supported(param: torch.Tensor) -> bool:
-    """Whether the fused kernel serves ``param`` (CPU or CUDA, float32 or float64)."""
-    return param.device.type in ("cpu", "cuda") and param.dtype in (torch.float32, torch.float64)
+    """Whether the fused kernel serves ``param`` (CPU or CUDA, float32 or float64, and a torch
+    build that has the kernel for its device)."""
+    return (param.device.type in ("cpu", "cuda") and param.dtype in (torch.float32, torch.float64)
+            and _kernel_runs(param.device.type))
 
 
 class FusedAdam:

@@ -95,3 +95,19 @@ def test_zero_grad_and_refusals():
         opt.load_state_dict({"state": {}, "param_groups": opt.state_dict()["param_groups"][:1]})
     with pytest.raises(ValueError, match="float32/float64"):
         FusedAdam([{"params": [torch.nn.Parameter(torch.ones(2, dtype=torch.float16))]}], lr=0.1)
+
+
+def test_builds_without_the_fused_kernel_fall_back_to_torch_optim(monkeypatch):
+    from geogpvae.engine import adam
+    from geogpvae.engine.config import GPVAEConfig
+    from geogpvae.engine.model import GPVAE
+    from geogpvae.engine.training import TrainState, _optimizer
+
+    p = torch.zeros(3)
+    monkeypatch.setattr(adam, "_PROBED", {})
+    assert adam.fused_supported(p)  # this build has it
+    monkeypatch.setattr(adam, "_PROBED", {})
+    monkeypatch.delattr(torch, "_fused_adam_")  # as torch 2.1-2.3 on the CPU
+    assert not adam.fused_supported(p)
+    opt = _optimizer(GPVAE(2, 2, 2, context_dim=0), GPVAEConfig(), TrainState(), 100)
+    assert isinstance(opt, torch.optim.Adam)

@@ -13,6 +13,7 @@ seeds, for each option set given as JSON.
     python benchmarks/tune_speed.py --threads 2 '{}' '{"epochs": 2000, "batch_size": 256}'
     python benchmarks/tune_speed.py --task synthetic '{}'
     python benchmarks/tune_speed.py --split matched '{}'   # Jura folds shaped like the validation sites
+    python benchmarks/tune_speed.py --task blocks --raw '{}'  # outages; coverage before calibration too
 """
 
 from __future__ import annotations
@@ -103,8 +104,25 @@ def block_tasks(n_tasks: int):
         yield ds, list(hidden), hidden
 
 
+def raw_coverage(engine, out, names, hidden) -> dict[str, float]:
+    """Mean over variables of the 95 % coverage before calibration and of the variance factors
+    (locations with, and without, own values); empty when the engine's rows cannot be matched
+    to the output's cells (C order of the field's array)."""
+    again, raw = engine.predict(), engine.predict(calibrated=False)
+    cov, f_own, f_none = [], [], []
+    for name, (mask, truth) in hidden.items():
+        j, flat = names.index(name), np.asarray(mask).ravel()
+        if again.mean.shape[0] != flat.size or not np.allclose(again.mean[flat, j], out[name].values[mask], rtol=1e-6):
+            return {}
+        cov.append(np.mean(np.abs(raw.mean[flat, j] - truth) < Z95 * raw.std[flat, j]))
+        factors = np.atleast_2d(engine.calibration_)[:, j]
+        f_own.append(factors[0])
+        f_none.append(factors[-1])
+    return {"raw_cov95": float(np.mean(cov)), "factor_own": float(np.mean(f_own)), "factor_none": float(np.mean(f_none))}
+
+
 def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False,
-        split: str = "random") -> dict[str, float]:
+        split: str = "random", raw: bool = False) -> dict[str, float]:
     rows = []
     tasks = {"jura": lambda: jura_folds(n_tasks, split=split), "synthetic": lambda: synthetic_tasks(n_tasks),
              "blocks": lambda: block_tasks(n_tasks)}[task]()
@@ -124,6 +142,8 @@ def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False,
             rec["steps"] = float(ts.steps)
             rec["best_step"] = float(ts.monitor.get("best_step", ts.steps))
             rec["kl_factor"] = float(imputer.engine_.kl_factor_ or np.nan)
+            if raw:
+                rec.update(raw_coverage(imputer.engine_, out, names, hidden))
             if trace:
                 print("   trace", [(s, round(v, 3)) for s, v in zip(ts.monitor.get("steps", []), ts.monitor.get("scores", []))][::5],
                       {k: round(v, 3) for k, v in rec.items()}, flush=True)
@@ -141,6 +161,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trace", action="store_true", help="print the stopping rule's scores")
+    p.add_argument("--raw", action="store_true", help="also the coverage before calibration and the factors")
     p.add_argument("--split", choices=["random", "matched"], default="random",
                    help="Jura folds: random, or distance-matched to the validation sites")
     args = p.parse_args()
@@ -148,10 +169,13 @@ def main() -> None:
     print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds; "
           f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}", flush=True)
     for text in args.options:
-        r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace, args.split)
+        r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace, args.split, args.raw)
         print(f"{text:60s} RMSE {r['rmse']:.3f} (sd {r['rmse_sd']:.3f}) NLL {r['nll']:.3f} "
               f"cov95 {r['cov95']:.3f} {r['seconds']:.1f} s {r['steps']:.0f} steps (best {r['best_step']:.0f}) "
               f"beta x{r['kl_factor']:.2f}", flush=True)
+        if "raw_cov95" in r:
+            print(f"{'':60s} raw cov95 {r['raw_cov95']:.3f}, variance factors {r['factor_own']:.2f} (own values) "
+                  f"{r['factor_none']:.2f} (none)", flush=True)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,19 @@ def test_grid_2d_imputed_and_input_untouched(grid):
     assert json.loads(out.attrs["geogpvae_clustered_gaps"]) == []  # values dropped at random
 
 
+def test_results_do_not_depend_on_the_units_of_the_coordinates():
+    """The same survey in km and in m: the kernel learns the same lengthscales (in each unit)."""
+    ds = make_gaussian_field(n_points=150, missing=0.4, seed=3)
+    in_m = ds.assign_coords(x=ds.x * 1000.0, y=ds.y * 1000.0)
+    fits = [GPVAEImputer(seed=0, progress=False, epochs=20, beta=1.0).fit(d) for d in (ds, in_m)]
+    outs = [f.impute(d) for f, d in zip(fits, (ds, in_m))]
+    ls = [f.engine_.model.kernel.lengthscale.detach().numpy() for f in fits]
+    np.testing.assert_allclose(ls[1], 1000.0 * ls[0], rtol=1e-3)
+    for v in ds.data_vars:
+        np.testing.assert_allclose(outs[1][v].values, outs[0][v].values, atol=5e-3)
+        np.testing.assert_allclose(outs[1][f"{v}_std"].values, outs[0][f"{v}_std"].values, atol=5e-3)
+
+
 def test_grid_3d_other_dim_order_descending_irregular_scaled():
     ds = make_gaussian_field((4, 6, 5), missing=0.4, seed=5, n_vars=2)
     ds = ds.assign_coords(

@@ -174,8 +174,10 @@ class LatentKernel(ChannelKernel):
 
     Notes
     -----
-    Hyperparameters are stored as unconstrained raw values mapped through softplus, which keeps
-    them positive during gradient descent.
+    Hyperparameters are stored as unconstrained raw values that keep them positive during
+    gradient descent: the outputscale through softplus, the lengthscale as the log of its ratio
+    to the initial lengthscale (buffer ``lengthscale_unit``), so that a step changes it by the
+    same factor whatever the units of the coordinates (metres or kilometres train alike).
     """
 
     def __init__(
@@ -201,7 +203,10 @@ class LatentKernel(ChannelKernel):
         os_ = torch.broadcast_to(os_, (self.n_channels,)).clone()
         if (ls <= 0).any() or (os_ <= 0).any():
             raise ValueError("lengthscale and outputscale must be positive")
-        raw_ls, raw_os = _softplus_inverse(ls), _softplus_inverse(os_)
+        # lengthscales are learnt on a log scale relative to their start, so that training does
+        # not depend on the units of the coordinates
+        self.register_buffer("lengthscale_unit", ls.clone())
+        raw_ls, raw_os = torch.zeros_like(ls), _softplus_inverse(os_)
         if learn_lengthscale:
             self.raw_lengthscale = nn.Parameter(raw_ls)
         else:
@@ -214,7 +219,15 @@ class LatentKernel(ChannelKernel):
     @property
     def lengthscale(self) -> torch.Tensor:
         """Lengthscales, shape (L, D), in input units."""
-        return F.softplus(self.raw_lengthscale)
+        return self.lengthscale_unit * torch.exp(self.raw_lengthscale)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # models saved before the unit existed stored softplus^-1(lengthscale): convert
+        if prefix + "lengthscale_unit" not in state_dict and prefix + "raw_lengthscale" in state_dict:
+            old = state_dict[prefix + "raw_lengthscale"]
+            state_dict[prefix + "raw_lengthscale"] = torch.log(F.softplus(old))
+            state_dict[prefix + "lengthscale_unit"] = torch.ones_like(old)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @property
     def outputscale(self) -> torch.Tensor:

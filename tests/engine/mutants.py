@@ -5,6 +5,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py            # every mutant against tests/engine/test_elbo.py
     python tests/engine/mutants.py tests/     # against the whole suite (slow)
     python tests/engine/mutants.py -k selection tests/engine/test_selection.py   # beta="auto"
+    python tests/engine/mutants.py -k kernel tests/gp/test_kernels.py tests/test_api.py
     python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
@@ -75,6 +76,9 @@ MUTANTS = {
         "            pass\n        return chosen"),
     "selection: scored on live, not averaged, weights": (
         "geogpvae/engine/selection.py", "        core.load_state_dict({**live, **state.average})", "        pass"),
+    "kernel: lengthscale learnt in coordinate units": (
+        "geogpvae/gp/kernels.py", 'self.register_buffer("lengthscale_unit", ls.clone())',
+        'self.register_buffer("lengthscale_unit", torch.ones_like(ls))'),
     "holdout: check score ignores the task weights": (
         "geogpvae/engine/stopping.py", "    if check.weights is None:\n", "    if True:\n"),
     "holdout: weights from the observed, not the missing, counts": (

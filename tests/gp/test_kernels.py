@@ -136,3 +136,18 @@ def test_matern_root_equals_the_masked_root_bit_for_bit(kind, dtype):
         results.append((cov.detach(), ls.grad))
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
     assert torch.all(results[0][0].diagonal(dim1=-2, dim2=-1) == 1.0) and torch.all(results[0][0][:, :, 1, 3] == 1.0)
+
+
+def test_lengthscales_are_learnt_relative_to_their_start_and_old_state_loads():
+    k = LatentKernel("rbf", 2, 2, lengthscale=[[300.0, 30.0], [0.3, 3.0]])
+    torch.testing.assert_close(k.lengthscale, torch.tensor([[300.0, 30.0], [0.3, 3.0]]))
+    # raw is the log of the ratio to the start: 0 for every start, whatever the units
+    torch.testing.assert_close(k.raw_lengthscale, torch.zeros(2, 2))
+    with torch.no_grad():
+        k.raw_lengthscale += math.log(2.0)  # one step changes every lengthscale by the same factor
+    torch.testing.assert_close(k.lengthscale, torch.tensor([[600.0, 60.0], [0.6, 6.0]]))
+    # a model saved before the unit existed stored softplus^-1(lengthscale) and no unit
+    old = {"raw_lengthscale": torch.log(torch.expm1(torch.tensor([[0.5, 2.0], [1.0, 4.0]]))),
+           "raw_outputscale": k.raw_outputscale.detach().clone()}
+    k.load_state_dict(old)
+    torch.testing.assert_close(k.lengthscale, torch.tensor([[0.5, 2.0], [1.0, 4.0]]))

@@ -328,10 +328,10 @@ class GPVAEEngine:
         torch.manual_seed(cfg.seed)
         selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
         fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
-        self.clustered_gaps_ = (clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
-                                if cfg.extra.get("holdout") != "random" else np.zeros(k, dtype=bool))
-        check, weights = held_out(x, observed, fraction, seed=cfg.seed, shaped=self.clustered_gaps_,
-                                  backend=cfg.neighbour_backend)
+        self.clustered_gaps_ = np.zeros(k, dtype=bool)
+        if cfg.extra.get("holdout") != "random" and (fraction > 0 or cfg.calibrate):  # else unused
+            self.clustered_gaps_ = clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
+        check, weights = held_out(x, observed, fraction, seed=cfg.seed, shaped=self.clustered_gaps_, backend=cfg.neighbour_backend)
         if cfg.context_scales and x is self._x and self._context_index is None:
             self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,

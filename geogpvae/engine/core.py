@@ -22,9 +22,9 @@ import torch
 from .._version import __version__
 from ..errors import InputError
 from ..gp.neighbours import knn
-from .calibration import REGIMES, choose_factors, hide_values
+from .calibration import calibrate
 from .config import GPVAEConfig
-from .holdout import clustered_gaps, held_out, matched_entries
+from .holdout import clustered_gaps, held_out
 from .inputs import (
     centre,
     check_coordinates,
@@ -38,6 +38,7 @@ from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
 from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
+from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
 from .training import (
     FieldData,
@@ -80,40 +81,9 @@ class Prediction:
     source: np.ndarray
 
 
-@dataclass
-class _Field:
-    """Tensors of one field for prediction."""
-
-    x: torch.Tensor
-    y: torch.Tensor
-    observed: torch.Tensor
-    context: torch.Tensor | None
-    in_range: torch.Tensor | None = None
-
-
 #: locations predicted at a time (a multiple of the chunks of :mod:`geogpvae.engine.predict`,
 #: so that a field of up to this many locations is one pass); progress is reported after each
 PREDICT_CHUNK = 65536
-
-
-def _rows_of(field: _Field) -> Callable[[slice], _Field]:
-    """A function giving the target field of a slice of ``field``'s rows."""
-
-    def take(rows: slice) -> _Field:
-        def part(t: torch.Tensor | None) -> torch.Tensor | None:
-            return None if t is None else t[rows]
-
-        return _Field(field.x[rows], field.y[rows], field.observed[rows], part(field.context),
-                      part(field.in_range))
-
-    return take
-
-
-def _self_index(anchor: dict[str, torch.Tensor], n: int) -> np.ndarray:
-    """For each of ``n`` locations, its row among the anchors, or -1 (not an anchor)."""
-    index = np.full(n, -1)
-    index[anchor["index"].cpu().numpy()] = np.arange(len(anchor["index"]))
-    return index
 
 
 class GPVAEEngine:
@@ -263,7 +233,7 @@ class GPVAEEngine:
         self._train(x, y, observed, resume, callback, should_stop)
         self._anchor = self._anchors(self._training_field())
         if self.config.calibrate and not self.interrupted:
-            self.calibration_ = self._calibrate()
+            self.calibration_ = calibrate(self)
         return self
 
     def _standardise(
@@ -662,99 +632,6 @@ class GPVAEEngine:
             dist, _ = knn(self._x, kk, query=xq, backend=self.config.neighbour_backend)
             target.in_range = torch.as_tensor(dist[:, -1] <= self.context_radius_, device=dev)
         return target
-
-    # ------------------------------------------------------------------ calibration
-    @torch.no_grad()
-    def _calibrate(
-        self, rounds: int = 5, fraction: float = 0.1, whole: float = 0.05, max_targets: int = 8000
-    ) -> np.ndarray:
-        """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
-
-        In each round a ``fraction`` of the observed values (in gaps shaped like the missing
-        values for variables whose gaps cluster, :attr:`clustered_gaps_`; at random otherwise),
-        plus every value of a random ``whole`` fraction of the locations, is hidden (from the locations' own inputs,
-        their neighbours' context and the anchors alike), the field is predicted, and the
-        standardised errors of the hidden values are collected, separately for targets that
-        keep observed values of their own and targets that keep none. For each of these two
-        regimes and each variable the factor is the mean squared standardised error (the
-        factor that minimises the Gaussian negative log-likelihood of the hidden values, so
-        that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
-        every candidate source (encoder, neighbours, combined) is scored in each regime and
-        the one with the lowest calibrated negative log-likelihood is kept
-        (:attr:`predict_mode_`). Cells with fewer than 20 hidden values keep factor 1 (or the
-        other regime's factor).
-
-        At most ``max_targets`` locations are predicted per round (8,000: on the SPE10 tuning
-        split, mask seed 1, 8,000 and 20,000 gave the same scores, RMSE 0.454, NLL 0.503 and
-        0.502, and 8,000 saved 13 s of the whole call; see docs/benchmarks.md).
-
-        Returns
-        -------
-        ndarray, shape (2, K)
-            Factors for locations with (row 0) and without (row 1) observed values.
-        """
-        cfg = self.config
-        rng = np.random.default_rng(cfg.seed + 7)
-        k = len(self.names)
-        candidates = self._calibration_candidates()
-        stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)])
-                 for r in REGIMES for m in candidates[r]}
-        with Progress(self.progress, rounds, "calibration", unit="rounds") as bar:
-            for r in range(rounds):
-                shaped = None if not self.clustered_gaps_.any() else matched_entries(
-                    self._x, self._observed, fraction, seed=cfg.seed + 7 + r, backend=cfg.neighbour_backend,
-                    shaped=self.clustered_gaps_)
-                hide, rows = hide_values(self._observed, rng, fraction, whole, max_targets, values=shaped)
-                if rows.size:
-                    self._score_hidden(hide, rows, candidates, stats, tick=bar.within)
-                bar.update(r + 1)
-        factors, chosen, self.calibration_nll_ = choose_factors(stats, candidates)
-        self.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
-        return factors
-
-    def _calibration_candidates(self) -> dict[str, list[str]]:
-        """The latent sources scored in each regime: all for ``"auto"``, else the fixed one."""
-        if self.config.predict_mode != "auto":
-            fixed = self._regime_modes(self.config.predict_mode)
-            return {r: [fixed[r]] for r in REGIMES}
-        unobserved = ["neighbours"] + (["encoder", "combined"] if self.model.context_dim else [])
-        return {"observed": ["encoder", "combined", "neighbours"], "unobserved": unobserved}
-
-    def _score_hidden(self, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
-                      stats: dict, tick: Callable[[float], None] | None = None) -> None:
-        """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
-
-        ``stats[(regime, mode)]`` holds, per variable, lists of squared standardised errors
-        and of log predictive variances (uncalibrated). ``tick(part)`` is told the share of
-        the work done (progress inside long rounds).
-        """
-        cfg = self.config
-        visible = self._observed & ~hide
-        field = self._make_field(self._x, np.where(visible, self._y, 0.0), visible)
-        anchor = self._anchors(field)
-        self_index = _self_index(anchor, field.x.shape[0])
-        rows_t = torch.as_tensor(rows, device=self.device)
-        target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
-                        None if field.context is None else field.context[rows_t])
-        if tick is not None:
-            tick(0.5)  # the context and the encoder pass over the whole field are done
-        parts = self._sources(target, anchor, self_index[rows])
-        own = visible[rows].any(1)
-        truth = self.loc + self.scale * self._y[rows]
-        for regime, in_regime in (("observed", own), ("unobserved", ~own)):
-            if not in_regime.any():
-                continue
-            sub = torch.as_tensor(np.flatnonzero(in_regime), device=self.device)
-            for mode in candidates[regime]:
-                mean, var, _ = self._select(parts, {"observed": mode, "unobserved": mode})
-                _, _, mm, sm = self._moments(mean[sub], var[sub], samples=cfg.samples,
-                                             seed=cfg.seed + 11, calibrated=False)
-                z = (truth[in_regime] - mm) / sm
-                sq, lv = stats[(regime, mode)]
-                for j in range(len(self.names)):
-                    sel = hide[rows[in_regime], j]
-                    sq[j].append(z[sel, j] ** 2)
-                    lv[j].append(2 * np.log(sm[sel, j]))
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:

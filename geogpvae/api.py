@@ -400,6 +400,7 @@ class GPVAEImputer:
             )
             if log:
                 made[name].attrs["geogpvae_point_estimate"] = "mean"
+            made[name + STD_SUFFIX].attrs.update(self._variance_factors(j))
             for key, var in made.items():
                 out[key] = var
         return self._provenance(out)
@@ -420,7 +421,9 @@ class GPVAEImputer:
         xarray.Dataset
             On the locations' dims and coordinates: for each variable ``v`` its predictive
             mean ``v`` (for log variables the mean of the back-transformed predictive) and
-            ``v_std``, with the training variable's attributes, in its float dtype.
+            ``v_std``, with the training variable's attributes, in its float dtype; the
+            calibration and provenance attributes are those of :func:`impute` (at new
+            locations the ``unobserved`` factor applies).
 
         Raises
         ------
@@ -467,7 +470,21 @@ class GPVAEImputer:
         value.attrs["ancillary_variables"] = " ".join(ancillary)
         if log:
             value.attrs["geogpvae_point_estimate"] = "mean"
+        made[name + STD_SUFFIX].attrs.update(self._variance_factors(j))
         return {name: value, name + STD_SUFFIX: made[name + STD_SUFFIX]}
+
+    def _variance_factors(self, j: int) -> dict[str, float]:
+        """``v_std`` attributes: the factors variable ``j``'s predictive variance was multiplied
+        by (calibration, :mod:`geogpvae.engine.calibration`) at locations with observed values
+        of their own and at those without; none when calibration did not run."""
+        eng = self.engine_
+        if eng.calibration_ is None or not eng.config.calibrate or eng.interrupted:
+            return {}
+        factors = np.atleast_2d(eng.calibration_)  # (2, K); (1, K) from a one-row calibration
+        return {
+            "geogpvae_variance_factor_observed": float(factors[0, j]),
+            "geogpvae_variance_factor_unobserved": float(factors[min(1, len(factors) - 1), j]),
+        }
 
     # ------------------------------------------------------------------ provenance
     def _call(self, method: str) -> str:
@@ -510,6 +527,8 @@ class GPVAEImputer:
                 options["kl_factor"] = float(eng.kl_factor_)
             if len(eng.clustered_gaps_) == len(self.vars_):  # known after a fit in this session
                 options["clustered_gaps"] = [v for v, c in zip(self.vars_, eng.clustered_gaps_) if c]
+            if eng.predict_mode_ is not None:  # predict_mode="auto": calibration's choice per regime
+                options["predict_mode_chosen"] = eng.predict_mode_
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load
@@ -745,13 +764,21 @@ def impute(
           names ``v_std v_imputed``. For a log-transformed variable the fill is the mean of
           the back-transformed (log-normal mixture) predictive, with
           ``geogpvae_point_estimate = "mean"``, and ``v_std`` its exact standard deviation;
-        * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is);
+        * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is),
+          with the variance calibration it went through (absent with ``calibrate=False``):
+          ``geogpvae_variance_factor_observed`` and ``geogpvae_variance_factor_unobserved``
+          (floats), the factors the predictive variance of ``v`` was multiplied by (in the
+          modelled space: the log for a log-transformed variable) at locations with observed
+          values of their own and at locations with none;
         * ``v_imputed``: int8 flag, 0 observed, 1 imputed, -127 no value.
 
         ``history`` and ``geogpvae_*`` global attributes record the call and every option,
         and what the fit chose from the data: ``geogpvae_kl_factor`` (the KL weight
-        ``beta="auto"`` picked, times the base weight) and ``geogpvae_clustered_gaps`` (the
-        variables whose gaps cluster, held out and calibrated in gaps).
+        ``beta="auto"`` picked, times the base weight), ``geogpvae_clustered_gaps`` (the
+        variables whose gaps cluster, held out and calibrated in gaps) and, with
+        ``predict_mode="auto"`` and calibration on, ``geogpvae_predict_mode_chosen`` (the
+        latent source calibration chose for each regime, a JSON object such as
+        ``{"observed": "combined", "unobserved": "neighbours"}``).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 
     Raises

@@ -99,6 +99,42 @@ def test_grid_2d_imputed_and_input_untouched(grid):
     assert json.loads(out.attrs["geogpvae_clustered_gaps"]) == []  # values dropped at random
 
 
+_FACTORS = ("geogpvae_variance_factor_observed", "geogpvae_variance_factor_unobserved")
+
+
+def test_output_records_what_calibration_did(fitted, sites, tmp_path):
+    """Each v_std carries its variable's variance factors (row 0: locations with observed values
+    of their own, row 1: none) and the globals the sources predict_mode="auto" chose; both
+    survive a netCDF file, and predict() at new locations carries them too."""
+    eng = fitted.engine_
+    assert eng.calibration_.shape == (2, 3) and (eng.calibration_[0] != eng.calibration_[1]).any()
+    out = fitted.impute(sites)
+    path = geogpvae.to_netcdf(out, tmp_path / "calibrated.nc")
+    grid = xr.Dataset(coords={"x": np.linspace(0, 1, 3), "y": np.linspace(0, 1, 4)})
+    new = fitted.predict(grid)
+    with geogpvae.open_dataset(path) as back:
+        for ds in (out, back, new):
+            for j, v in enumerate(fitted.vars_):
+                attrs = ds[f"{v}_std"].attrs
+                assert all(isinstance(attrs[a], float) for a in _FACTORS)
+                assert [attrs[a] for a in _FACTORS] == [eng.calibration_[0, j], eng.calibration_[1, j]]
+                assert not any(a.startswith("geogpvae_variance") for a in ds[v].attrs)
+            assert json.loads(ds.attrs["geogpvae_predict_mode_chosen"]) == eng.predict_mode_
+    assert set(eng.predict_mode_) == {"observed", "unobserved"}
+
+
+def test_no_calibration_attributes_without_calibration(grid, tmp_path):
+    out = impute(grid, **TINY)  # calibrate=False
+    path = geogpvae.to_netcdf(out, tmp_path / "raw.nc")
+    with geogpvae.open_dataset(path) as back:
+        for ds in (out, back):
+            assert "geogpvae_predict_mode_chosen" not in ds.attrs
+            for v in ("v0", "v1", "v2"):
+                assert not set(_FACTORS) & set(ds[f"{v}_std"].attrs)
+            floats = [a for a in ds.attrs.values() if isinstance(a, float)]
+            assert np.isfinite(floats).all()
+
+
 def test_results_do_not_depend_on_the_units_of_the_coordinates():
     """The same survey in km and in m: the kernel learns the same lengthscales (in each unit)."""
     ds = make_gaussian_field(n_points=150, missing=0.4, seed=3)

@@ -111,8 +111,24 @@ def test_impute_gridded(data):
             assert set(np.unique(out[f"{v}_imputed"].values)) == {0, 1}
         assert out.attrs["geogpvae_command"].startswith("geogpvae impute ")
         assert int(out.attrs["geogpvae_neighbours"]) == 4
+        # calibrate=false: no calibration to record
+        assert "geogpvae_predict_mode_chosen" not in out.attrs
+        assert not [a for a in out.v0_std.attrs if a.startswith("geogpvae_variance_factor")]
     assert data["model"].is_file()
     src.close()
+
+
+def test_impute_records_the_calibration_in_the_file(data, tmp_path):
+    out, model = tmp_path / "calibrated.nc", tmp_path / "calibrated.pt"
+    job = ["--neighbours", "4", "--epochs", "3", *SMALL[:6], "-q"]  # SMALL without calibrate=false
+    assert main(["impute", str(data["grid"]), str(out), *job, "--save-model", str(model)]) == 0
+    engine = GPVAEImputer.load(model).engine_
+    with xr.open_dataset(out) as ds:
+        for j, v in enumerate(("v0", "v1", "v2")):
+            attrs = ds[f"{v}_std"].attrs
+            assert attrs["geogpvae_variance_factor_observed"] == engine.calibration_[0, j]
+            assert attrs["geogpvae_variance_factor_unobserved"] == engine.calibration_[1, j]
+        assert json.loads(ds.attrs["geogpvae_predict_mode_chosen"]) == engine.predict_mode_
 
 
 def test_impute_scattered_with_named_vars_and_coords(data, tmp_path):

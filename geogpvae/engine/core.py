@@ -432,13 +432,26 @@ class GPVAEEngine:
                 "index": torch.nonzero(has_obs).squeeze(1)}
 
     @torch.no_grad()
-    def _sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None) -> dict:
-        """Both latent posteriors at the targets: the neighbours' and the encoder's."""
+    def _sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
+                 need: torch.Tensor | None = None) -> dict:
+        """Both latent posteriors at the targets: the neighbours' and the encoder's.
+
+        ``need`` (bool, shape (M,)) limits the neighbours' posterior, the costly one, to the
+        targets that use it; the others get the prior there (mean 0, marginal variance).
+        """
         cfg, model = self.config, self.model
+        rows = None if need is None or bool(need.all()) else torch.nonzero(need).squeeze(1)
         mean_g, var_g = neighbour_posterior(
-            model, anchor["x"], anchor["mean"], anchor["var"], target.x,
-            neighbours=max(cfg.neighbours, 1), self_index=self_index, backend=cfg.neighbour_backend,
+            model, anchor["x"], anchor["mean"], anchor["var"], target.x if rows is None else target.x[rows],
+            neighbours=max(cfg.neighbours, 1), backend=cfg.neighbour_backend,
+            self_index=self_index if rows is None or self_index is None else self_index[rows.cpu().numpy()],
         )
+        if rows is not None:
+            prior = (model.kernel.outputscale * (1.0 + model.jitter)).detach().to(mean_g.dtype)
+            full_mean = mean_g.new_zeros((target.x.shape[0], model.latent_dim))
+            full_var = prior.expand(target.x.shape[0], model.latent_dim).clone()
+            full_mean[rows], full_var[rows] = mean_g, var_g
+            mean_g, var_g = full_mean, full_var
         mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
         return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
                 "has_own": target.observed.any(1), "in_range": getattr(target, "in_range", None)}
@@ -489,7 +502,15 @@ class GPVAEEngine:
     def _latent(
         self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        return self._select(self._sources(target, anchor, self_index), mode)
+        """The latent posterior of the targets, the neighbours' computed only where used."""
+        modes = self._regime_modes(mode)
+        uses = {m: m in ("neighbours", "combined") for m in ("encoder", "neighbours", "combined")}
+        has_own = target.observed.any(1)
+        need = (has_own & uses[modes["observed"]]) | (~has_own & uses[modes["unobserved"]])
+        in_range = getattr(target, "in_range", None)
+        if in_range is not None:  # beyond the encoder's range the neighbours stand in
+            need = need | (~has_own & ~in_range)
+        return self._select(self._sources(target, anchor, self_index, need), modes)
 
     def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None) -> tuple[np.ndarray, ...]:
         """Predictive moments; calibrated with the factors of each location's regime."""

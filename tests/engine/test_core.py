@@ -7,6 +7,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
+from geogpvae.engine.targets import _self_index
 from geogpvae.errors import InputError
 
 
@@ -55,6 +56,28 @@ def test_all_prediction_modes_and_sources(field, trained):
         assert np.isfinite(pred.mean).all() and (pred.std > 0).all()
         # the neighbourhood-aware encoder also informs locations with nothing observed
         assert (pred.source == code).all()
+
+
+def test_neighbours_posterior_computed_only_where_used_changes_nothing(trained):
+    # prediction skips the neighbours' conditional where the mode does not use it: the latent
+    # posterior must be that of the full computation, row for row, in every mode
+    eng = trained
+    field = eng._training_field()
+    anchor = eng._anchor
+    self_index = _self_index(anchor, field.x.shape[0])
+    regimes = [{"observed": m, "unobserved": u} for m in ("encoder", "neighbours", "combined")
+               for u in ("neighbours", "encoder", "combined")]
+    chosen = eng.predict_mode_
+    try:
+        for modes in regimes:
+            full = eng._select(eng._sources(field, anchor, self_index), modes)
+            eng.predict_mode_ = modes
+            lazy = eng._latent(field, anchor, self_index, "auto")
+            for a, b in zip(full[:2], lazy[:2]):  # the same up to float round-off (batch sizes)
+                torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=str(modes))
+            np.testing.assert_array_equal(full[2], lazy[2])
+    finally:
+        eng.predict_mode_ = chosen
 
 
 def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):

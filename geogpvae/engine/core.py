@@ -37,7 +37,7 @@ from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
-from .selection import SELECTION_HOLDOUT, select_kl_factor, selection_epochs
+from .selection import SELECTION_HOLDOUT, SELECTION_SHARE, select_kl_factor, selection_epochs
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
 from .training import (
@@ -347,7 +347,9 @@ class GPVAEEngine:
         chosen = select_kl_factor(
             lambda factor: _distributed(self._build_model(k, x.shape[1], n, factor), self.device),
             # a share of the step budget (with the stopping rule: of the budget it would replace)
-            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n)), should_stop=should_stop,
+            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n),
+                                                     cfg.extra.get("selection_share", SELECTION_SHARE)),
+            should_stop=should_stop,
             progress=self.progress,
         )
         self.kl_scores_ = dict(chosen.scores)

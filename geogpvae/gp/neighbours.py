@@ -505,6 +505,45 @@ def shared_stencils(
     return stencil.astype(np.int64), offsets, vf, nbr_c
 
 
+def distinct_offsets(
+    points: np.ndarray, nbr: np.ndarray, centres: np.ndarray, *, max_distinct: int = 1024
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The distinct offsets from each centre to its neighbours and to itself.
+
+    On a lattice a few dozen offsets describe every neighbour set, so a stationary kernel's
+    covariance blocks can be gathered from one small table of the offsets' pairwise
+    covariances instead of being evaluated cell by cell.
+
+    Parameters
+    ----------
+    points : array, shape (N, D)
+        The locations ``nbr`` indexes.
+    nbr : array of int, shape (M, H)
+        Neighbours of each centre (-1 padded).
+    centres : array, shape (M, D)
+    max_distinct : int
+        Give up (return None) beyond this many distinct offsets (scattered points).
+
+    Returns
+    -------
+    None or tuple
+        ``(offsets, ids)``: the distinct offsets (U, D), in the points' units, and the offset
+        of every slot (M, H + 1), the last slot being the centre itself (offset 0, as are the
+        padded slots). Offsets equal to within 1e-9 of the domain's extent are taken as equal.
+    """
+    pts = _as_points(points)
+    m, h = nbr.shape
+    q, _ = _quantised_offsets(pts, nbr, centres)
+    flat = np.concatenate([q, np.zeros((m, 1, q.shape[2]), dtype=q.dtype)], axis=1).reshape(m * (h + 1), -1)
+    _, first, ids = np.unique(_row_hash(flat), return_index=True, return_inverse=True)
+    if len(first) > max_distinct or not np.array_equal(flat, flat[first][ids.ravel()]):
+        return None  # too many to tabulate, or a hash collision: let the caller compute directly
+    row, slot = np.divmod(first, h + 1)
+    j = np.where(slot < h, nbr[row, np.minimum(slot, h - 1)], -1)
+    offsets = np.where((j >= 0)[:, None], pts[np.maximum(j, 0)] - centres[row], 0.0)
+    return offsets, ids.reshape(m, h + 1).astype(np.int64)
+
+
 def _group_rows(sig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first row of every distinct integer row of ``sig`` and every row's group, exactly."""
     _, first, group = np.unique(_row_hash(sig), return_index=True, return_inverse=True)

@@ -224,3 +224,38 @@ def test_prediction_decoder_gives_the_model_decoder_numbers():
     with torch.no_grad():
         assert torch.equal(_decode(model, z), model.decode(z))
     assert torch.equal(z, before)
+
+
+def test_lattice_kernel_blocks_gathered_from_offsets_equal_the_kernel():
+    """On a lattice the neighbour sets' kernel blocks come from a table of distinct offsets:
+    they must equal the kernel evaluated on each set's locations, and so must the posterior."""
+    from geogpvae.engine import predict
+    from geogpvae.gp.neighbours import knn
+
+    torch.manual_seed(2)
+    model = GPVAE(2, 2, 2, encoder_hidden=(8,), decoder_hidden=(8,), lengthscale=0.3).double()
+    with torch.no_grad():  # anisotropic, per channel
+        model.kernel.raw_lengthscale.copy_(torch.tensor([[0.4, -0.3], [-0.2, 0.5]]))
+    g = np.stack(np.meshgrid(np.arange(15) * 0.07, np.arange(12) * 0.05, indexing="ij"), -1).reshape(-1, 2)
+    keep = np.random.default_rng(0).random(len(g)) > 0.15  # holes: neighbour sets of many shapes
+    xa, xt = g[keep], g
+    _, idx = knn(xa, 6, query=xt)
+    blocks = predict._tabulated_blocks(model.kernel, xa, xt, idx, torch.zeros((), dtype=torch.float64))
+    assert blocks is not None  # a lattice: few distinct offsets
+    pts = torch.as_tensor(np.concatenate([xa[idx], xt[:, None]], 1))
+    torch.testing.assert_close(blocks, model.kernel.blocks(pts), rtol=1e-10, atol=1e-12)
+
+    xa_t, xt_t = torch.as_tensor(xa), torch.as_tensor(xt)
+    ma = torch.randn(len(xa), 2, dtype=torch.float64)
+    va = torch.rand(len(xa), 2, dtype=torch.float64) * 0.5 + 0.1
+    self_index = np.full(len(xt), -1)
+    self_index[np.flatnonzero(keep)] = np.arange(keep.sum())
+    gathered = predict.neighbour_posterior(model, xa_t, ma, va, xt_t, neighbours=6, self_index=self_index)
+    original = predict._tabulated_blocks
+    try:
+        predict._tabulated_blocks = lambda *args: None  # the kernel evaluated set by set
+        direct = predict.neighbour_posterior(model, xa_t, ma, va, xt_t, neighbours=6, self_index=self_index)
+    finally:
+        predict._tabulated_blocks = original
+    for a, b in zip(gathered, direct):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -124,3 +124,19 @@ def test_bad_input():
     with pytest.raises(ValueError, match="unknown neighbour backend"):
         choose_backend("annoy", 2)
     assert choose_backend("auto", 3) in ("kdtree", "faiss")
+
+
+def test_distinct_offsets_describe_every_slot_and_give_up_on_scattered_points():
+    from geogpvae.gp.neighbours import distinct_offsets
+
+    g = np.stack(np.meshgrid(np.arange(20.0), np.arange(9.0) * 2.5, indexing="ij"), -1).reshape(-1, 2)
+    nbr = knn(g, 8, query=g)[1]
+    nbr[::7, -1] = -1  # padded slots
+    offsets, ids = distinct_offsets(g, nbr, g)
+    assert ids.shape == (len(g), 9) and len(offsets) < 60
+    valid = nbr >= 0
+    want = np.where(valid[..., None], g[np.maximum(nbr, 0)] - g[:, None], 0.0)
+    np.testing.assert_allclose(offsets[ids[:, :8]], want, atol=1e-12)
+    np.testing.assert_array_equal(offsets[ids[:, 8]], 0.0)  # the centre itself
+    scattered = np.random.default_rng(0).random((300, 2))
+    assert distinct_offsets(scattered, knn(scattered, 8, query=scattered)[1], scattered, max_distinct=200) is None

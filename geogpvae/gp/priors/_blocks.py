@@ -33,8 +33,13 @@ def prior_block(
         Covariances; rows and columns of padded slots are those of the identity, so they are
         independent of everything else and contribute nothing to conditionals or KL terms.
     """
-    cov = kernel.blocks(points)  # (B, L, M, M)
-    m = points.shape[-2]
+    return finish_block(kernel.blocks(points), kernel, valid, jitter)
+
+
+def finish_block(cov: torch.Tensor, kernel: ChannelKernel, valid: torch.Tensor, jitter: float) -> torch.Tensor:
+    """:func:`prior_block` from the kernel's covariance blocks ``cov`` (B, L, M, M): the nugget
+    on the diagonal and the padded slots decoupled."""
+    m = cov.shape[-1]
     eye = torch.eye(m, dtype=cov.dtype, device=cov.device)
     scale = kernel.outputscale[:, None, None]
     cov = cov + (jitter * scale) * eye

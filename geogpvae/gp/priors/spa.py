@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from ..kernels import ChannelKernel
-from ._blocks import prior_block, spd_solve
+from ._blocks import finish_block, prior_block, spd_solve
 
 __all__ = ["SPAPrior", "spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
 
@@ -46,6 +46,7 @@ def spa_conditional(
     nbr_valid: torch.Tensor,
     jitter: float,
     nbr_noise: torch.Tensor | None = None,
+    kernel_blocks: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weights and variance of ``p(z_target | Z_nbr)`` under the latent GP prior.
 
@@ -64,6 +65,10 @@ def spa_conditional(
         Relative nugget of the prior (see :func:`geogpvae.gp.priors._blocks.prior_block`).
     nbr_noise : Tensor, shape (B, L, H), optional
         Variance of the noise on each neighbour and channel (ignored at padded slots).
+    kernel_blocks : Tensor, shape (B, L, H+1, H+1), optional
+        The kernel's covariances of the neighbours and the target (last), when known already
+        (prediction gathers them from the distinct offsets of a lattice); else computed from
+        the locations.
 
     Returns
     -------
@@ -74,9 +79,12 @@ def spa_conditional(
         ``k_target,target - k_target,n K_nn^{-1} k_n,target`` (nugget included).
     """
     b_size, h = x_nbr.shape[0], x_nbr.shape[1]
-    pts = torch.cat([x_nbr, x_target.unsqueeze(1)], dim=1)  # (B, H+1, D)
     valid = torch.cat([nbr_valid, nbr_valid.new_ones(b_size, 1)], dim=1)
-    cov = prior_block(kernel, pts, valid, jitter)  # (B, L, H+1, H+1)
+    if kernel_blocks is None:
+        pts = torch.cat([x_nbr, x_target.unsqueeze(1)], dim=1)  # (B, H+1, D)
+        cov = prior_block(kernel, pts, valid, jitter)  # (B, L, H+1, H+1)
+    else:
+        cov = finish_block(kernel_blocks, kernel, valid, jitter)
     if nbr_noise is not None:  # padded slots are decoupled: noise there changes nothing
         cov = cov + torch.diag_embed(torch.cat([nbr_noise, nbr_noise.new_zeros(nbr_noise.shape[:-1] + (1,))], -1))
     # The last column of the joint precision P = cov^{-1} holds the conditional:

@@ -86,7 +86,10 @@ def spa_conditional(
     else:
         cov = finish_block(kernel_blocks, kernel, valid, jitter)
     if nbr_noise is not None:  # padded slots are decoupled: noise there changes nothing
-        cov = cov + torch.diag_embed(torch.cat([nbr_noise, nbr_noise.new_zeros(nbr_noise.shape[:-1] + (1,))], -1))
+        if torch.is_grad_enabled() and (cov.requires_grad or nbr_noise.requires_grad):
+            cov = cov + torch.diag_embed(torch.cat([nbr_noise, nbr_noise.new_zeros(nbr_noise.shape[:-1] + (1,))], -1))
+        else:  # (cov is a new tensor) on the diagonal in place: the same sums, no (B, L, H+1, H+1) temporaries
+            cov.diagonal(dim1=-2, dim2=-1)[..., :h] += nbr_noise
     # The last column of the joint precision P = cov^{-1} holds the conditional:
     # Sigma_p = 1 / P_jj and b = -P_nj / P_jj.
     unit = torch.zeros(cov.shape[:-1] + (1,), dtype=cov.dtype, device=cov.device)

@@ -15,8 +15,9 @@ field being fitted can say which, so ``fit`` finds out from the field itself:
    model would be used), and the best one carries on for the rest of the budget with every
    observed value.
 
-With three candidates and a quarter of the budget each, a fit costs 1.5 times a fit with a
-fixed weight. Candidates and share were chosen on tuning splits that are never scored (Jura:
+With three candidates and 15 % of the budget each, a fit costs about 1.3 times a fit with a
+fixed weight (a quarter each, the earlier share, cost 1.5 times and chose no better on the tuning
+splits). Candidates and share were chosen on tuning splits that are never scored (Jura:
 cross-validation inside the training sites; SPE10: a second mask): see docs/benchmarks.md.
 """
 
@@ -38,7 +39,7 @@ __all__ = ["KL_FACTORS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "s
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
 KL_FACTORS = (1.0, 0.5, 0.2)
 #: Share of the epoch budget each candidate trains for before the choice.
-SELECTION_SHARE = 0.25
+SELECTION_SHARE = 0.15
 #: Share of each variable's observed values held out to score the candidates.
 SELECTION_HOLDOUT = 0.1
 

@@ -14,6 +14,7 @@ seeds, for each option set given as JSON.
     python benchmarks/tune_speed.py --task synthetic '{}'
     python benchmarks/tune_speed.py --split matched '{}'   # Jura folds shaped like the validation sites
     python benchmarks/tune_speed.py --task blocks --raw '{}'  # outages; coverage before calibration too
+    python benchmarks/tune_speed.py --references    # kriging, KNN and the mean on the same folds
 """
 
 from __future__ import annotations
@@ -153,9 +154,36 @@ def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False,
     }
 
 
+def jura_references(n_folds: int, split: str) -> dict[str, dict[str, float]]:
+    """The Jura benchmark's references (kriging, KNN, the mean) on the same folds, scored the same
+    way (mean over folds; KNNImputer gives no uncertainty, so NLL and coverage are NaN)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from jura import imputer_references, kriging_references
+
+    ds = load_jura()
+    rows: dict[str, list[dict[str, float]]] = {}
+    for work, _, hidden in jura_folds(n_folds, split=split):
+        scored, truth = hidden["Cd"]
+        hide = work.Cd.isnull().values  # validation sites and this fold
+        pick = scored[hide]  # the fold among the hidden sites
+        obs = ds.Cd.values[~hide]
+        refs = {"mean of the observed Cd": (np.full(hide.sum(), obs.mean()), np.full(hide.sum(), obs.std()), 0.0)}
+        refs.update(kriging_references(ds, hide))
+        refs.update(imputer_references(ds, hide, 0))
+        for name, (m, s, _) in refs.items():
+            rec = scores(np.asarray(m)[pick], np.ones(pick.sum()) if s is None else np.asarray(s)[pick], truth)
+            if s is None:  # a point prediction: no NLL, no interval
+                rec["nll"] = rec["cov95"] = float("nan")
+            rows.setdefault(name, []).append(rec)
+    return {name: {k: float(np.mean([r[k] for r in rs])) for k in rs[0]} for name, rs in rows.items()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("options", nargs="*", default=["{}"], help="option sets as JSON")
+    p.add_argument("options", nargs="*", help="option sets as JSON (default '{}', none with --references)")
     p.add_argument("--task", choices=["jura", "synthetic", "blocks"], default="jura")
     p.add_argument("--folds", type=int, default=5, help="folds (Jura) or fields (synthetic)")
     p.add_argument("--seeds", type=int, default=1)
@@ -164,11 +192,13 @@ def main() -> None:
     p.add_argument("--raw", action="store_true", help="also the coverage before calibration and the factors")
     p.add_argument("--split", choices=["random", "matched"], default="random",
                    help="Jura folds: random, or distance-matched to the validation sites")
+    p.add_argument("--references", action="store_true",
+                   help="Jura: also score kriging, KNNImputer and the mean on the same folds")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds; "
           f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}", flush=True)
-    for text in args.options:
+    for text in args.options or ([] if args.references else ["{}"]):
         r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace, args.split, args.raw)
         print(f"{text:60s} RMSE {r['rmse']:.3f} (sd {r['rmse_sd']:.3f}) NLL {r['nll']:.3f} "
               f"cov95 {r['cov95']:.3f} {r['seconds']:.1f} s {r['steps']:.0f} steps (best {r['best_step']:.0f}) "
@@ -176,6 +206,9 @@ def main() -> None:
         if "raw_cov95" in r:
             print(f"{'':60s} raw cov95 {r['raw_cov95']:.3f}, variance factors {r['factor_own']:.2f} (own values) "
                   f"{r['factor_none']:.2f} (none)", flush=True)
+    if args.references and args.task == "jura":
+        for name, r in jura_references(args.folds, args.split).items():
+            print(f"{name:60s} RMSE {r['rmse']:.3f} NLL {r['nll']:.3f} cov95 {r['cov95']:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -778,7 +778,8 @@ def impute(
         variables whose gaps cluster, held out and calibrated in gaps) and, with
         ``predict_mode="auto"`` and calibration on, ``geogpvae_predict_mode_chosen`` (the
         latent source calibration chose for each regime, a JSON object such as
-        ``{"observed": "combined", "unobserved": "neighbours"}``).
+        ``{"observed": "combined", "unobserved": "neighbours*2"}``, where ``"neighbours*2"`` is
+        the neighbours' GP conditional with the latent lengthscales doubled).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 
     Raises

@@ -156,8 +156,11 @@ class GPVAEConfig:
         Latent posterior at prediction for locations with observations: the encoder's, the GP
         conditional on the H nearest observed locations (paper section 3.3), or their
         combination. Locations without any observation always use the neighbours. ``"auto"``
-        scores the encoder and the combination on held-out values during calibration and keeps
-        the better (``"combined"`` when ``calibrate=False``).
+        scores every source on held-out values during calibration and keeps the best for each
+        (``"combined"`` when ``calibrate=False``); for locations without any observation that
+        includes the neighbours' conditional with the latent lengthscales stretched 2 or 4
+        times (``"neighbours*2"``, ``"neighbours*4"``; built-in kernels, no clustered gaps),
+        which often interpolates between the data better than the lengthscales the ELBO learns.
     calibrate : bool
         After training, rescale each variable's predictive variance so that values hidden from
         the model (a random tenth of the observed ones) are covered at their nominal rate.

@@ -21,8 +21,9 @@ import torch
 
 from .._version import __version__
 from ..errors import InputError
+from ..gp.kernels import stretched
 from ..gp.neighbours import knn
-from .calibration import calibrate
+from .calibration import calibrate, split_mode
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
 from .inputs import (
@@ -441,13 +442,9 @@ class GPVAEEngine:
         ``need`` (bool, shape (M,)) limits the neighbours' posterior, the costly one, to the
         targets that use it; the others get the prior there (mean 0, marginal variance).
         """
-        cfg, model = self.config, self.model
+        model = self.model
         rows = None if need is None or bool(need.all()) else torch.nonzero(need).squeeze(1)
-        mean_g, var_g = neighbour_posterior(
-            model, anchor["x"], anchor["mean"], anchor["var"], target.x if rows is None else target.x[rows],
-            neighbours=max(cfg.neighbours, 1), backend=cfg.neighbour_backend,
-            self_index=self_index if rows is None or self_index is None else self_index[rows.cpu().numpy()],
-        )
+        mean_g, var_g = self._neighbours(target.x, anchor, self_index, rows)
         if rows is not None:
             prior = (model.kernel.outputscale * (1.0 + model.jitter)).detach().to(mean_g.dtype)
             full_mean = mean_g.new_zeros((target.x.shape[0], model.latent_dim))
@@ -457,6 +454,18 @@ class GPVAEEngine:
         mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
         return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
                 "has_own": target.observed.any(1), "in_range": getattr(target, "in_range", None)}
+
+    def _neighbours(self, x: torch.Tensor, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
+                    rows: torch.Tensor | None = None, stretch: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The neighbours' GP conditional at locations ``x`` (or at ``x[rows]`` only), with the
+        latent lengthscales stretched by ``stretch`` (see :func:`split_mode`)."""
+        if rows is not None:
+            x = x[rows]
+            self_index = None if self_index is None else self_index[rows.cpu().numpy()]
+        with stretched(self.model.kernel, stretch):
+            return neighbour_posterior(self.model, anchor["x"], anchor["mean"], anchor["var"], x,
+                                       neighbours=max(self.config.neighbours, 1), self_index=self_index,
+                                       backend=self.config.neighbour_backend)
 
     def _regime_modes(self, mode: str) -> dict[str, str]:
         """The latent source for locations with and without observed values of their own."""
@@ -506,13 +515,22 @@ class GPVAEEngine:
     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
         """The latent posterior of the targets, the neighbours' computed only where used."""
         modes = self._regime_modes(mode)
+        base, stretch = split_mode(modes["unobserved"])
+        modes["unobserved"] = base
         uses = {m: m in ("neighbours", "combined") for m in ("encoder", "neighbours", "combined")}
         has_own = target.observed.any(1)
-        need = (has_own & uses[modes["observed"]]) | (~has_own & uses[modes["unobserved"]])
+        need = (has_own & uses[modes["observed"]]) | (~has_own & uses[base])
         in_range = getattr(target, "in_range", None)
         if in_range is not None:  # beyond the encoder's range the neighbours stand in
             need = need | (~has_own & ~in_range)
-        return self._select(self._sources(target, anchor, self_index, need), modes)
+        if stretch != 1.0:  # locations without values of their own: the stretched kernel, below
+            need = need & has_own
+        mean, var, source = self._select(self._sources(target, anchor, self_index, need), modes)
+        if stretch != 1.0 and not bool(has_own.all()):
+            rows = torch.nonzero(~has_own).squeeze(1)
+            mean[rows], var[rows] = self._neighbours(target.x, anchor, self_index, rows, stretch)
+            source[rows.cpu().numpy()] = 1
+        return mean, var, source
 
     def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None) -> tuple[np.ndarray, ...]:
         """Predictive moments; calibrated with the factors of each location's regime."""

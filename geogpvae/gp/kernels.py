@@ -18,14 +18,16 @@ cauchy     ``s / (1 + r^2)``
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-__all__ = ["KERNELS", "ChannelKernel", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist"]
+__all__ = ["KERNELS", "ChannelKernel", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist",
+           "stretchable", "stretched"]
 
 KERNELS = ("rbf", "matern12", "matern32", "matern52", "cauchy")
 
@@ -115,6 +117,34 @@ def sqdiff_to_sqdist(sqdiff: torch.Tensor, lengthscale: torch.Tensor) -> torch.T
     """
     r2 = sqdiff @ lengthscale.pow(-2).mT  # (..., n, m, L)
     return r2.movedim(-1, -3)
+
+
+def stretchable(kernel: nn.Module) -> bool:
+    """Whether :func:`stretched` can lengthen the kernel's lengthscales (the built-in kernels)."""
+    return isinstance(getattr(kernel, "lengthscale_unit", None), torch.Tensor)
+
+
+@contextlib.contextmanager
+def stretched(kernel: nn.Module, factor: float) -> Iterator[nn.Module]:
+    """The kernel with every lengthscale multiplied by ``factor``, for the duration of the block.
+
+    No gradient flows through the change, and the kernel is restored bit for bit afterwards
+    (its ``lengthscale_unit`` buffer is saved and copied back, not divided).
+    """
+    if factor == 1.0:
+        yield kernel
+        return
+    if not stretchable(kernel):
+        raise ValueError("only the built-in kernels' lengthscales can be stretched")
+    unit = kernel.lengthscale_unit
+    saved = unit.clone()
+    with torch.no_grad():
+        unit.mul_(factor)
+    try:
+        yield kernel
+    finally:
+        with torch.no_grad():
+            unit.copy_(saved)
 
 
 class ChannelKernel(nn.Module):

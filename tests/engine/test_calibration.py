@@ -62,3 +62,29 @@ def test_choose_factors_picks_the_lowest_nll_and_borrows_across_regimes():
     # variable 1 has no held-out value without observations of its own: it borrows 4
     assert factors[1].tolist() == [2.0, 4.0]
     assert set(nll) == {"observed:encoder", "observed:combined", "unobserved:neighbours"}
+
+
+def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
+    from types import SimpleNamespace
+
+    import torch
+
+    from geogpvae.engine.calibration import calibration_candidates, split_mode
+    from geogpvae.engine.config import GPVAEConfig
+    from geogpvae.gp.kernels import LatentKernel
+
+    def engine(kernel, **options):
+        model = SimpleNamespace(context_dim=3, kernel=kernel)
+        return SimpleNamespace(config=GPVAEConfig(**options), model=model)
+
+    built_in = LatentKernel("matern32", 2, 2)
+    got = calibration_candidates(engine(built_in))
+    assert got["observed"] == ["encoder", "combined", "neighbours"]
+    assert got["unobserved"] == ["neighbours", "encoder", "combined", "neighbours*2", "neighbours*4"]
+    assert "neighbours*2" not in calibration_candidates(engine(torch.nn.Linear(2, 2)))["unobserved"]
+    assert calibration_candidates(engine(built_in, extra={"stretches": []}))["unobserved"] == [
+        "neighbours", "encoder", "combined"]
+    assert split_mode("neighbours*4") == ("neighbours", 4.0) and split_mode("combined") == ("combined", 1.0)
+    clustered = engine(built_in)
+    clustered.clustered_gaps_ = np.array([False, True])  # judged on random holes: not for gaps
+    assert "neighbours*2" not in calibration_candidates(clustered)["unobserved"]

@@ -80,6 +80,34 @@ def test_neighbours_posterior_computed_only_where_used_changes_nothing(trained):
         eng.predict_mode_ = chosen
 
 
+def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(trained):
+    # "neighbours*2" at locations with nothing observed: the GP conditional of a model whose
+    # latent lengthscales are doubled, and the engine's own kernel untouched afterwards
+    import copy
+
+    from geogpvae.engine.predict import neighbour_posterior
+
+    eng = trained
+    target = eng._new_locations(np.random.default_rng(0).random((25, 2)))
+    before = eng.model.kernel.lengthscale.detach().clone()
+    chosen = eng.predict_mode_
+    try:
+        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2"}
+        mean, var, source = eng._latent(target, eng._anchor, None, "auto")
+    finally:
+        eng.predict_mode_ = chosen
+    model = copy.deepcopy(eng.model)
+    model.kernel.lengthscale_unit.mul_(2.0)
+    a = eng._anchor
+    want = neighbour_posterior(model, a["x"], a["mean"], a["var"], target.x, neighbours=eng.config.neighbours)
+    torch.testing.assert_close(mean, want[0])
+    torch.testing.assert_close(var, want[1])
+    assert (source == 1).all()
+    assert torch.equal(eng.model.kernel.lengthscale, before)
+    plain = eng._latent(target, eng._anchor, None, "neighbours")
+    assert not torch.allclose(plain[1], var)  # the stretch changes the answer
+
+
 def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):
     pts, vals = field.points[:400], field.values[:400]
     eng = GPVAEEngine(context=0, epochs=2, progress=False, calibrate=False).fit(pts, vals)
@@ -168,7 +196,7 @@ def test_new_locations_and_new_field(trained, field):
     eng = trained
     new = grid_points((5, 5), 0.25)
     p = eng.predict(new, samples=8)
-    code = {"encoder": 0, "neighbours": 1, "combined": 2}[eng.predict_mode_["unobserved"]]
+    code = {"encoder": 0, "neighbours": 1, "combined": 2}[eng.predict_mode_["unobserved"].partition("*")[0]]
     assert p.mean.shape == (25, 3) and (p.source == code).all()
     p2 = eng.predict(field.points[::3], field.values[::3], samples=8)
     assert p2.mean.shape == (len(field.points[::3]), 3)
@@ -216,14 +244,19 @@ def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
     assert set(chosen) == {"observed", "unobserved"}
     for regime in ("observed", "unobserved"):
         scored = {k.split(":")[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
-        assert len(scored) == 3  # encoder, neighbours, combined
+        # encoder, neighbours, combined; where nothing is observed also the stretched neighbours
+        assert sorted(scored) == sorted(["encoder", "neighbours", "combined"]
+                                        + (["neighbours*2", "neighbours*4"] if regime == "unobserved" else []))
         assert chosen[regime] == min(scored, key=scored.get)
+        if regime == "unobserved":  # the stretched kernel is what was scored
+            plain = scored["neighbours"]
+            assert abs(scored["neighbours*2"] - plain) > 1e-4 and abs(scored["neighbours*4"] - plain) > 1e-4
     assert eng.calibration_.shape == (2, 3)
     code = {"encoder": 0, "neighbours": 1, "combined": 2}
     pred = eng.predict(samples=8)
     has_obs = eng._observed.any(1)
     assert (pred.source[has_obs] == code[chosen["observed"]]).all()
-    assert (pred.source[~has_obs] == code[chosen["unobserved"]]).all()
+    assert (pred.source[~has_obs] == code[chosen["unobserved"].partition("*")[0]]).all()
     # the choice survives save/load
     again = GPVAEEngine.from_state_dict(eng.state_dict(include_data=False), progress=False)
     assert again.predict_mode_ == chosen

@@ -151,3 +151,26 @@ def test_lengthscales_are_learnt_relative_to_their_start_and_old_state_loads():
            "raw_outputscale": k.raw_outputscale.detach().clone()}
     k.load_state_dict(old)
     torch.testing.assert_close(k.lengthscale, torch.tensor([[0.5, 2.0], [1.0, 4.0]]))
+
+
+def test_stretched_lengthens_every_lengthscale_and_restores_the_kernel_bit_for_bit():
+    from geogpvae.gp.kernels import stretchable, stretched
+
+    k = LatentKernel("matern32", 3, 2, lengthscale=0.3)
+    with torch.no_grad():
+        k.raw_lengthscale.copy_(torch.randn(3, 2))
+    before = k.lengthscale.detach().clone()
+    x = torch.rand(6, 2)
+    with stretched(k, 2.5):
+        torch.testing.assert_close(k.lengthscale, 2.5 * before)
+        inside = k.blocks(x)
+    assert torch.equal(k.lengthscale, before)
+    reference = LatentKernel("matern32", 3, 2, lengthscale=0.3)
+    with torch.no_grad():
+        reference.raw_lengthscale.copy_(k.raw_lengthscale + math.log(2.5))
+        reference.raw_outputscale.copy_(k.raw_outputscale)
+    torch.testing.assert_close(inside, reference.blocks(x))
+    with pytest.raises(RuntimeError), stretched(k, 4.0):
+        raise RuntimeError("a failure inside the block")
+    assert torch.equal(k.lengthscale, before)  # restored on the way out of an error too
+    assert stretchable(k) and not stretchable(torch.nn.Linear(2, 2))

@@ -529,6 +529,8 @@ class GPVAEImputer:
                 options["clustered_gaps"] = [v for v, c in zip(self.vars_, eng.clustered_gaps_) if c]
             if eng.predict_mode_ is not None:  # predict_mode="auto": calibration's choice per regime
                 options["predict_mode_chosen"] = eng.predict_mode_
+            if eng.noise_:  # hidden_variance on: calibration's choice of added variance per regime
+                options["noise_chosen"] = {r: dict(zip(eng.names, v, strict=True)) for r, v in eng.noise_.items()}
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load
@@ -779,7 +781,11 @@ def impute(
         ``predict_mode="auto"`` and calibration on, ``geogpvae_predict_mode_chosen`` (the
         latent source calibration chose for each regime, a JSON object such as
         ``{"observed": "combined", "unobserved": "neighbours*2"}``, where ``"neighbours*2"`` is
-        the neighbours' GP conditional with the latent lengthscales doubled).
+        the neighbours' GP conditional with the latent lengthscales doubled) and, with
+        ``hidden_variance`` on and calibration on, ``geogpvae_noise_chosen`` (the variance the
+        predictive adds to the decoded latent spread of each variable in each regime:
+        ``"likelihood"``, ``"hidden"`` or ``"patterns"``, e.g. ``{"observed": {"Cd":
+        "likelihood", "Ni": "patterns"}, ...}``; see :class:`~geogpvae.engine.config.GPVAEConfig`).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 
     Raises

@@ -120,7 +120,10 @@ def test_output_records_what_calibration_did(fitted, sites, tmp_path):
                 assert [attrs[a] for a in _FACTORS] == [eng.calibration_[0, j], eng.calibration_[1, j]]
                 assert not any(a.startswith("geogpvae_variance") for a in ds[v].attrs)
             assert json.loads(ds.attrs["geogpvae_predict_mode_chosen"]) == eng.predict_mode_
+            assert json.loads(ds.attrs["geogpvae_noise_chosen"]) == {
+                r: dict(zip(fitted.vars_, v)) for r, v in eng.noise_.items()}
     assert set(eng.predict_mode_) == {"observed", "unobserved"}
+    assert set(eng.noise_) == {"observed", "unobserved"}
 
 
 def test_no_calibration_attributes_without_calibration(grid, tmp_path):
@@ -129,6 +132,7 @@ def test_no_calibration_attributes_without_calibration(grid, tmp_path):
     with geogpvae.open_dataset(path) as back:
         for ds in (out, back):
             assert "geogpvae_predict_mode_chosen" not in ds.attrs
+            assert "geogpvae_noise_chosen" not in ds.attrs
             for v in ("v0", "v1", "v2"):
                 assert not set(_FACTORS) & set(ds[f"{v}_std"].attrs)
             floats = [a for a in ds.attrs.values() if isinstance(a, float)]

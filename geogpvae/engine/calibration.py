@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from .core import GPVAEEngine
 
 __all__ = [
-    "REGIMES", "STRETCHES", "calibrate", "calibration_candidates", "choose_factors", "hide_values",
-    "regime_factors", "score_hidden", "split_mode",
+    "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates", "choose_factors",
+    "choose_noises", "choose_sources", "clearly_better", "hide_values", "noise_choices", "regime_factors",
+    "score_hidden", "split_mode", "value_nlls",
 ]
 
 #: the two calibration regimes: locations with observed values of their own, and without
@@ -39,6 +40,17 @@ REGIMES = ("observed", "unobserved")
 #: posterior learns latent lengthscales too short for interpolating between the data
 #: (docs/benchmarks.md, kriging)
 STRETCHES = (2.0, 4.0)
+
+#: the variances the predictive can add to the decoded latent spread: the likelihood variance
+#: (the paper's), the variable's hidden-value variance estimated in training
+#: (:attr:`~geogpvae.engine.model.GPVAE.hidden_estimate`), or that of each location's pattern of
+#: other variables seen (:meth:`~geogpvae.engine.model.GPVAE.hidden_var_at`). Scored sources are
+#: then named ``"source|noise"``, e.g. ``"encoder|patterns"``.
+NOISES = ("likelihood", "hidden", "patterns")
+
+#: a variance other than the first of :func:`noise_choices` is kept only when it lowers the
+#: calibrated NLL of the held-out values by more than this many standard errors (paired)
+NOISE_MARGIN = 2.0
 
 #: fewer held-out values than this keep factor 1 (or borrow the other regime's factor)
 MIN_VALUES = 20
@@ -115,6 +127,39 @@ def regime_factors(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> tu
     return f, (nll / n_used if n_used else None)
 
 
+def value_nlls(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """Per variable, the calibrated NLL of each held-out value (factors of :func:`regime_factors`)."""
+    f, _ = regime_factors(sq, lv)
+    out = []
+    for j in range(len(sq)):
+        z2 = np.concatenate(sq[j]) if sq[j] else np.empty(0)
+        logv = np.concatenate(lv[j]) if lv[j] else np.empty(0)
+        out.append(0.5 * (np.log(2 * np.pi) + logv + np.log(f[j])) + 0.5 * z2 / f[j])
+    return out
+
+
+def clearly_better(base: tuple, other: tuple, margin: float = NOISE_MARGIN, only: int | None = None) -> bool:
+    """Whether ``other``'s calibrated NLL is below ``base``'s by more than ``margin`` standard errors.
+
+    ``base`` and ``other`` are ``(sq, lv)`` of the same held-out values in the same order (one
+    source with two added variances), so the per-value differences are paired. The gain is
+    the mean over variables (or of variable ``only``) of each variable's mean drop in NLL;
+    its standard error combines the variables' standard errors. A variance that only wins by
+    the noise of a few held-out values (a small survey) is not adopted.
+    """
+    means, variances = [], []
+    for j, (a, b) in enumerate(zip(value_nlls(*base), value_nlls(*other), strict=True)):
+        if a.size < 2 or (only is not None and j != only):
+            continue
+        d = a - b
+        means.append(float(d.mean()))
+        variances.append(float(d.var(ddof=1)) / d.size)
+    if not means:
+        return False
+    gain, se = float(np.mean(means)), float(np.sqrt(np.sum(variances))) / len(means)
+    return gain > max(margin * se, 1e-6)  # and never on round-off (identical predictives)
+
+
 def choose_factors(
     stats: Stats, candidates: dict[str, list[str]]
 ) -> tuple[np.ndarray, dict[str, str], dict[str, float]]:
@@ -177,7 +222,12 @@ def calibrate(
     that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
     every candidate source (encoder, neighbours, combined) is scored in each regime and
     the one with the lowest calibrated negative log-likelihood is kept (set as the engine's
-    ``predict_mode_``; the NLLs as its ``calibration_nll_``). Cells with fewer than
+    ``predict_mode_``; the NLLs as its ``calibration_nll_``). With ``hidden_variance`` on,
+    each source is also scored with each added variance of :func:`noise_choices`
+    (``"source|noise"``): the source is chosen on the first of them (so the predictive mean
+    is the one the choice of variance leaves alone), then, for that source, the variance with
+    the lowest calibrated NLL for each variable, if it beats the first one clearly on that
+    variable's held-out values (:func:`clearly_better`; the engine's ``noise_``). Cells with fewer than
     :data:`MIN_VALUES` hidden values keep factor 1 (or the other regime's factor).
 
     At most ``max_targets`` locations are predicted per round (8,000: on the SPE10 tuning
@@ -193,8 +243,9 @@ def calibrate(
     rng = np.random.default_rng(cfg.seed + 7)
     k = len(engine.names)
     candidates = calibration_candidates(engine)
-    stats = {(r, m): ([[] for _ in range(k)], [[] for _ in range(k)])
-             for r in REGIMES for m in candidates[r]}
+    noises = noise_choices(engine)
+    stats = {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
+             for r in REGIMES for m in candidates[r] for n in noises or (None,)}
     with Progress(engine.progress, rounds, "calibration", unit="rounds") as bar:
         for r in range(rounds):
             shaped = None if not engine.clustered_gaps_.any() else matched_entries(
@@ -202,11 +253,70 @@ def calibrate(
                 shaped=engine.clustered_gaps_)
             hide, rows = hide_values(engine._observed, rng, fraction, whole, max_targets, values=shaped)
             if rows.size:
-                score_hidden(engine, hide, rows, candidates, stats, tick=bar.within)
+                score_hidden(engine, hide, rows, candidates, stats, tick=bar.within, noises=noises)
             bar.update(r + 1)
-    factors, chosen, engine.calibration_nll_ = choose_factors(stats, candidates)
+    factors, chosen, engine.noise_, engine.calibration_nll_ = choose_sources(stats, candidates, noises, k)
     engine.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
     return factors
+
+
+def choose_sources(
+    stats: Stats, candidates: dict[str, list[str]], noises: tuple[str, ...], k: int
+) -> tuple[np.ndarray, dict[str, str], dict[str, list[str]], dict[str, float]]:
+    """The factors, the source of each regime, each variable's added variance, and the NLLs.
+
+    Without ``noises``, :func:`choose_factors` over the sources. With them, the source is
+    chosen as if only the first variance existed (so the predictive mean never depends on
+    the variance chosen), then each variable's variance for that source
+    (:func:`choose_noises`); the NLLs of every ``"regime:source|noise"`` are returned.
+    """
+    scored = {r: [f"{m}|{n}" if noises else m for m in candidates[r] for n in noises or (None,)] for r in REGIMES}
+    factors, chosen, scores = choose_factors(stats, scored)
+    if not noises:
+        return factors, chosen, {}, scores
+    _, first, _ = choose_factors(stats, {r: [f"{m}|{noises[0]}" for m in candidates[r]] for r in REGIMES})
+    sources = {r: c.partition("|")[0] for r, c in first.items()}
+    noise, picked = choose_noises(stats, sources, noises, k)
+    factors, _, _ = choose_factors(picked, {r: ["picked"] for r in REGIMES})
+    return factors, sources, noise, scores
+
+
+def choose_noises(
+    stats: Stats, sources: dict[str, str], noises: tuple[str, ...], k: int
+) -> tuple[dict[str, list[str]], Stats]:
+    """The added variance of each variable in each regime, for the chosen sources.
+
+    Each variable keeps ``noises[0]`` unless another variance is :func:`clearly_better` on
+    that variable's held-out values (a hidden permeability may have its twin seen where
+    porosity has none). Returns the choice and the ``stats`` of the chosen variances under
+    ``(regime, "picked")``, for :func:`choose_factors`.
+    """
+    chosen: dict[str, list[str]] = {}
+    picked: Stats = {}
+    for r in REGIMES:
+        chosen[r] = [noises[0]] * k
+        for j in range(k):
+            for noise in noises[1:]:
+                if clearly_better(stats[(r, f"{sources[r]}|{chosen[r][j]}")], stats[(r, f"{sources[r]}|{noise}")],
+                                  only=j):
+                    chosen[r][j] = noise
+        parts = [stats[(r, f"{sources[r]}|{n}")] for n in chosen[r]]
+        picked[(r, "picked")] = ([p[0][j] for j, p in enumerate(parts)], [p[1][j] for j, p in enumerate(parts)])
+    return chosen, picked
+
+
+def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
+    """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
+
+    ``hidden_variance="auto"``: all three, and the one with the lowest calibrated NLL is kept in
+    each regime; True: the hidden-value ones (pooled or by pattern); False, or no values hidden
+    from the encoder in training (``mask_rate=0``): none.
+    """
+    model = engine.model
+    if not model.hidden_variance:
+        return ()
+    noises = NOISES if model.hidden_variance == "auto" else NOISES[1:]
+    return noises if model.n_patterns > 1 else noises[:-1]
 
 
 def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
@@ -224,13 +334,15 @@ def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
 
 def score_hidden(
     engine: GPVAEEngine, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
-    stats: dict, tick: Callable[[float], None] | None = None,
+    stats: dict, tick: Callable[[float], None] | None = None, noises: tuple[str, ...] = (),
 ) -> None:
     """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
 
     ``stats[(regime, mode)]`` holds, per variable, lists of squared standardised errors
-    and of log predictive variances (uncalibrated). ``tick(part)`` is told the share of
-    the work done (progress inside long rounds).
+    and of log predictive variances (uncalibrated); with ``noises`` given,
+    ``stats[(regime, mode + "|" + noise)]`` instead, one per added variance (see
+    :data:`NOISES`). ``tick(part)`` is told the share of the work done
+    (progress inside long rounds).
     """
     cfg = engine.config
     visible = engine._observed & ~hide
@@ -256,10 +368,18 @@ def score_hidden(
             else:
                 mean, var, _ = engine._select(parts, {"observed": mode, "unobserved": mode})
                 mean, var = mean[sub], var[sub]
-            _, _, mm, sm = engine._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11, calibrated=False)
-            z = (truth[in_regime] - mm) / sm
-            sq, lv = stats[(regime, mode)]
-            for j in range(len(engine.names)):
-                sel = hide[rows[in_regime], j]
-                sq[j].append(z[sel, j] ** 2)
-                lv[j].append(2 * np.log(sm[sel, j]))
+            base = noises[0] if noises else None
+            vis = target.observed[sub]
+            _, _, mm, sm_base = engine._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11,
+                                                calibrated=False, visible=vis, noise=base)
+            for noise in noises or (None,):
+                sm = sm_base
+                if noise != base:  # in modelled units the added variance simply adds: no decoding again
+                    shift = engine._added_variance(noise, vis, len(sub)) - engine._added_variance(base, vis, len(sub))
+                    sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)
+                z = (truth[in_regime] - mm) / sm
+                sq, lv = stats[(regime, mode if noise is None else f"{mode}|{noise}")]
+                for j in range(len(engine.names)):
+                    sel = hide[rows[in_regime], j]
+                    sq[j].append(z[sel, j] ** 2)
+                    lv[j].append(2 * np.log(sm[sel, j]))

@@ -23,7 +23,7 @@ from .._version import __version__
 from ..errors import InputError
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn
-from .calibration import calibrate, split_mode
+from .calibration import REGIMES, calibrate, split_mode
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
 from .inputs import (
@@ -34,7 +34,7 @@ from .inputs import (
     standardisation,
 )
 from .metric import apply_metric, saved_scale
-from .model import GPVAE
+from .model import GPVAE, MAX_PATTERN_VARS
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
@@ -132,6 +132,10 @@ class GPVAEEngine:
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
+        #: per regime (``"observed"``, ``"unobserved"``), the variance the predictive adds to
+        #: the decoded spread of each variable, one of :data:`~geogpvae.engine.calibration.NOISES`
+        #: (calibration chooses; see ``hidden_variance``); a regime absent: the model's ``hidden_var``
+        self.noise_: dict[str, list[str]] = {}
         #: the KL weight as a multiple of the engine's base weight (``beta="auto"`` chooses it)
         self.kl_factor_: float | None = 1.0
         #: ``beta="auto"``: each candidate factor's calibrated check NLL (nats per value)
@@ -310,6 +314,7 @@ class GPVAEEngine:
                                 context_idx=self._context_index if x is self._x else None)
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
+        self.noise_ = {}
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
         self.kl_scores_ = {}
         if selecting and self._data.check is not None:
@@ -399,7 +404,7 @@ class GPVAEEngine:
             learn_noise=cfg.learn_noise,
             beta=cfg.kl_weight(n_points, kl_factor or 1.0),
             jitter=cfg.jitter,
-            hidden_variance=cfg.hidden_variance and cfg.mask_rate > 0,
+            hidden_variance=cfg.hidden_variance if cfg.mask_rate > 0 else False,
         )
         return model.to(device=self.device, dtype=self.dtype)
 
@@ -532,24 +537,54 @@ class GPVAEEngine:
             source[rows.cpu().numpy()] = 1
         return mean, var, source
 
-    def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None) -> tuple[np.ndarray, ...]:
-        """Predictive moments; calibrated with the factors of each location's regime."""
+    def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None, visible=None,
+                 noise: str | None = None) -> tuple[np.ndarray, ...]:
+        """Predictive moments; calibrated with the factors of each location's regime.
+
+        The variance added to the decoded spread is ``noise`` (one of ``"likelihood"``,
+        ``"hidden"``, ``"patterns"``) for every row, or by default each regime's
+        :attr:`noise_`; ``"patterns"`` needs ``visible`` (M, K), the variables seen at each
+        target.
+        """
+        own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
+        choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise_
+        hidden_var = None
+        if choice:
+            per_regime = [self._added_variance(choice.get(r), visible, mean.shape[0]) for r in REGIMES]
+            rows = torch.as_tensor(own, device=mean.device).unsqueeze(1)
+            hidden_var = torch.where(rows, *per_regime).detach()
         factors = self.calibration_ if calibrated else None
         if factors is None:
             return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
-                                      samples=samples, seed=seed)
+                                      samples=samples, seed=seed, hidden_var=hidden_var)
         factors = np.atleast_2d(factors)
-        own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
         out = [np.empty((mean.shape[0], len(self.loc))) for _ in range(4)]
         for regime, rows in ((0, own), (min(1, len(factors) - 1), ~own)):
             if not rows.any():
                 continue
             idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
             res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
-                                     log=self.log, samples=samples, seed=seed, var_factor=factors[regime])
+                                     log=self.log, samples=samples, seed=seed, var_factor=factors[regime],
+                                     hidden_var=None if hidden_var is None else hidden_var[idx])
             for o, r in zip(out, res):
                 o[rows] = r
         return tuple(out)
+
+    def _added_variance(self, kind: str | list[str] | None, visible: torch.Tensor | None, n: int) -> torch.Tensor:
+        """The variance added to the decoded spread of ``n`` targets, (n, K), standardised.
+
+        ``kind``: one of :data:`~geogpvae.engine.calibration.NOISES` for every variable, one per
+        variable, or None (the model's ``hidden_var``).
+        """
+        model = self.model
+        kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
+        if "patterns" in kinds and visible is None:
+            raise ValueError("pattern variances need the variables seen at each target")
+        table = {"likelihood": model.noise_var, "hidden": model.hidden_estimate, None: model.hidden_var}
+        cols = {c: (model.hidden_var_at(visible) if c == "patterns" else table[c].expand(n, -1)) for c in set(kinds)}
+        if len(cols) == 1:
+            return cols[kinds[0]]
+        return torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
@@ -647,7 +682,8 @@ class GPVAEEngine:
                 own = None if self_index is None else self_index[rows]
                 mean, var, source = self._latent(target, anchor, own, mode)
                 has_own = target.observed.any(1).cpu().numpy()
-                parts.append((*self._moments(mean, var, has_own=has_own, **moments), source))
+                parts.append((*self._moments(mean, var, has_own=has_own, visible=target.observed, **moments),
+                              source))
                 bar.update(rows.stop)
         m, s, mm, sm, source = (np.concatenate(p) for p in zip(*parts, strict=True))
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
@@ -705,6 +741,7 @@ class GPVAEEngine:
             "x_scale": torch.as_tensor(self.x_scale_, dtype=torch.float64),
             "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
             "predict_mode": self.predict_mode_,
+            "noise": {r: list(v) for r, v in self.noise_.items()},
             "context_radius": float(self.context_radius_),
             "n_points": int(self.n_points_),
             "n_dims": int(self.model.n_dims),
@@ -764,6 +801,7 @@ class GPVAEEngine:
         eng.lengthscale_ = float(state["lengthscale"])
         eng.calibration_ = state["calibration"].numpy()
         eng.predict_mode_ = state.get("predict_mode")
+        eng.noise_ = {r: list(v) for r, v in (state.get("noise") or {}).items()}  # older: model's hidden_var
         eng.context_radius_ = float(state.get("context_radius", float("inf")))
         eng.n_points_ = int(state["n_points"])
         eng.kl_factor_ = state.get("kl_factor", 1.0)
@@ -787,10 +825,18 @@ class GPVAEEngine:
 
 def _with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
     """Weights saved before the hidden-value moments existed get empty ones (the predictive
-    then adds the likelihood variance, as those models did)."""
-    if "hidden_moments" in weights:
-        return weights
-    return {**weights, "hidden_moments": torch.zeros(3, n_vars, dtype=weights["raw_noise"].dtype)}
+    then adds the likelihood variance, as those models did; empty pattern moments fall back
+    on the pooled ones)."""
+    dtype = weights["raw_noise"].dtype
+    out = dict(weights)
+    if "hidden_moments" not in out:
+        out["hidden_moments"] = torch.zeros(3, n_vars, dtype=dtype)
+    if "moment_steps" not in out:
+        out["moment_steps"] = torch.zeros((), dtype=torch.int64)
+    if "pattern_moments" not in out:
+        n_patterns = 2 ** (n_vars - 1) if n_vars <= MAX_PATTERN_VARS else 1
+        out["pattern_moments"] = torch.zeros(3, n_vars, n_patterns, dtype=dtype)
+    return out
 
 
 def _train_state(saved: dict[str, Any]) -> TrainState:

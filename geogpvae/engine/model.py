@@ -90,6 +90,23 @@ class Batch(NamedTuple):
     stencil_index: torch.Tensor | None = None
 
 
+#: the least moving-average count of hidden values per step behind a pattern's own hidden-value
+#: variance (fewer: the variable's pooled one); see :meth:`GPVAE.hidden_var_at`
+PATTERN_MIN_COUNT = 5.0
+#: seed of the generator behind the hidden-value moments' latent draws
+MOMENT_SEED = 20_240_531
+#: the hidden-value moments are updated every this many training steps (each update decodes
+#: two latent draws of the batch: every step cost SPE10 a third more time per epoch)
+MOMENT_EVERY = 4
+#: up to this many variables the hidden-value variance is also kept per pattern of the others seen
+MAX_PATTERN_VARS = 10
+
+
+def _read_moment_steps(module: nn.Module, _keys: Any) -> None:
+    """After loading weights, the host's copy of the training-step count (a checkpoint resumed)."""
+    module._steps_on_host = int(module.moment_steps)
+
+
 class GPVAE(nn.Module):
     """A GP variational autoencoder with a neighbour-driven (SPA or HPA) latent prior.
 
@@ -122,12 +139,14 @@ class GPVAE(nn.Module):
         KL weight.
     jitter : float
         Relative nugget of the prior.
-    hidden_variance : bool
+    hidden_variance : bool or "auto"
         Estimate, beside the likelihood variance, the variance a value *hidden from the
-        encoder* needs on top of the decoded latent spread (:attr:`hidden_var`; see
-        :meth:`update_hidden_moments`), and use it in the predictive of values the model did
-        not see.
-        Off: the predictive adds the likelihood variance, as in the paper.
+        encoder* needs on top of the decoded latent spread (:attr:`hidden_estimate`, and per
+        pattern of other variables seen :meth:`hidden_var_at`; see
+        :meth:`update_hidden_moments`). True: use it in the predictive of values the model did
+        not see (:attr:`hidden_var`). ``"auto"``: estimate it but keep the likelihood variance
+        as :attr:`hidden_var` (the engine's calibration chooses). False: nothing is estimated;
+        the predictive adds the likelihood variance, as in the paper.
     """
 
     def __init__(
@@ -148,7 +167,7 @@ class GPVAE(nn.Module):
         learn_noise: bool = True,
         beta: float = 1.0,
         jitter: float = 1e-4,
-        hidden_variance: bool = False,
+        hidden_variance: bool | str = False,
     ) -> None:
         super().__init__()
         if engine not in ("spa", "hpa"):
@@ -174,10 +193,25 @@ class GPVAE(nn.Module):
             self.raw_noise = nn.Parameter(raw_noise)
         else:
             self.register_buffer("raw_noise", raw_noise)
-        self.hidden_variance = bool(hidden_variance)
+        if hidden_variance not in (True, False, "auto"):
+            raise ValueError(f"hidden_variance must be True, False or 'auto', not {hidden_variance!r}")
+        self.hidden_variance: bool | str = hidden_variance
+        # the draws behind the moments come from a generator of their own, so that keeping
+        # them changes nothing else in training (hidden_variance="auto" fits as False does)
+        self._moment_generator: torch.Generator | None = None
+        # training steps seen (the moments are updated every MOMENT_EVERY, each from draws seeded
+        # by the step): a checkpoint resumes them as they would have gone on
+        self.register_buffer("moment_steps", torch.zeros((), dtype=torch.int64))
+        self._steps_on_host = 0  # the same count, read without a device sync every step
+        self.register_load_state_dict_post_hook(_read_moment_steps)
         # running moments of the encoder-hidden values: sum of squared errors of the predictive
         # mean, sum of decoded latent spreads, count (per variable), as moving averages
         self.register_buffer("hidden_moments", torch.zeros(3, self.n_vars))
+        # the same moments per pattern of the *other* variables the encoder saw (see
+        # :meth:`hidden_var_at`): 2^(K-1) patterns per variable, one pooled pattern beyond
+        # MAX_PATTERN_VARS variables
+        self.n_patterns = 2 ** (self.n_vars - 1) if self.n_vars <= MAX_PATTERN_VARS else 1
+        self.register_buffer("pattern_moments", torch.zeros(3, self.n_vars, self.n_patterns))
 
     # ------------------------------------------------------------------ pieces
     @property
@@ -187,15 +221,74 @@ class GPVAE(nn.Module):
 
     @property
     def hidden_var(self) -> torch.Tensor:
-        """Variance added to the decoded latent spread in the predictive of a value the model
-        did not see, shape (K,), standardised units: the moment estimate from the values hidden
-        from the encoder in training (see :meth:`update_hidden_moments`); the likelihood
-        variance where there is none (or with ``hidden_variance=False``)."""
-        sq, spread, count = self.hidden_moments
-        if not self.hidden_variance:
+        """Variance added by default to the decoded latent spread in the predictive of a value
+        the model did not see, shape (K,), standardised units: :attr:`hidden_estimate` with
+        ``hidden_variance=True``, else the likelihood variance (the paper's predictive; with
+        ``"auto"`` the engine's calibration chooses between them per regime)."""
+        if self.hidden_variance is not True:
             return self.noise_var
+        return self.hidden_estimate
+
+    @property
+    def hidden_estimate(self) -> torch.Tensor:
+        """The moment estimate, from the values hidden from the encoder in training (see
+        :meth:`update_hidden_moments`), of the variance a hidden value needs on top of the
+        decoded latent spread, shape (K,), standardised units; the likelihood variance where
+        there is none."""
+        sq, spread, count = self.hidden_moments
         est = ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR)
         return torch.where(count > 0, est.to(self.noise_var.dtype), self.noise_var.detach())
+
+    def pattern_index(self, visible: torch.Tensor) -> torch.Tensor:
+        """For every location and variable, the code of the pattern of the *other* variables seen.
+
+        Parameters
+        ----------
+        visible : Tensor of bool, shape (M, K)
+
+        Returns
+        -------
+        Tensor of int64, shape (M, K)
+            Entry ``(i, j)`` in ``[0, 2^(K-1))``: bit ``b`` set when the ``b``-th variable other
+            than ``j`` (in order) is seen at location ``i``. All zeros beyond
+            :data:`MAX_PATTERN_VARS` variables.
+        """
+        k = self.n_vars
+        if self.n_patterns == 1:
+            return torch.zeros(visible.shape, dtype=torch.long, device=visible.device)
+        j = torch.arange(k, device=visible.device)
+        code = (visible.long() << j).sum(-1, keepdim=True)  # (M, 1): all variables seen
+        below = code & ((1 << j) - 1)  # variables before j keep their bits
+        above = code >> (j + 1)  # variables after j move down one bit
+        return below | (above << j)
+
+    def hidden_var_at(self, visible: torch.Tensor) -> torch.Tensor:
+        """:attr:`hidden_estimate` for each location, from the pattern of other variables seen there.
+
+        How well a hidden value is predicted depends on which other variables the encoder
+        sees at that location (a twin channel seen makes it nearly known; nothing seen leaves
+        only the neighbours). The moments behind :attr:`hidden_estimate` are therefore also kept
+        per pattern; a pattern with a moving-average count below :data:`PATTERN_MIN_COUNT`
+        hidden values per step falls back on the variable's pooled estimate.
+
+        Parameters
+        ----------
+        visible : Tensor of bool, shape (M, K)
+            The variables the encoder sees at each location.
+
+        Returns
+        -------
+        Tensor, shape (M, K)
+            Standardised units.
+        """
+        pooled = self.hidden_estimate
+        if not self.hidden_variance:
+            return pooled.expand(visible.shape)
+        sq, spread, count = self.pattern_moments
+        est = ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR).to(pooled.dtype)  # (K, P)
+        idx = self.pattern_index(visible)
+        var_j = torch.arange(self.n_vars, device=visible.device).expand_as(idx)
+        return torch.where(count[var_j, idx] >= PATTERN_MIN_COUNT, est[var_j, idx], pooled.expand_as(idx))
 
     def encode(
         self, y: torch.Tensor, visible: torch.Tensor, context: torch.Tensor | None = None
@@ -260,11 +353,12 @@ class GPVAE(nn.Module):
         return (logpdf * observed.to(y.dtype)).sum(-1).mean(0)
 
     HIDDEN_DECAY = 0.98
-    """Memory of the hidden-value moments per training step (about the last 50 steps)."""
+    """Memory of the hidden-value moments per update (about the last 50 updates, 200 training steps)."""
 
     @torch.no_grad()
     def update_hidden_moments(
-        self, y: torch.Tensor, hidden: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n_samples: int = 4
+        self, y: torch.Tensor, hidden: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n_samples: int = 2,
+        visible: torch.Tensor | None = None, seed: int = MOMENT_SEED,
     ) -> None:
         """Fold one batch's encoder-hidden values into the moments behind :attr:`hidden_var`.
 
@@ -283,16 +377,33 @@ class GPVAE(nn.Module):
             Observed values the encoder was not shown.
         mean, var : Tensor, shape (B, L)
         n_samples : int
+        visible : Tensor of bool, shape (B, K), optional
+            The entries the encoder saw: the moments are also folded in per pattern of the
+            other variables seen (:meth:`hidden_var_at`).
+        seed : int
+            Of the latent draws (a generator of their own: the training's draws are untouched).
         """
         if not self.hidden_variance or not bool(hidden.any()):
             return
         mask = hidden.to(y.dtype)
-        eps = torch.randn((n_samples, *mean.shape), dtype=mean.dtype, device=mean.device)
+        gen = self._moment_generator
+        if gen is None or gen.device != mean.device:
+            gen = self._moment_generator = torch.Generator(device=mean.device)
+        gen.manual_seed(seed)
+        eps = torch.randn((n_samples, *mean.shape), generator=gen, dtype=mean.dtype, device=mean.device)
         dec = self.decode(mean + var.sqrt() * eps)
-        spread = dec.var(0, unbiased=True)
-        sq = (y - dec.mean(0)).square() - spread / n_samples
+        centre = dec.mean(0)
+        spread = (dec - centre).square().sum(0) / (n_samples - 1)  # unbiased; Tensor.var is slow here
+        sq = (y - centre).square() - spread / n_samples
         batch = torch.stack([(sq * mask).sum(0), (spread * mask).sum(0), mask.sum(0)]).to(self.hidden_moments.dtype)
         self.hidden_moments.mul_(self.HIDDEN_DECAY).add_(batch, alpha=1 - self.HIDDEN_DECAY)
+        if visible is not None:
+            k, n_pat = self.n_vars, self.n_patterns
+            slot = torch.arange(k, device=y.device) * n_pat + self.pattern_index(visible)  # (B, K)
+            parts = torch.stack([sq * mask, spread * mask, mask]).to(self.pattern_moments.dtype)  # (3, B, K)
+            acc = torch.zeros(3, k * n_pat, dtype=parts.dtype, device=y.device)
+            acc.scatter_add_(1, slot.reshape(1, -1).expand(3, -1), parts.reshape(3, -1))
+            self.pattern_moments.mul_(self.HIDDEN_DECAY).add_(acc.view(3, k, n_pat), alpha=1 - self.HIDDEN_DECAY)
 
     # ------------------------------------------------------------------ ELBO
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -303,8 +414,9 @@ class GPVAE(nn.Module):
         dict
             ``loss`` (negative ELBO estimate / N, the quantity minimised), ``expected_nll``
             (minus the mean expected log-likelihood per location) and ``kl`` (the KL
-            estimate / N, unweighted), all scalars. In training mode the values hidden from
-            the encoder also update :attr:`hidden_var` (no gradient).
+            estimate / N, unweighted), all scalars. In training mode (every :data:`MOMENT_EVERY`
+            steps) the values hidden from the encoder also update the moments behind
+            :attr:`hidden_estimate` and :meth:`hidden_var_at` (no gradient).
         """
         mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
         pos = batch.batch_pos
@@ -315,8 +427,13 @@ class GPVAE(nn.Module):
         expected_nll = -loglik.mean()
         loss = expected_nll + self.beta * kl_per_location
         if self.training and self.hidden_variance:
-            hidden = batch.observed[pos] & ~batch.visible[pos]
-            self.update_hidden_moments(batch.y[pos], hidden, mean_u[pos].detach(), var_u[pos].detach())
+            step = self._steps_on_host
+            if step % MOMENT_EVERY == 0:
+                hidden = batch.observed[pos] & ~batch.visible[pos]
+                self.update_hidden_moments(batch.y[pos], hidden, mean_u[pos].detach(), var_u[pos].detach(),
+                                           visible=batch.visible[pos], seed=MOMENT_SEED + step)
+            self.moment_steps.add_(1)
+            self._steps_on_host += 1
         return {"loss": loss, "expected_nll": expected_nll, "kl": kl_per_location}
 
     _train_samples: int = 1

@@ -240,6 +240,7 @@ def predictive_moments(
     seed: int = 0,
     var_factor: np.ndarray | None = None,
     chunk: int = 4096,
+    hidden_var: torch.Tensor | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Predictive mean and standard deviation of every variable, in its original units.
 
@@ -259,6 +260,10 @@ def predictive_moments(
         Calibration: the predictive mixture of each variable is widened about its mean so that
         its variance is multiplied by this factor (decoded means spread by its square root,
         likelihood variance multiplied by it); log-space moments follow exactly.
+    hidden_var : Tensor, shape (M, K), optional
+        The variance added to the decoded spread at each location (standardised units), e.g.
+        :meth:`GPVAE.hidden_var_at` of the pattern of variables seen there; default the
+        model's :attr:`GPVAE.hidden_var` everywhere.
 
     Returns
     -------
@@ -276,6 +281,10 @@ def predictive_moments(
     scale_t = torch.as_tensor(scale, dtype=f64, device=mean.device)
     log_t = torch.as_tensor(np.asarray(log, dtype=bool), device=mean.device)
     noise = model.hidden_var.detach().to(f64) * scale_t.square()  # modelled units, a value not seen
+    if hidden_var is not None:
+        if hidden_var.shape != (mean.shape[0], len(loc)):
+            raise ValueError(f"hidden_var has shape {tuple(hidden_var.shape)}; expected {(mean.shape[0], len(loc))}")
+        noise = hidden_var.detach().to(f64) * scale_t.square()  # (M, K)
     factor = None
     if var_factor is not None:
         factor = torch.as_tensor(np.asarray(var_factor), dtype=f64, device=mean.device)
@@ -294,12 +303,13 @@ def predictive_moments(
         m_model = comp.mean(0)
         if factor is not None:
             comp = m_model + factor.sqrt() * (comp - m_model)
-        v_model = comp.var(0, unbiased=False) + noise
+        nz = noise if noise.dim() == 1 else noise[s : s + chunk]
+        v_model = comp.var(0, unbiased=False) + nz
         m_out, v_out = m_model.clone(), v_model.clone()
         if bool(log_t.any()):
             # moments of exp(mixture of N(comp_s, noise)), computed in log space for stability
-            log_m1 = torch.logsumexp(comp + 0.5 * noise, 0) - math.log(samples)
-            log_m2 = torch.logsumexp(2.0 * comp + 2.0 * noise, 0) - math.log(samples)
+            log_m1 = torch.logsumexp(comp + 0.5 * nz, 0) - math.log(samples)
+            log_m2 = torch.logsumexp(2.0 * comp + 2.0 * nz, 0) - math.log(samples)
             m1 = torch.exp(log_m1)
             # E[y^2] - E[y]^2 without cancellation: E[y]^2 (exp(log E[y^2] - 2 log E[y]) - 1)
             var_exp = torch.exp(2.0 * log_m1) * torch.expm1(torch.clamp(log_m2 - 2.0 * log_m1, min=0.0))

@@ -129,6 +129,8 @@ def test_impute_records_the_calibration_in_the_file(data, tmp_path):
             assert attrs["geogpvae_variance_factor_observed"] == engine.calibration_[0, j]
             assert attrs["geogpvae_variance_factor_unobserved"] == engine.calibration_[1, j]
         assert json.loads(ds.attrs["geogpvae_predict_mode_chosen"]) == engine.predict_mode_
+        assert json.loads(ds.attrs["geogpvae_noise_chosen"]) == {
+            r: dict(zip(("v0", "v1", "v2"), v)) for r, v in engine.noise_.items()}
 
 
 def test_impute_scattered_with_named_vars_and_coords(data, tmp_path):

@@ -41,7 +41,7 @@ MUTANTS = {
         "geogpvae/gp/priors/spa.py", "spread = (weights.square() * var_n).sum(-1)",
         "spread = 0.0 * (weights.square() * var_n).sum(-1)"),
     "predict: anchors' noise dropped": (
-        "geogpvae/engine/predict.py", "nbr_noise=noise[safe].mT)", "nbr_noise=None)"),
+        "geogpvae/engine/predict.py", "nbr_noise=noise[safe].mT,", "nbr_noise=None,"),
     "predict: encoder means instead of pseudo-observations": (
         "geogpvae/engine/predict.py", "(w * pseudo[safe].mT)", "(w * mean_anchor[safe].mT)"),
     "predict: natural mean not damped near the prior": (
@@ -50,18 +50,45 @@ MUTANTS = {
         "geogpvae/engine/predict.py", "drop = np.where(is_self.any(1), is_self.argmax(1), kq - 1)",
         "drop = np.full(m, kq - 1)"),
     "predictive: likelihood noise dropped": (
-        "geogpvae/engine/predict.py", "v_model = comp.var(0, unbiased=False) + noise", "v_model = comp.var(0, unbiased=False)"),
+        "geogpvae/engine/predict.py", "v_model = comp.var(0, unbiased=False) + nz", "v_model = comp.var(0, unbiased=False)"),
     "predictive: latent spread dropped": (
-        "geogpvae/engine/predict.py", "dec = model.decode(mu + v.sqrt() * eps)", "dec = model.decode(mu + 0.0 * eps)"),
+        "geogpvae/engine/predict.py", "dec = _decode(model, mu + v.sqrt() * eps)", "dec = _decode(model, mu + 0.0 * eps)"),
+    "predictive: per-location variance scale not squared": (
+        "geogpvae/engine/predict.py", "noise = hidden_var.detach().to(f64) * scale_t.square()",
+        "noise = hidden_var.detach().to(f64) * scale_t"),
+    "predictive: per-location variance not chunked": (
+        "geogpvae/engine/predict.py", "nz = noise if noise.dim() == 1 else noise[s : s + chunk]",
+        "nz = noise if noise.dim() == 1 else noise[:chunk]"),
     "predictive: scale not squared": (
-        "geogpvae/engine/predict.py", "noise = model.noise_var.detach().to(f64) * scale_t.square()",
-        "noise = model.noise_var.detach().to(f64) * scale_t"),
+        "geogpvae/engine/predict.py", "noise = model.hidden_var.detach().to(f64) * scale_t.square()",
+        "noise = model.hidden_var.detach().to(f64) * scale_t"),
     "hidden variance: spread not subtracted": (
         "geogpvae/engine/model.py", "est = ((sq - spread) / count", "est = ((sq) / count"),
     "hidden variance: fed from every observed value": (
         "geogpvae/engine/model.py", "hidden = batch.observed[pos] & ~batch.visible[pos]", "hidden = batch.observed[pos]"),
     "hidden variance: Monte Carlo correction dropped": (
-        "geogpvae/engine/model.py", "sq = (y - dec.mean(0)).square() - spread / n_samples", "sq = (y - dec.mean(0)).square()"),
+        "geogpvae/engine/model.py", "sq = (y - centre).square() - spread / n_samples", "sq = (y - centre).square()"),
+    "hidden variance: pattern coded with the variable's own bit": (
+        "geogpvae/engine/model.py", "above = code >> (j + 1)", "above = code >> j"),
+    "hidden variance: pattern moments from every observed value": (
+        "geogpvae/engine/model.py", "parts = torch.stack([sq * mask, spread * mask, mask])",
+        "parts = torch.stack([sq, spread, torch.ones_like(mask)])"),
+    "hidden variance: pattern threshold ignored": (
+        "geogpvae/engine/model.py", "count[var_j, idx] >= PATTERN_MIN_COUNT", "count[var_j, idx] >= 0"),
+    "noise choice: no margin over the held-out noise": (
+        "geogpvae/engine/calibration.py", "return gain > max(margin * se, 1e-6)", "return gain > 0"),
+    "noise choice: one variable's win taken for all": (
+        "geogpvae/engine/calibration.py", "only=j):\n                    chosen[r][j] = noise",
+        "only=j):\n                    chosen[r] = [noise] * k"),
+    "noise choice: the source chosen with every variance": (
+        "geogpvae/engine/calibration.py", "sources = {r: c.partition(\"|\")[0] for r, c in first.items()}",
+        "sources = {r: c.partition(\"|\")[0] for r, c in chosen.items()}"),
+    "noise: calibration shortcut drops the scale": (
+        "geogpvae/engine/calibration.py", "shift.detach().cpu().double().numpy() * engine.scale**2",
+        "shift.detach().cpu().double().numpy()"),
+    "noise: per-variable choice applied to the wrong column": (
+        "geogpvae/engine/core.py", "torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)",
+        "torch.stack([cols[c][:, 0] for j, c in enumerate(kinds)], dim=1)"),
     "hidden variance: predictive adds the likelihood variance": (
         "geogpvae/engine/predict.py", "noise = model.hidden_var.detach()", "noise = model.noise_var.detach()"),
     "selection: check values kept in training": (

@@ -88,3 +88,96 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
     clustered = engine(built_in)
     clustered.clustered_gaps_ = np.array([False, True])  # judged on random holes: not for gaps
     assert "neighbours*2" not in calibration_candidates(clustered)["unobserved"]
+
+
+def test_the_added_variances_scored_follow_hidden_variance():
+    from types import SimpleNamespace
+
+    from geogpvae.engine.calibration import NOISES, noise_choices
+    from geogpvae.engine.model import GPVAE
+
+    def engine(n_vars, hidden):
+        return SimpleNamespace(model=GPVAE(n_vars, 2, 2, hidden_variance=hidden))
+
+    assert noise_choices(engine(3, False)) == ()  # the paper's predictive only
+    assert noise_choices(engine(3, True)) == ("hidden", "patterns")
+    assert noise_choices(engine(3, "auto")) == NOISES
+    assert noise_choices(engine(1, "auto")) == ("likelihood", "hidden")  # no other variable: no pattern
+
+
+def test_another_variance_must_win_by_more_than_the_noise_of_the_held_out_values():
+    """Paired per-value NLLs: a clear drop is adopted, a drop within two standard errors is not,
+    nor a rise; each variable counts once whatever its number of values."""
+    from geogpvae.engine.calibration import clearly_better, value_nlls
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(2, 400))
+
+    def stats(scale):  # (sq, lv) of two variables whose predictive std is `scale` times the truth's
+        return ([[(z[0] / scale) ** 2], [(z[1] / scale) ** 2]], [[np.full(400, 2 * np.log(scale))]] * 2)
+
+    # the calibrated NLL is that of the best single factor: a constant rescaling changes nothing
+    np.testing.assert_allclose(np.concatenate(value_nlls(*stats(3.0))), np.concatenate(value_nlls(*stats(1.0))))
+    assert not clearly_better(stats(1.0), stats(3.0))
+    # a variance right per value against one constant per variable: clearly better
+    spread = np.exp(rng.normal(size=400))
+    right = ([[z[0] ** 2], [z[1] ** 2]], [[2 * np.log(spread)]] * 2)
+    wrong = ([[(z[0] * spread) ** 2], [(z[1] * spread) ** 2]], [[np.zeros(400)]] * 2)
+    assert clearly_better(wrong, right) and not clearly_better(right, wrong)
+    # a small, noisy gain on 30 values: below two standard errors, kept out
+    few = rng.normal(size=30)
+    jitter = np.exp(0.1 * rng.normal(size=30))
+    a = ([[few**2]], [[np.zeros(30)]])
+    b = ([[(few / jitter) ** 2]], [[2 * np.log(jitter)]])
+    gain = np.mean(value_nlls(*a)[0] - value_nlls(*b)[0])
+    assert not clearly_better(a, b)
+    assert clearly_better(a, b, margin=0.0) == (gain > 0)
+
+
+def test_each_variable_keeps_the_first_variance_unless_another_clearly_wins():
+    from geogpvae.engine.calibration import choose_factors, choose_noises
+
+    rng = np.random.default_rng(1)
+    z, spread = rng.normal(size=(2, 500)), np.exp(rng.normal(size=500))
+    per_value = ([z[0] ** 2], [2 * np.log(spread)])  # variable 0: the variance that follows each value
+    constant = ([(z[0] * spread) ** 2], [np.zeros(500)])
+    plain = ([z[1] ** 2], [np.zeros(500)])  # variable 1: both variances the same
+    stats = {}
+    for regime in ("observed", "unobserved"):
+        stats[(regime, "encoder|likelihood")] = ([constant[0], plain[0]], [constant[1], plain[1]])
+        stats[(regime, "encoder|patterns")] = ([per_value[0], plain[0]], [per_value[1], plain[1]])
+    sources = {"observed": "encoder", "unobserved": "encoder"}
+    chosen, picked = choose_noises(stats, sources, ("likelihood", "patterns"), 2)
+    assert chosen == {"observed": ["patterns", "likelihood"], "unobserved": ["patterns", "likelihood"]}
+    factors, _, _ = choose_factors(picked, {"observed": ["picked"], "unobserved": ["picked"]})
+    np.testing.assert_allclose(factors[:, 0], np.mean(z[0] ** 2))  # variable 0's factor on its chosen variance
+    np.testing.assert_allclose(factors[:, 1], np.mean(z[1] ** 2))
+
+
+def test_the_source_is_chosen_on_the_first_variance_alone():
+    """Source B wins only with the per-pattern variance; A wins with the likelihood one: A is
+    kept (the predictive mean does not follow the variance), then A's own variance choice."""
+    from geogpvae.engine.calibration import choose_sources
+
+    rng = np.random.default_rng(2)
+    z, spread = rng.normal(size=600), np.exp(rng.normal(size=600))
+
+    def entry(z2, logv):
+        return ([[z2]], [[logv]])
+
+    stats = {}
+    for regime in ("observed", "unobserved"):
+        stats[(regime, "encoder|likelihood")] = entry((0.9 * z) ** 2, np.zeros(600))  # A, NLL ~ 1.42 (factor 0.81)
+        stats[(regime, "encoder|patterns")] = entry((0.9 * z) ** 2, np.zeros(600))
+        stats[(regime, "combined|likelihood")] = entry((z * spread) ** 2, np.zeros(600))  # B: worse as a constant
+        stats[(regime, "combined|patterns")] = entry((0.5 * z) ** 2, 2 * np.log(spread))  # B: best of all
+    candidates = {"observed": ["encoder", "combined"], "unobserved": ["encoder", "combined"]}
+    factors, sources, noise, scores = choose_sources(stats, candidates, ("likelihood", "patterns"), 1)
+    assert min(scores, key=scores.get).endswith("combined|patterns")  # the joint winner...
+    assert sources == {"observed": "encoder", "unobserved": "encoder"}  # ...is not taken
+    assert noise == {"observed": ["likelihood"], "unobserved": ["likelihood"]}  # A's variances tie
+    np.testing.assert_allclose(factors[:, 0], np.mean((0.9 * z) ** 2))
+    # without variances to choose, the plain choice of sources
+    plain = {(r, m.partition("|")[0]): v for (r, m), v in stats.items() if m.endswith("|likelihood")}
+    _, sources, noise, _ = choose_sources(plain, candidates, (), 1)
+    assert sources == {"observed": "encoder", "unobserved": "encoder"} and noise == {}

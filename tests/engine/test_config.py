@@ -33,6 +33,7 @@ def test_unknown_option_is_named():
     ("lr", 0.0, "lr must be a positive number"),
     ("jitter", 1.0, "jitter"),
     ("threads", 0, "threads"),
+    ("hidden_variance", "yes", "hidden_variance must be True, False or"),
 ])
 def test_bad_values_are_refused_with_their_name(option, value, words):
     with pytest.raises(ValueError, match=words):

@@ -243,7 +243,10 @@ def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
     chosen = eng.predict_mode_
     assert set(chosen) == {"observed", "unobserved"}
     for regime in ("observed", "unobserved"):
-        scored = {k.split(":")[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
+        # the sources as scored with the paper's (likelihood) variance; see the test of the
+        # added variance below for the other two
+        scored = {k.split(":")[1].removesuffix("|likelihood"): v for k, v in eng.calibration_nll_.items()
+                  if k.startswith(regime + ":") and k.endswith("|likelihood")}
         # encoder, neighbours, combined; where nothing is observed also the stretched neighbours
         assert sorted(scored) == sorted(["encoder", "neighbours", "combined"]
                                         + (["neighbours*2", "neighbours*4"] if regime == "unobserved" else []))
@@ -296,7 +299,102 @@ def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained
 def test_model_files_from_before_the_hidden_variance_option_load_and_predict_the_same(field, trained):
     state = trained.state_dict()
     old = {**state, "config": {k: v for k, v in state["config"].items() if k != "hidden_variance"},
-           "weights": {k: v for k, v in state["weights"].items() if k != "hidden_moments"}}
+           "weights": {k: v for k, v in state["weights"].items() if k not in ("hidden_moments", "pattern_moments")}}
+    old.pop("noise")
     again = GPVAEEngine.from_state_dict(old, progress=False)
-    assert again.config.hidden_variance is False
-    np.testing.assert_array_equal(again.predict(samples=8).std, trained.predict(samples=8).std)
+    assert again.config.hidden_variance is False and again.noise_ == {}
+    paper = GPVAEEngine.from_state_dict(state, progress=False)  # the likelihood variance everywhere
+    paper.noise_ = {"observed": "likelihood", "unobserved": "likelihood"}
+    np.testing.assert_array_equal(again.predict(samples=8).std, paper.predict(samples=8).std)
+
+
+@pytest.fixture(scope="module")
+def auto_noise(field):
+    """An engine whose calibration also chose the variance added to the decoded spread."""
+    return GPVAEEngine(epochs=40, hidden_variance="auto", progress=False).fit(field.points, field.values)
+
+
+def test_calibration_chooses_the_added_variance_with_the_lowest_held_out_nll(auto_noise):
+    from geogpvae.engine.calibration import NOISES
+
+    eng = auto_noise
+    assert set(eng.noise_) == {"observed", "unobserved"}
+    assert all(len(v) == 3 and set(v) <= set(NOISES) for v in eng.noise_.values())
+    for regime in ("observed", "unobserved"):
+        scored = {k.split(":", 1)[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
+        assert {k.partition("|")[2] for k in scored} == set(NOISES)  # every source with every variance
+        # the source as with the paper's variance (then each variable's variance for it)
+        first = {k.partition("|")[0]: v for k, v in scored.items() if k.endswith("|likelihood")}
+        assert eng.predict_mode_[regime] == min(first, key=first.get)
+    # the three variances were learnt apart: the choice is not between equal numbers
+    m = eng.model
+    assert not torch.allclose(m.hidden_estimate, m.noise_var, rtol=0.05)
+
+
+def test_added_variances_add_in_modelled_units(auto_noise):
+    """What calibration's shortcut relies on: switching the added variance changes the modelled
+    predictive variance by ``scale^2 * (h_new - h_old)`` and nothing else (the decoded
+    samples are shared); per pattern, each target gets its own pattern's variance."""
+    eng, k = auto_noise, 3
+    rng = np.random.default_rng(3)
+    mean = torch.as_tensor(rng.normal(size=(12, eng.model.latent_dim)), dtype=eng.dtype)
+    var = torch.as_tensor(rng.random((12, eng.model.latent_dim)) * 0.3, dtype=eng.dtype)
+    visible = torch.as_tensor(rng.random((12, k)) < 0.5)
+    got = {n: eng._moments(mean, var, samples=16, seed=2, calibrated=False, visible=visible, noise=n)
+           for n in ("likelihood", "hidden", "patterns")}
+    for n, added in (("hidden", eng.model.hidden_estimate.expand(12, -1)),
+                     ("patterns", eng.model.hidden_var_at(visible))):
+        np.testing.assert_array_equal(got[n][2], got["likelihood"][2])  # the same means
+        shift = (added - eng.model.noise_var).detach().double().numpy() * eng.scale**2
+        np.testing.assert_allclose(got[n][3] ** 2, got["likelihood"][3] ** 2 + shift, rtol=1e-6)  # float32 model
+    # one variance per variable: each column its own kind's
+    mixed = eng._added_variance(["likelihood", "patterns", "hidden"], visible, 12)
+    torch.testing.assert_close(mixed[:, 0], eng.model.noise_var[0].expand(12))
+    torch.testing.assert_close(mixed[:, 1], eng.model.hidden_var_at(visible)[:, 1])
+    torch.testing.assert_close(mixed[:, 2], eng.model.hidden_estimate[2].expand(12))
+    # targets sharing a pattern share the added variance; the pattern matters
+    codes = eng.model.pattern_index(visible).numpy()
+    h = eng.model.hidden_var_at(visible).detach().numpy()
+    for j in range(k):
+        for c in np.unique(codes[:, j]):
+            assert np.ptp(h[codes[:, j] == c, j]) == 0
+
+
+def test_the_chosen_variance_survives_saving(auto_noise):
+    state = auto_noise.state_dict()
+    assert state["noise"] == auto_noise.noise_
+    again = GPVAEEngine.from_state_dict(state, progress=False)
+    assert again.noise_ == auto_noise.noise_
+    torch.testing.assert_close(again.model.pattern_moments, auto_noise.model.pattern_moments, rtol=0, atol=0)
+    np.testing.assert_array_equal(again.predict(samples=8).std, auto_noise.predict(samples=8).std)
+
+
+def test_calibration_scores_each_variance_as_if_predicted_with_it(auto_noise):
+    """score_hidden decodes once per source and shifts the variance for the other added
+    variances: the squared z-scores equal those of predicting with each variance outright,
+    in the data's units (a copy whose units are 7 times larger, so a lost scale shows)."""
+    from geogpvae.engine.calibration import NOISES, score_hidden
+
+    eng = GPVAEEngine.from_state_dict(auto_noise.state_dict(), progress=False)
+    eng.scale = eng.scale * 7.0
+    rng = np.random.default_rng(4)
+    hide = eng._observed & (rng.random(eng._observed.shape) < 0.1)
+    rows = np.flatnonzero(hide.any(1))
+    candidates = {"observed": ["encoder"], "unobserved": ["neighbours"]}
+    stats = {(r, f"{m}|{n}"): ([[] for _ in range(3)], [[] for _ in range(3)])
+             for r in candidates for m in candidates[r] for n in NOISES}
+    score_hidden(eng, hide, rows, candidates, stats, noises=NOISES)
+    # by hand for the observed regime: predict the hidden values with each variance outright
+    visible = eng._observed & ~hide
+    field = eng._make_field(eng._x, np.where(visible, eng._y, 0.0), visible)
+    own = visible[rows].any(1)
+    sub = rows[own]
+    mean, var = eng.model.encode(field.y[sub], field.observed[sub], None if field.context is None else field.context[sub])
+    truth = eng.loc + eng.scale * eng._y[sub]
+    for noise in NOISES:
+        _, _, mm, sm = eng._moments(mean.detach(), var.detach(), samples=eng.config.samples, seed=eng.config.seed + 11,
+                                    calibrated=False, visible=field.observed[sub], noise=noise)
+        sq = stats[("observed", f"encoder|{noise}")][0]
+        for j in range(3):
+            want = ((truth[:, j] - mm[:, j]) / sm[:, j])[hide[sub, j]] ** 2
+            np.testing.assert_allclose(sq[j][0], want, rtol=1e-5)

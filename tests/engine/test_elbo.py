@@ -14,8 +14,9 @@ import pytest
 import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
+from geogpvae.engine import model as model_module
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.model import GPVAE
+from geogpvae.engine.model import GPVAE, MAX_PATTERN_VARS, MOMENT_SEED
 from geogpvae.engine.predict import neighbour_posterior, predictive_moments
 from geogpvae.engine.training import field_data, gather_batch
 from geogpvae.gp.neighbours import order_points, ordered_neighbours
@@ -244,14 +245,21 @@ def test_uncalibrated_predictive_variance_is_latent_spread_plus_noise(log):
     np.testing.assert_allclose(s**2, want_v, rtol=0.06)
 
 
-def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone():
+def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(monkeypatch):
     """A training step folds the encoder-hidden values into ``hidden_var``: the moving average
     of ``(y - m)^2 - s / S`` minus that of the decoded spread ``s``, per variable; the loss and
     its gradients are the ELBO's whether or not the estimate is kept.
 
+    Per pattern of the other variables seen, the same estimate over the hidden values of the
+    locations showing that pattern, or the pooled one where too few are behind it.
+
     Caught mutations: the Monte Carlo correction dropped; the decoded spread not subtracted;
-    the estimate fed from every observed value instead of the hidden ones.
+    the estimate fed from every observed value instead of the hidden ones; patterns coded
+    with the variable's own bit.
     """
+    # one step from empty moments: a pattern needs 3 hidden values in it to stand on its own
+    min_count = 3 * (1 - GPVAE.HIDDEN_DECAY)
+    monkeypatch.setattr(model_module, "PATTERN_MIN_COUNT", min_count)
     x, y, observed = _field(n=60, seed=4)
     cfg = GPVAEConfig(neighbours=8, context=8, mask_rate=0.25)
     data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
@@ -264,28 +272,87 @@ def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(
     for m in (plain, model):
         torch.manual_seed(5)
         terms = m(batch)
-        grads.append((float(terms["loss"]), torch.autograd.grad(terms["loss"], list(m.parameters()))))
+        grads.append((float(terms["loss"].detach()), torch.autograd.grad(terms["loss"], list(m.parameters()))))
     assert grads[0][0] == grads[1][0]
     for a, b in zip(grads[0][1], grads[1][1]):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
-    # by hand, with the draws the step made after the likelihood's
+    # by hand, with the moments' own draws (the training's Monte Carlo stream is untouched)
     with torch.no_grad():
         mean, var = model.encode(batch.y, batch.visible, batch.context)
-        torch.manual_seed(5)
-        torch.randn((1, *mean.shape))  # the likelihood's draw
-        eps = torch.randn((4, *mean.shape))
+        eps = torch.randn((2, *mean.shape), generator=torch.Generator().manual_seed(MOMENT_SEED))
         w, b0 = model.decoder[0].weight, model.decoder[0].bias
         dec = (mean + var.sqrt() * eps) @ w.T + b0
         spread = dec.var(0, unbiased=True)
-        sq = (batch.y - dec.mean(0)).square() - spread / 4
+        sq = (batch.y - dec.mean(0)).square() - spread / 2
         mask = hidden.double()
         want = ((sq * mask).sum(0) - (spread * mask).sum(0)) / mask.sum(0)
+    torch.testing.assert_close(model.hidden_estimate, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
     assert not torch.allclose(model.hidden_var, model.noise_var, rtol=0.05)
+    # per pattern of the other variables seen: the same estimate over the hidden values whose
+    # location shows that pattern (the moving averages scale numerator and count alike)
+    vis = batch.visible.numpy()
+    sq_np, spread_np, hid = sq.numpy(), spread.numpy(), hidden.numpy()
+    got = model.hidden_var_at(batch.visible).numpy()
+    n_checked = n_pooled = 0
+    for j in range(3):
+        others = [i for i in range(3) if i != j]
+        for pattern in {tuple(row) for row in vis[:, others]}:
+            rows = np.all(vis[:, others] == pattern, axis=1)
+            sel = rows & hid[:, j]
+            if sel.sum() * (1 - model.HIDDEN_DECAY) < min_count * (1 - 1e-9):
+                np.testing.assert_allclose(got[rows, j], float(want[j].clamp_min(1e-6)), rtol=1e-10)
+                n_pooled += 1
+                continue
+            est = max((sq_np[sel, j].sum() - spread_np[sel, j].sum()) / sel.sum(), 1e-6)
+            np.testing.assert_allclose(got[rows, j], est, rtol=1e-10)
+            n_checked += 1
+    assert n_checked >= 3 and n_pooled >= 1
+    # the patterns partition the pooled moments
+    torch.testing.assert_close(model.pattern_moments.sum(-1), model.hidden_moments, rtol=1e-12, atol=1e-12)
     # evaluation passes leave it alone
     model.eval()
     model(batch)
     torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
+
+
+def test_pattern_index_codes_the_other_variables_seen():
+    """Each (location, variable) gets the bits of the *other* variables seen, in order: every
+    visibility pattern of four variables against a by-hand encoding."""
+    model = GPVAE(4, 2, 2, hidden_variance=True)
+    assert model.n_patterns == 8
+    visible = torch.tensor([[bool(c >> b & 1) for b in range(4)] for c in range(16)])
+    got = model.pattern_index(visible).numpy()
+    for i, row in enumerate(visible.tolist()):
+        for j in range(4):
+            others = [row[b] for b in range(4) if b != j]
+            assert got[i, j] == sum(int(o) << b for b, o in enumerate(others))
+    # beyond MAX_PATTERN_VARS variables: one pooled pattern
+    wide = GPVAE(MAX_PATTERN_VARS + 1, 2, 2, hidden_variance=True)
+    assert wide.n_patterns == 1
+    assert not wide.pattern_index(torch.ones(3, MAX_PATTERN_VARS + 1, dtype=torch.bool)).any()
+
+
+def test_hidden_variance_auto_trains_as_off_and_keeps_the_paper_predictive():
+    """``hidden_variance="auto"`` estimates the moments from draws of its own: the loss, its
+    gradients and the default predictive variance are those of ``hidden_variance=False``."""
+    x, y, observed = _field(n=60, seed=4)
+    cfg = GPVAEConfig(neighbours=8, context=8, mask_rate=0.25)
+    data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    batch = gather_batch(data, torch.arange(60), mask_rate=0.4, generator=torch.Generator().manual_seed(2))
+    plain, auto = _linear_model("spa", context=6), _linear_model("spa", context=6, hidden="auto")
+    for _ in range(2):  # the second step follows the first one's draws
+        out = []
+        for m in (plain, auto):
+            torch.manual_seed(5)
+            terms = m(batch)
+            out.append((terms["loss"], torch.autograd.grad(terms["loss"], list(m.parameters()))))
+        assert float(out[0][0].detach()) == float(out[1][0].detach())
+        for a, b in zip(out[0][1], out[1][1]):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert bool(auto.hidden_moments[2].gt(0).all())  # the moments were kept
+    torch.testing.assert_close(auto.hidden_var, auto.noise_var, rtol=0, atol=0)
+    assert not torch.allclose(auto.hidden_estimate, auto.noise_var, rtol=0.05)
 
 
 def test_predictive_adds_the_hidden_value_variance():
@@ -303,3 +370,22 @@ def test_predictive_adds_the_hidden_value_variance():
     w = model.decoder[0].weight.detach()
     want = scale**2 * ((var @ w.T.square()).numpy() + np.array([0.9, 0.05, 0.3]))
     np.testing.assert_allclose(sm**2, want, rtol=0.03)
+
+
+def test_predictive_adds_each_locations_own_variance_chunk_by_chunk():
+    """Per-location added variances (one pattern each): ``sum_l W_kl^2 v_l + h_ik`` at every
+    location ``i``, whatever the chunking."""
+    model = _linear_model("spa", noise=0.4, hidden=True)
+    rng = np.random.default_rng(6)
+    mean = torch.as_tensor(rng.normal(size=(7, 2)) * 0.5)
+    var = torch.as_tensor(rng.random((7, 2)) * 0.6 + 0.1)
+    h = torch.as_tensor(rng.random((7, 3)) * 0.8 + 0.05)
+    scale = np.array([2.0, 0.5, 0.3])
+    kw = dict(loc=np.zeros(3), scale=scale, log=np.zeros(3, bool), samples=100_000, seed=1, hidden_var=h)
+    _, _, _, sm = predictive_moments(model, mean, var, chunk=3, **kw)
+    w = model.decoder[0].weight.detach()
+    want = scale**2 * ((var @ w.T.square()).numpy() + h.numpy())
+    np.testing.assert_allclose(sm**2, want, rtol=0.03)
+    np.testing.assert_array_equal(predictive_moments(model, mean, var, chunk=7, **kw)[3], sm)
+    with pytest.raises(ValueError, match="hidden_var has shape"):
+        predictive_moments(model, mean, var, chunk=3, **{**kw, "hidden_var": h[:5]})

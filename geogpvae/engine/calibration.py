@@ -308,9 +308,10 @@ def choose_noises(
 def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
     """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
 
-    ``hidden_variance="auto"``: all three, and the one with the lowest calibrated NLL is kept in
-    each regime; True: the hidden-value ones (pooled or by pattern); False, or no values hidden
-    from the encoder in training (``mask_rate=0``): none.
+    ``hidden_variance="auto"``: all three, the likelihood variance first (kept for a variable
+    unless another is :func:`clearly_better` on its held-out values; see :func:`choose_noises`);
+    True: the hidden-value ones (pooled or by pattern); False, or no values hidden from the
+    encoder in training (``mask_rate=0``): none. One variable: no patterns.
     """
     model = engine.model
     if not model.hidden_variance:
@@ -372,10 +373,11 @@ def score_hidden(
             vis = target.observed[sub]
             _, _, mm, sm_base = engine._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11,
                                                 calibrated=False, visible=vis, noise=base)
+            added_base = engine._added_variance(base, vis, len(sub)) if noises else None
             for noise in noises or (None,):
                 sm = sm_base
                 if noise != base:  # in modelled units the added variance simply adds: no decoding again
-                    shift = engine._added_variance(noise, vis, len(sub)) - engine._added_variance(base, vis, len(sub))
+                    shift = engine._added_variance(noise, vis, len(sub)) - added_base
                     sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)
                 z = (truth[in_regime] - mm) / sm
                 sq, lv = stats[(regime, mode if noise is None else f"{mode}|{noise}")]

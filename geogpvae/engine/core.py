@@ -34,7 +34,7 @@ from .inputs import (
     standardisation,
 )
 from .metric import apply_metric, saved_scale
-from .model import GPVAE, MAX_PATTERN_VARS
+from .model import GPVAE, pattern_count
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
@@ -834,8 +834,7 @@ def _with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[
     if "moment_steps" not in out:
         out["moment_steps"] = torch.zeros((), dtype=torch.int64)
     if "pattern_moments" not in out:
-        n_patterns = 2 ** (n_vars - 1) if n_vars <= MAX_PATTERN_VARS else 1
-        out["pattern_moments"] = torch.zeros(3, n_vars, n_patterns, dtype=dtype)
+        out["pattern_moments"] = torch.zeros(3, n_vars, pattern_count(n_vars), dtype=dtype)
     return out
 
 

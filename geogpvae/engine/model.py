@@ -102,6 +102,17 @@ MOMENT_EVERY = 4
 MAX_PATTERN_VARS = 10
 
 
+def pattern_count(n_vars: int) -> int:
+    """Patterns of the other variables seen kept per variable: 2^(K-1), or one (pooled) beyond
+    :data:`MAX_PATTERN_VARS` variables."""
+    return 2 ** (n_vars - 1) if n_vars <= MAX_PATTERN_VARS else 1
+
+
+def _moment_estimate(sq: torch.Tensor, spread: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """``h = mean((y - m)^2) - mean(s)`` from the moving sums (see :meth:`GPVAE.update_hidden_moments`)."""
+    return ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR)
+
+
 def _read_moment_steps(module: nn.Module, _keys: Any) -> None:
     """After loading weights, the host's copy of the training-step count (a checkpoint resumed)."""
     module._steps_on_host = int(module.moment_steps)
@@ -210,7 +221,7 @@ class GPVAE(nn.Module):
         # the same moments per pattern of the *other* variables the encoder saw (see
         # :meth:`hidden_var_at`): 2^(K-1) patterns per variable, one pooled pattern beyond
         # MAX_PATTERN_VARS variables
-        self.n_patterns = 2 ** (self.n_vars - 1) if self.n_vars <= MAX_PATTERN_VARS else 1
+        self.n_patterns = pattern_count(self.n_vars)
         self.register_buffer("pattern_moments", torch.zeros(3, self.n_vars, self.n_patterns))
 
     # ------------------------------------------------------------------ pieces
@@ -236,7 +247,7 @@ class GPVAE(nn.Module):
         decoded latent spread, shape (K,), standardised units; the likelihood variance where
         there is none."""
         sq, spread, count = self.hidden_moments
-        est = ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR)
+        est = _moment_estimate(sq, spread, count)
         return torch.where(count > 0, est.to(self.noise_var.dtype), self.noise_var.detach())
 
     def pattern_index(self, visible: torch.Tensor) -> torch.Tensor:
@@ -285,7 +296,7 @@ class GPVAE(nn.Module):
         if not self.hidden_variance:
             return pooled.expand(visible.shape)
         sq, spread, count = self.pattern_moments
-        est = ((sq - spread) / count.clamp_min(1e-12)).clamp_min(_MIN_VAR).to(pooled.dtype)  # (K, P)
+        est = _moment_estimate(sq, spread, count).to(pooled.dtype)  # (K, P)
         idx = self.pattern_index(visible)
         var_j = torch.arange(self.n_vars, device=visible.device).expand_as(idx)
         return torch.where(count[var_j, idx] >= PATTERN_MIN_COUNT, est[var_j, idx], pooled.expand_as(idx))

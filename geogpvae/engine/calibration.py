@@ -128,7 +128,20 @@ def regime_factors(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> tu
 
 
 def value_nlls(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> list[np.ndarray]:
-    """Per variable, the calibrated NLL of each held-out value (factors of :func:`regime_factors`)."""
+    """Per variable, the calibrated NLL of each held-out value (factors of :func:`regime_factors`).
+
+    Parameters
+    ----------
+    sq, lv : list of list of ndarray
+        Per variable, chunks of squared standardised errors and of log predictive variances
+        (uncalibrated), as :func:`score_hidden` collects them.
+
+    Returns
+    -------
+    list of ndarray
+        Per variable, shape (n_j,): nats per held-out value, under the variance times the
+        variable's factor.
+    """
     f, _ = regime_factors(sq, lv)
     out = []
     for j in range(len(sq)):
@@ -146,6 +159,20 @@ def clearly_better(base: tuple, other: tuple, margin: float = NOISE_MARGIN, only
     the mean over variables (or of variable ``only``) of each variable's mean drop in NLL;
     its standard error combines the variables' standard errors. A variance that only wins by
     the noise of a few held-out values (a small survey) is not adopted.
+
+    Parameters
+    ----------
+    base, other : tuple
+        ``(sq, lv)`` per variable, as for :func:`value_nlls`.
+    margin : float
+        Standard errors the gain must exceed (and at least 1e-6 nats, so that identical
+        predictives never count).
+    only : int, optional
+        Judge this variable alone.
+
+    Returns
+    -------
+    bool
     """
     means, variances = [], []
     for j, (a, b) in enumerate(zip(value_nlls(*base), value_nlls(*other), strict=True)):
@@ -269,6 +296,28 @@ def choose_sources(
     chosen as if only the first variance existed (so the predictive mean never depends on
     the variance chosen), then each variable's variance for that source
     (:func:`choose_noises`); the NLLs of every ``"regime:source|noise"`` are returned.
+
+    Parameters
+    ----------
+    stats : dict
+        ``stats[(regime, "source|noise")]`` (or ``(regime, source)`` without ``noises``): per
+        variable, squared standardised errors and log variances (:func:`score_hidden`).
+    candidates : dict
+        The sources scored in each regime.
+    noises : tuple of str
+        The added variances scored (:func:`noise_choices`); empty for none.
+    k : int
+        Number of variables.
+
+    Returns
+    -------
+    factors : ndarray, shape (2, K)
+    sources : dict
+        The source of each regime.
+    noise : dict
+        Per regime, the added variance of each variable (empty without ``noises``).
+    scores : dict
+        The mean calibrated NLL (nats per value) of every ``"regime:candidate"``.
     """
     scored = {r: [f"{m}|{n}" if noises else m for m in candidates[r] for n in noises or (None,)] for r in REGIMES}
     factors, chosen, scores = choose_factors(stats, scored)

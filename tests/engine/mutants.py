@@ -63,7 +63,7 @@ MUTANTS = {
         "geogpvae/engine/predict.py", "noise = model.hidden_var.detach().to(f64) * scale_t.square()",
         "noise = model.hidden_var.detach().to(f64) * scale_t"),
     "hidden variance: spread not subtracted": (
-        "geogpvae/engine/model.py", "est = ((sq - spread) / count", "est = ((sq) / count"),
+        "geogpvae/engine/model.py", "return ((sq - spread) / count", "return ((sq) / count"),
     "hidden variance: fed from every observed value": (
         "geogpvae/engine/model.py", "hidden = batch.observed[pos] & ~batch.visible[pos]", "hidden = batch.observed[pos]"),
     "hidden variance: Monte Carlo correction dropped": (

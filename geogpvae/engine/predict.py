@@ -15,8 +15,8 @@ For a location the latent posterior comes from one of two sources, or both:
   and one no surer than the prior carries no weight. (The paper's form,
   ``int p(z_* | Z_n) q(Z_n) dZ = N(b' mu_n, Sigma_p + b' S_n b)``, interpolates every
   neighbour's mean exactly, errors and all: on the synthetic tuning fields of
-  benchmarks/kriging.py it predicted new sites about 2 % worse in RMSE; see docs/benchmarks.md,
-  "against ordinary kriging".)
+  benchmarks/kriging.py it predicted new sites about 2 % worse in RMSE; see
+  docs/benchmarks-history.md, "against ordinary kriging".)
 
 Their **combination** multiplies the two and divides by the prior marginal ``N(0, s_l)`` once,
 so the prior is not counted twice: precision ``1/v_e + 1/v_g - 1/s`` and precision-weighted

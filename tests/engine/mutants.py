@@ -77,9 +77,13 @@ MUTANTS = {
         "geogpvae/engine/model.py", "count[var_j, idx] >= PATTERN_MIN_COUNT", "count[var_j, idx] >= 0"),
     "noise choice: no margin over the held-out noise": (
         "geogpvae/engine/calibration.py", "return gain > max(margin * se, 1e-6)", "return gain > 0"),
-    "noise choice: one variable's win taken for all": (
-        "geogpvae/engine/calibration.py", "only=j):\n                    chosen[r][j] = noise",
-        "only=j):\n                    chosen[r] = [noise] * k"),
+    "noise choice: one variable's choice taken for all": (
+        "geogpvae/engine/calibration.py", "chosen[r][j] = noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]",
+        "chosen[r] = [noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]] * k"),
+    "noise choice: the first variance whatever the factors": (
+        "geogpvae/engine/calibration.py", "key=lambda i: (abs(np.log(nlls[i][0][0])), i))]", "key=lambda i: i)]"),
+    "noise choice: a clearly worse variance admitted": (
+        "geogpvae/engine/calibration.py", "if i == best or not clearly_better(", "if i == best or clearly_better("),
     "noise choice: the source chosen with every variance": (
         "geogpvae/engine/calibration.py", "sources = {r: c.partition(\"|\")[0] for r, c in first.items()}",
         "sources = {r: c.partition(\"|\")[0] for r, c in chosen.items()}"),

@@ -134,7 +134,7 @@ def test_another_variance_must_win_by_more_than_the_noise_of_the_held_out_values
     assert clearly_better(a, b, margin=0.0) == (gain > 0)
 
 
-def test_each_variable_keeps_the_first_variance_unless_another_clearly_wins():
+def test_each_variable_chooses_its_own_variance():
     from geogpvae.engine.calibration import choose_factors, choose_noises
 
     rng = np.random.default_rng(1)
@@ -152,6 +152,38 @@ def test_each_variable_keeps_the_first_variance_unless_another_clearly_wins():
     factors, _, _ = choose_factors(picked, {"observed": ["picked"], "unobserved": ["picked"]})
     np.testing.assert_allclose(factors[:, 0], np.mean(z[0] ** 2))  # variable 0's factor on its chosen variance
     np.testing.assert_allclose(factors[:, 1], np.mean(z[1] ** 2))
+
+
+def test_of_variances_that_predict_equally_well_the_one_needing_the_smaller_correction_is_kept():
+    """Calibrated, a variance 9x too small and the right one predict the same: the right one is
+    kept (item 3: the predictive right before calibration); a variance that is right in size but
+    clearly worse in shape is not."""
+    from geogpvae.engine.calibration import choose_factors, choose_noises
+
+    rng = np.random.default_rng(3)
+    z, spread = rng.normal(size=(2, 800)), np.exp(rng.normal(size=800))
+    narrow = ([(3 * z[0]) ** 2], [np.zeros(800)])  # factor ~9, same calibrated NLL as...
+    right = ([z[0] ** 2], [np.full(800, np.log(9.0))])  # ...this one, factor ~1
+    shaped = ([(3 * z[1]) ** 2], [2 * np.log(spread)])  # variable 1: errors 3 z spread; per-value variance, factor ~9
+    size = 9 * np.mean(spread**2)  # the same errors, 3 z spread, under one variance: factor ~1, no shape
+    flat = ([(3 * z[1] * spread) ** 2 / size], [np.full(800, np.log(size))])
+    stats = {}
+    for regime in ("observed", "unobserved"):
+        stats[(regime, "encoder|likelihood")] = ([narrow[0], flat[0]], [narrow[1], flat[1]])
+        stats[(regime, "encoder|hidden")] = ([right[0], shaped[0]], [right[1], shaped[1]])
+    sources = {"observed": "encoder", "unobserved": "encoder"}
+    chosen, picked = choose_noises(stats, sources, ("likelihood", "hidden"), 2)
+    assert chosen["observed"] == ["hidden", "hidden"] and chosen["unobserved"] == ["hidden", "hidden"]
+    factors, _, _ = choose_factors(picked, {"observed": ["picked"], "unobserved": ["picked"]})
+    assert abs(np.log(factors[0, 0])) < 0.2 and factors[0, 1] > 5  # the right size; the right shape
+    # the other way round, the likelihood variance is the right one for both and stays
+    swapped = {(r, f"encoder|{a}"): stats[(r, f"encoder|{b}")]
+               for r in ("observed", "unobserved") for a, b in (("likelihood", "hidden"), ("hidden", "likelihood"))}
+    chosen, _ = choose_noises(swapped, sources, ("likelihood", "hidden"), 2)
+    assert chosen["observed"] == ["likelihood", "likelihood"]
+    # the seventh session's rule keeps the first variance unless another clearly wins
+    chosen, _ = choose_noises(stats, sources, ("likelihood", "hidden"), 2, rule="margin")
+    assert chosen["observed"] == ["likelihood", "hidden"]
 
 
 def test_the_source_is_chosen_on_the_first_variance_alone():

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .core import GPVAEEngine
 
 __all__ = [
-    "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates", "choose_factors",
+    "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates", "choose_factors",
     "choose_noises", "choose_sources", "clearly_better", "hide_values", "noise_choices", "regime_factors",
     "score_hidden", "split_mode", "value_nlls",
 ]
@@ -48,9 +48,13 @@ STRETCHES = (2.0, 4.0)
 #: then named ``"source|noise"``, e.g. ``"encoder|patterns"``.
 NOISES = ("likelihood", "hidden", "patterns")
 
-#: a variance other than the first of :func:`noise_choices` is kept only when it lowers the
-#: calibrated NLL of the held-out values by more than this many standard errors (paired)
+#: a variance whose calibrated NLL of the held-out values is higher than the best one's by more
+#: than this many standard errors (paired) is not chosen (:func:`choose_noises`)
 NOISE_MARGIN = 2.0
+
+#: ``rule="band"`` of :func:`choose_noises`: the first variance is kept while its calibration
+#: factor lies within ``[1 / FACTOR_BAND, FACTOR_BAND]`` and no other is clearly better
+FACTOR_BAND = 2.0
 
 #: fewer held-out values than this keep factor 1 (or borrow the other regime's factor)
 MIN_VALUES = 20
@@ -252,9 +256,10 @@ def calibrate(
     ``predict_mode_``; the NLLs as its ``calibration_nll_``). With ``hidden_variance`` on,
     each source is also scored with each added variance of :func:`noise_choices`
     (``"source|noise"``): the source is chosen on the first of them (so the predictive mean
-    is the one the choice of variance leaves alone), then, for that source, the variance with
-    the lowest calibrated NLL for each variable, if it beats the first one clearly on that
-    variable's held-out values (:func:`clearly_better`; the engine's ``noise_``). Cells with fewer than
+    is the one the choice of variance leaves alone), then, for that source and each variable,
+    of the variances that predict its held-out values as well as the best, the likelihood
+    variance while its factor stays within 0.5-2, else the one needing the smallest
+    correction (:func:`choose_noises`; the engine's ``noise_``). Cells with fewer than
     :data:`MIN_VALUES` hidden values keep factor 1 (or the other regime's factor).
 
     At most ``max_targets`` locations are predicted per round (8,000: on the SPE10 tuning
@@ -283,13 +288,13 @@ def calibrate(
                 score_hidden(engine, hide, rows, candidates, stats, tick=bar.within, noises=noises)
             bar.update(r + 1)
     factors, chosen, engine.noise_, engine.calibration_nll_ = choose_sources(
-        stats, candidates, noises, k, cfg.extra.get("noise_rule", "closest"))
+        stats, candidates, noises, k, cfg.extra.get("noise_rule", "band"))
     engine.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
     return factors
 
 
 def choose_sources(
-    stats: Stats, candidates: dict[str, list[str]], noises: tuple[str, ...], k: int, rule: str = "closest"
+    stats: Stats, candidates: dict[str, list[str]], noises: tuple[str, ...], k: int, rule: str = "band"
 ) -> tuple[np.ndarray, dict[str, str], dict[str, list[str]], dict[str, float]]:
     """The factors, the source of each regime, each variable's added variance, and the NLLs.
 
@@ -334,20 +339,22 @@ def choose_sources(
 
 
 def choose_noises(
-    stats: Stats, sources: dict[str, str], noises: tuple[str, ...], k: int, rule: str = "closest"
+    stats: Stats, sources: dict[str, str], noises: tuple[str, ...], k: int, rule: str = "band"
 ) -> tuple[dict[str, list[str]], Stats]:
     """The added variance of each variable in each regime, for the chosen sources.
 
-    ``rule="closest"`` (the default): of the variances whose calibrated NLL on the
-    variable's held-out values is not :func:`clearly_better`-beaten by the lowest one, the
-    one whose calibration factor is nearest 1 (``|log factor|`` smallest; ties to the earlier
-    in ``noises``). Calibrated predictions being equally good, the variance that needs the
-    smaller correction is kept: the predictive is then right before calibration too (a
-    hidden porosity predicted from its cell's permeabilities, say, gets the per-pattern
-    variance rather than the likelihood's, 3x too narrow). ``rule="margin"`` (the seventh
-    session's): ``noises[0]`` unless another variance is clearly better. Returns the choice
-    and the ``stats`` of the chosen variances under ``(regime, "picked")``, for
-    :func:`choose_factors`.
+    The variances that predict a variable's held-out values as well as the best one (none
+    :func:`clearly_better`-beaten by the lowest calibrated NLL) differ only in how much
+    calibration must correct them. ``rule="band"`` (the default) keeps ``noises[0]`` (the
+    likelihood variance, the paper's predictive) among them while its calibration factor lies
+    within ``[1 / FACTOR_BAND, FACTOR_BAND]``; else the one whose factor is nearest 1
+    (``|log factor|`` smallest; ties to the earlier in ``noises``), so that the predictive is
+    right before calibration too (a hidden porosity predicted from its cell's
+    permeabilities, say, gets the per-pattern variance rather than the likelihood's, 9x too
+    small in variance on the SPE10 tuning mask). ``rule="closest"``: the nearest 1 always.
+    ``rule="margin"`` (the seventh session's): ``noises[0]`` unless another variance is
+    clearly better. Returns the choice and the ``stats`` of the chosen variances under
+    ``(regime, "picked")``, for :func:`choose_factors`.
     """
     chosen: dict[str, list[str]] = {}
     picked: Stats = {}
@@ -365,6 +372,8 @@ def choose_noises(
                 continue
             best = int(np.argmin([nll for _, nll in nlls]))
             fit = [i for i in range(len(noises)) if i == best or not clearly_better(options[i], options[best], only=j)]
+            if rule == "band" and 0 in fit and abs(np.log(nlls[0][0][0])) <= np.log(FACTOR_BAND):
+                continue  # the first variance predicts as well and needs no more than the band's correction
             chosen[r][j] = noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]
         parts = [stats[(r, f"{sources[r]}|{n}")] for n in chosen[r]]
         picked[(r, "picked")] = ([p[0][j] for j, p in enumerate(parts)], [p[1][j] for j, p in enumerate(parts)])
@@ -375,7 +384,8 @@ def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
     """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
 
     ``hidden_variance="auto"``: all three, the likelihood variance first (kept for a variable
-    unless another is :func:`clearly_better` on its held-out values; see :func:`choose_noises`);
+    while it predicts the held-out values as well as the others and its calibration factor
+    stays within 0.5-2; see :func:`choose_noises`);
     True: the hidden-value ones (pooled or by pattern); False, or no values hidden from the
     encoder in training (``mask_rate=0``): none. One variable: no patterns.
     """

@@ -82,6 +82,11 @@ MUTANTS = {
         "chosen[r] = [noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]] * k"),
     "noise choice: the first variance whatever the factors": (
         "geogpvae/engine/calibration.py", "key=lambda i: (abs(np.log(nlls[i][0][0])), i))]", "key=lambda i: i)]"),
+    "noise choice: the first variance kept outside the band": (
+        "geogpvae/engine/calibration.py", "abs(np.log(nlls[0][0][0])) <= np.log(FACTOR_BAND)",
+        "abs(np.log(nlls[0][0][0])) <= np.log(100 * FACTOR_BAND)"),
+    "noise choice: no band": (
+        "geogpvae/engine/calibration.py", "if rule == \"band\" and 0 in fit", "if False and 0 in fit"),
     "noise choice: a clearly worse variance admitted": (
         "geogpvae/engine/calibration.py", "if i == best or not clearly_better(", "if i == best or clearly_better("),
     "noise choice: the source chosen with every variance": (

@@ -156,8 +156,8 @@ def test_each_variable_chooses_its_own_variance():
 
 def test_of_variances_that_predict_equally_well_the_one_needing_the_smaller_correction_is_kept():
     """Calibrated, a variance 9x too small and the right one predict the same: the right one is
-    kept (item 3: the predictive right before calibration); a variance that is right in size but
-    clearly worse in shape is not."""
+    kept (item 3: the predictive right before calibration), unless the first is off by no more
+    than the band (2x); a variance that is right in size but clearly worse in shape is not."""
     from geogpvae.engine.calibration import choose_factors, choose_noises
 
     rng = np.random.default_rng(3)
@@ -184,6 +184,11 @@ def test_of_variances_that_predict_equally_well_the_one_needing_the_smaller_corr
     # the seventh session's rule keeps the first variance unless another clearly wins
     chosen, _ = choose_noises(stats, sources, ("likelihood", "hidden"), 2, rule="margin")
     assert chosen["observed"] == ["likelihood", "hidden"]
+    # a likelihood variance 1.5x too small is within the band: kept by default, not by "closest"
+    mild = {(r, "encoder|likelihood"): ([[1.5 * z[0] ** 2]], [[np.zeros(800)]]) for r in ("observed", "unobserved")}
+    mild.update({(r, "encoder|hidden"): ([[z[0] ** 2]], [[np.full(800, np.log(1.5))]]) for r in ("observed", "unobserved")})
+    assert choose_noises(mild, sources, ("likelihood", "hidden"), 1)[0]["observed"] == ["likelihood"]
+    assert choose_noises(mild, sources, ("likelihood", "hidden"), 1, rule="closest")[0]["observed"] == ["hidden"]
 
 
 def test_the_source_is_chosen_on_the_first_variance_alone():

@@ -220,7 +220,8 @@ def run_gpvae(ds, names, truth, keep, args):
     epochs = len(hist["epoch"])
     per_epoch = hist["elapsed"][-1] / max(epochs, 1)
     return mean, std, {"fit_seconds": fit_s, "total_seconds": total, "epochs": epochs, "s_per_epoch": per_epoch,
-                       "config": imputer.engine_.config.to_dict(), "uncalibrated": raw}
+                       "config": imputer.engine_.config.to_dict(), "uncalibrated": raw,
+                       "kl_factor": imputer.engine_.kl_factor_, "kl_scores": imputer.engine_.kl_scores_}
 
 
 def _raw_coverage(engine, mean, names, truth, keep):
@@ -294,6 +295,9 @@ def main() -> None:
             print(f"\n{r['method']}: 95 % coverage per channel before calibration {r['uncalibrated']}")
             print(f"\n{r['method']}: {r['epochs']} epochs, {r['s_per_epoch']:.2f} s/epoch, fit {r['fit_seconds']:.0f} s, "
                   f"total {r['total_seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB")
+            if r.get("kl_scores"):
+                scores = ", ".join(f"x{f:g} {v:.4f}" for f, v in r["kl_scores"].items())
+                print(f"{r['method']}: beta chosen x{r['kl_factor']:g} of the base weight (held-out check NLL {scores})")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"args": vars(args), "results": results}, fh, indent=1, default=str)

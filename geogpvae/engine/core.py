@@ -38,7 +38,13 @@ from .model import GPVAE, pattern_count
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
-from .selection import SELECTION_HOLDOUT, SELECTION_SHARE, select_kl_factor, selection_epochs
+from .selection import (
+    KL_FACTORS,
+    SELECTION_HOLDOUT,
+    SELECTION_SHARE,
+    select_kl_factor,
+    selection_epochs,
+)
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
 from .training import (
@@ -357,6 +363,7 @@ class GPVAEEngine:
                                                      cfg.extra.get("selection_share", SELECTION_SHARE)),
             should_stop=should_stop,
             progress=self.progress,
+            factors=tuple(cfg.extra.get("kl_factors", KL_FACTORS)),
         )
         self.kl_scores_ = dict(chosen.scores)
         if chosen.factor is None:

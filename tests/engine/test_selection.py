@@ -104,6 +104,10 @@ def test_fit_chooses_records_and_continues_on_every_value(field):
     # an explicit weight trains one model, with that weight
     fixed = GPVAEEngine(epochs=12, calibrate=False, beta=0.7, progress=False, **SMALL).fit(field.points, field.values)
     assert fixed.kl_scores_ == {} and fixed.model.beta == 0.7
+    # the candidates can be set for tuning runs (extra={"kl_factors": ...})
+    two = GPVAEEngine(epochs=12, calibrate=False, progress=False, extra={"kl_factors": [0.5, 0.2]}, **SMALL).fit(
+        field.points, field.values)
+    assert set(two.kl_scores_) == {0.5, 0.2} and two.kl_factor_ in (0.5, 0.2)
 
 
 def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):

@@ -74,8 +74,8 @@ class GPVAEConfig:
         Train the likelihood variances (one per variable).
     beta : float, "auto" or None
         Weight of the KL term. ``"auto"`` (default): chosen for the field being fitted from
-        held-out observed values among 1, 0.5 and 0.2 times the base weight (see
-        :mod:`geogpvae.engine.selection`; a fit then costs about 1.3 times one with a fixed
+        held-out observed values between 1 and 0.2 times the base weight (see
+        :mod:`geogpvae.engine.selection`; a fit then costs about 1.35 times one with a fixed
         weight; fields with fewer than 20 observed values per variable keep the base weight).
         ``None``: the base weight, 1 for SPA; for HPA, whose estimator (paper eq. 8) weighs
         one neighbourhood KL against N likelihood terms, ``N / H``, which puts the prior on

@@ -15,10 +15,13 @@ field being fitted can say which, so ``fit`` finds out from the field itself:
    model would be used), and the best one carries on for the rest of the budget with every
    observed value.
 
-With three candidates and 15 % of the budget each, a fit costs about 1.3 times a fit with a
-fixed weight (a quarter each, the earlier share, cost 1.5 times and chose no better on the tuning
-splits). Candidates and share were chosen on tuning splits that are never scored (Jura:
-cross-validation inside the training sites; SPE10: a second mask): see docs/benchmarks.md.
+A strong prior fits faster, so it leads early even where a weak one ends better: on SPE10
+tuning masks the check NLLs of beta x1 and x0.2 cross near a third of the budget. Two
+candidates (x1 and x0.2) trained for 35 % of the budget each rank the way they finish, where
+three trained for 15 % each (the sixth to eighth sessions' default) often kept x1; both cost
+about 1.3-1.35 times a fit with a fixed weight. Candidates and share were chosen on tuning
+splits that are never scored (Jura: cross-validation inside the training sites; SPE10: other
+masks of the same volume): see docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -37,9 +40,9 @@ from .training import FieldData, TrainState, check_inputs, train
 __all__ = ["KL_FACTORS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "selection_epochs", "select_kl_factor", "check_score"]
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
-KL_FACTORS = (1.0, 0.5, 0.2)
+KL_FACTORS = (1.0, 0.2)
 #: Share of the epoch budget each candidate trains for before the choice.
-SELECTION_SHARE = 0.15
+SELECTION_SHARE = 0.35
 #: Share of each variable's observed values held out to score the candidates.
 SELECTION_HOLDOUT = 0.1
 

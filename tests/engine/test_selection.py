@@ -10,7 +10,13 @@ import torch
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.engine.selection import Selection, check_score, select_kl_factor, selection_epochs
+from geogpvae.engine.selection import (
+    KL_FACTORS,
+    Selection,
+    check_score,
+    select_kl_factor,
+    selection_epochs,
+)
 from geogpvae.engine.stopping import check_entries, predictive_nll
 from geogpvae.engine.training import field_data
 
@@ -46,7 +52,7 @@ def test_default_is_auto_and_explicit_weights_are_honoured():
     assert GPVAEConfig(beta=0.3).kl_weight(1000, 0.2) == 0.3  # a number given wins
     with pytest.raises(ValueError, match='"auto"'):
         GPVAEConfig(beta="automatic")
-    assert selection_epochs(29) == 5 and selection_epochs(1) == 1
+    assert selection_epochs(29) == 11 and selection_epochs(1) == 1
 
 
 def test_selection_keeps_the_candidate_that_predicts_held_out_values_best(field):
@@ -90,13 +96,13 @@ def test_fit_chooses_records_and_continues_on_every_value(field):
     seen = []
     eng = GPVAEEngine(epochs=12, calibrate=False, progress=False, **SMALL).fit(
         field.points, field.values, callback=lambda e: seen.append((e.train_state.epoch, e._data.check)))
-    # after the selection (2 epochs of 12) the chosen candidate trains on every observed value
-    assert selection_epochs(12) == 2
-    assert [epoch for epoch, _ in seen] == list(range(3, 13)) and all(c is None for _, c in seen)
-    assert set(eng.kl_scores_) == {1.0, 0.5, 0.2}
+    # after the selection (5 epochs of 12) the chosen candidate trains on every observed value
+    assert selection_epochs(12) == 5
+    assert [epoch for epoch, _ in seen] == list(range(6, 13)) and all(c is None for _, c in seen)
+    assert set(eng.kl_scores_) == set(KL_FACTORS) == {1.0, 0.2}
     assert eng.kl_factor_ == min(eng.kl_scores_, key=eng.kl_scores_.get)
     assert eng.model.beta == eng.kl_factor_
-    assert len(eng.history["loss"]) == 12  # the chosen candidate's 3 selection epochs, then 9 more
+    assert len(eng.history["loss"]) == 12  # the chosen candidate's 5 selection epochs, then 7 more
     assert eng._data.check is None and torch.equal(eng._data.observed.cpu(), torch.as_tensor(field.observed))
     # the choice travels with the saved model
     again = GPVAEEngine.from_state_dict(eng.state_dict())

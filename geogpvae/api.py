@@ -784,7 +784,7 @@ def impute(
         the neighbours' GP conditional with the latent lengthscales doubled) and, with
         ``hidden_variance`` on and calibration on, ``geogpvae_noise_chosen`` (the variance the
         predictive adds to the decoded latent spread of each variable in each regime:
-        ``"likelihood"``, ``"hidden"`` or ``"patterns"``, e.g. ``{"observed": {"Cd":
+        ``"likelihood"``, ``"hidden"``, ``"patterns"`` or ``"scaled"``, e.g. ``{"observed": {"Cd":
         "likelihood", "Ni": "patterns"}, ...}``; see :class:`~geogpvae.engine.config.GPVAEConfig`).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 

@@ -43,10 +43,12 @@ STRETCHES = (2.0, 4.0)
 
 #: the variances the predictive can add to the decoded latent spread: the likelihood variance
 #: (the paper's), the variable's hidden-value variance estimated in training
-#: (:attr:`~geogpvae.engine.model.GPVAE.hidden_estimate`), or that of each location's pattern of
-#: other variables seen (:meth:`~geogpvae.engine.model.GPVAE.hidden_var_at`). Scored sources are
-#: then named ``"source|noise"``, e.g. ``"encoder|patterns"``.
-NOISES = ("likelihood", "hidden", "patterns")
+#: (:attr:`~geogpvae.engine.model.GPVAE.hidden_estimate`), that of each location's pattern of
+#: other variables seen (:meth:`~geogpvae.engine.model.GPVAE.hidden_var_at`), or ``"scaled"``:
+#: the likelihood variance, with the whole predictive variance (spread included) multiplied by
+#: the variable's :attr:`~geogpvae.engine.model.GPVAE.hidden_ratio`. Scored sources are then
+#: named ``"source|noise"``, e.g. ``"encoder|patterns"``.
+NOISES = ("likelihood", "hidden", "patterns", "scaled")
 
 #: a variance whose calibrated NLL of the held-out values is higher than the best one's by more
 #: than this many standard errors (paired) is not chosen (:func:`choose_noises`)
@@ -383,7 +385,7 @@ def choose_noises(
 def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
     """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
 
-    ``hidden_variance="auto"``: all three, the likelihood variance first (kept for a variable
+    ``hidden_variance="auto"``: all four, the likelihood variance first (kept for a variable
     while it predicts the held-out values as well as the others and its calibration factor
     stays within 0.5-2; see :func:`choose_noises`);
     True: the hidden-value ones (pooled or by pattern); False, or no values hidden from the
@@ -392,8 +394,10 @@ def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
     model = engine.model
     if not model.hidden_variance:
         return ()
-    noises = NOISES if model.hidden_variance == "auto" else NOISES[1:]
-    return noises if model.n_patterns > 1 else noises[:-1]
+    noises = [n for n in NOISES if n != "patterns" or model.n_patterns > 1]
+    if model.hidden_variance != "auto":
+        noises = [n for n in noises if n in ("hidden", "patterns")]
+    return tuple(noises)
 
 
 def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
@@ -452,7 +456,11 @@ def score_hidden(
             added_base = engine._added_variance(base, vis, len(sub)) if noises else None
             for noise in noises or (None,):
                 sm = sm_base
-                if noise != base:  # in modelled units the added variance simply adds: no decoding again
+                if noise == "scaled":  # the likelihood's predictive variance, times the ratio
+                    lik = engine._added_variance("likelihood", vis, len(sub)) - added_base
+                    lik_sd = np.sqrt(sm_base**2 + lik.detach().cpu().double().numpy() * engine.scale**2)
+                    sm = lik_sd * np.sqrt(engine.model.hidden_ratio.detach().cpu().double().numpy())
+                elif noise != base:  # in modelled units the added variance simply adds: no decoding again
                     shift = engine._added_variance(noise, vis, len(sub)) - added_base
                     sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)
                 z = (truth[in_regime] - mm) / sm

@@ -548,30 +548,36 @@ class GPVAEEngine:
                  noise: str | None = None) -> tuple[np.ndarray, ...]:
         """Predictive moments; calibrated with the factors of each location's regime.
 
-        The variance added to the decoded spread is ``noise`` (one of ``"likelihood"``,
-        ``"hidden"``, ``"patterns"``) for every row, or by default each regime's
+        The variance added to the decoded spread is ``noise`` (one of
+        :data:`~geogpvae.engine.calibration.NOISES`) for every row, or by default each regime's
         :attr:`noise_`; ``"patterns"`` needs ``visible`` (M, K), the variables seen at each
-        target.
+        target; with ``"scaled"`` the whole predictive variance of that variable is multiplied
+        by :attr:`GPVAE.hidden_ratio <geogpvae.engine.model.GPVAE.hidden_ratio>` (before the
+        calibration factor, when calibrated).
         """
         own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
         choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise_
-        hidden_var = None
+        hidden_var, scales = None, [None, None]
         if choice:
             per_regime = [self._added_variance(choice.get(r), visible, mean.shape[0]) for r in REGIMES]
             rows = torch.as_tensor(own, device=mean.device).unsqueeze(1)
             hidden_var = torch.where(rows, *per_regime).detach()
+            scales = [self._variance_scale(choice.get(r)) for r in REGIMES]
         factors = self.calibration_ if calibrated else None
-        if factors is None:
+        if factors is None and all(s is None for s in scales):
             return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
                                       samples=samples, seed=seed, hidden_var=hidden_var)
-        factors = np.atleast_2d(factors)
+        factors = None if factors is None else np.atleast_2d(factors)
         out = [np.empty((mean.shape[0], len(self.loc))) for _ in range(4)]
-        for regime, rows in ((0, own), (min(1, len(factors) - 1), ~own)):
+        for regime, rows in ((0, own), (1, ~own)):
             if not rows.any():
                 continue
+            vf = None if factors is None else factors[min(regime, len(factors) - 1)]
+            if scales[regime] is not None:
+                vf = scales[regime] if vf is None else vf * scales[regime]
             idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
             res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
-                                     log=self.log, samples=samples, seed=seed, var_factor=factors[regime],
+                                     log=self.log, samples=samples, seed=seed, var_factor=vf,
                                      hidden_var=None if hidden_var is None else hidden_var[idx])
             for o, r in zip(out, res):
                 o[rows] = r
@@ -581,17 +587,29 @@ class GPVAEEngine:
         """The variance added to the decoded spread of ``n`` targets, (n, K), standardised.
 
         ``kind``: one of :data:`~geogpvae.engine.calibration.NOISES` for every variable, one per
-        variable, or None (the model's ``hidden_var``).
+        variable, or None (the model's ``hidden_var``). ``"scaled"`` adds the likelihood
+        variance (the scaling is :meth:`_variance_scale`'s).
         """
         model = self.model
         kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
         if "patterns" in kinds and visible is None:
             raise ValueError("pattern variances need the variables seen at each target")
-        table = {"likelihood": model.noise_var, "hidden": model.hidden_estimate, None: model.hidden_var}
+        table = {"likelihood": model.noise_var, "scaled": model.noise_var, "hidden": model.hidden_estimate,
+                 None: model.hidden_var}
         cols = {c: (model.hidden_var_at(visible) if c == "patterns" else table[c].expand(n, -1)) for c in set(kinds)}
         if len(cols) == 1:
             return cols[kinds[0]]
         return torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)
+
+    def _variance_scale(self, kind: str | list[str] | None) -> np.ndarray | None:
+        """Per variable, the factor on the whole predictive variance that ``kind`` (as in
+        :meth:`_added_variance`) implies: the model's ``hidden_ratio`` where it is ``"scaled"``,
+        else 1; None when no variable is scaled."""
+        kinds = kind if isinstance(kind, (list, tuple)) else [kind] * self.model.n_vars
+        if "scaled" not in kinds:
+            return None
+        ratio = self.model.hidden_ratio.detach().cpu().double().numpy()
+        return np.where(np.asarray(kinds, dtype=object) == "scaled", ratio, 1.0)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()

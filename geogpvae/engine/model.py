@@ -100,6 +100,8 @@ MOMENT_SEED = 20_240_531
 MOMENT_EVERY = 4
 #: up to this many variables the hidden-value variance is also kept per pattern of the others seen
 MAX_PATTERN_VARS = 10
+#: :attr:`GPVAE.hidden_ratio` is kept within [_MIN_RATIO, 1 / _MIN_RATIO]
+_MIN_RATIO = 1e-3
 
 
 def pattern_count(n_vars: int) -> int:
@@ -249,6 +251,23 @@ class GPVAE(nn.Module):
         sq, spread, count = self.hidden_moments
         est = _moment_estimate(sq, spread, count)
         return torch.where(count > 0, est.to(self.noise_var.dtype), self.noise_var.detach())
+
+    @property
+    def hidden_ratio(self) -> torch.Tensor:
+        """How much wider the likelihood's predictive must be for values hidden from the encoder.
+
+        The ratio, over the values hidden from the encoder in training (the moments of
+        :meth:`update_hidden_moments`), of their mean squared error to the mean predictive
+        variance the likelihood gives them (decoded latent spread plus likelihood variance):
+        ``mean((y - m)^2) / (mean(s) + sigma^2)``, shape (K,); 1 where there is none. Scaling
+        the likelihood's predictive variance by it (the added variance ``"scaled"`` of
+        :mod:`geogpvae.engine.calibration`) keeps that predictive's shape, which follows the
+        spread from location to location, and gives it the width the hidden values showed.
+        """
+        sq, spread, count = self.hidden_moments
+        lik = self.noise_var.detach().to(sq.dtype)
+        ratio = sq.clamp_min(0) / (spread + lik * count).clamp_min(1e-30)
+        return torch.where(count > 0, ratio.clamp(_MIN_RATIO, 1 / _MIN_RATIO), torch.ones_like(ratio))
 
     def pattern_index(self, visible: torch.Tensor) -> torch.Tensor:
         """For every location and variable, the code of the pattern of the *other* variables seen.

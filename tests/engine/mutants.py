@@ -6,6 +6,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py tests/     # against the whole suite (slow)
     python tests/engine/mutants.py -k selection tests/engine/test_selection.py   # beta="auto"
     python tests/engine/mutants.py -k kernel tests/gp/test_kernels.py tests/test_api.py
+    python tests/engine/mutants.py -k scaled tests/engine/test_elbo.py tests/engine/test_core.py
     python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
@@ -130,6 +131,17 @@ MUTANTS = {
     "holdout: unclustered variables shaped too": (
         "geogpvae/engine/holdout.py", "if gaps.size == 0 or (shaped is not None and not shaped[j]):",
         "if gaps.size == 0:"),
+    "scaled variance: ratio inverted": (
+        "geogpvae/engine/model.py", "ratio = sq.clamp_min(0) / (spread + lik * count).clamp_min(1e-30)",
+        "ratio = (spread + lik * count) / sq.clamp_min(1e-30)"),
+    "scaled variance: spread left out of the ratio": (
+        "geogpvae/engine/model.py", "ratio = sq.clamp_min(0) / (spread + lik * count).clamp_min(1e-30)",
+        "ratio = sq.clamp_min(0) / (lik * count).clamp_min(1e-30)"),
+    "scaled variance: predicted unscaled": (
+        "geogpvae/engine/core.py", "vf = scales[regime] if vf is None else vf * scales[regime]", "pass"),
+    "scaled variance: scored with the ratio's square root twice": (
+        "geogpvae/engine/calibration.py", "sm = lik_sd * np.sqrt(engine.model.hidden_ratio",
+        "sm = lik_sd * (engine.model.hidden_ratio"),
     "holdout: calibration ignores the shaped values": (
         "geogpvae/engine/calibration.py", "if values is None else observed & values", "if True else observed & values"),
     "holdout: a location counts as its own nearest location": (

@@ -320,6 +320,7 @@ def test_calibration_chooses_the_added_variance_with_the_lowest_held_out_nll(aut
     eng = auto_noise
     assert set(eng.noise_) == {"observed", "unobserved"}
     assert all(len(v) == 3 and set(v) <= set(NOISES) for v in eng.noise_.values())
+    assert "scaled" in NOISES
     for regime in ("observed", "unobserved"):
         scored = {k.split(":", 1)[1]: v for k, v in eng.calibration_nll_.items() if k.startswith(regime + ":")}
         assert {k.partition("|")[2] for k in scored} == set(NOISES)  # every source with every variance
@@ -341,7 +342,15 @@ def test_added_variances_add_in_modelled_units(auto_noise):
     var = torch.as_tensor(rng.random((12, eng.model.latent_dim)) * 0.3, dtype=eng.dtype)
     visible = torch.as_tensor(rng.random((12, k)) < 0.5)
     got = {n: eng._moments(mean, var, samples=16, seed=2, calibrated=False, visible=visible, noise=n)
-           for n in ("likelihood", "hidden", "patterns")}
+           for n in ("likelihood", "hidden", "patterns", "scaled")}
+    # "scaled": the likelihood's predictive, its variance times the ratio the hidden values showed
+    ratio = eng.model.hidden_ratio.detach().double().numpy()
+    assert not np.allclose(ratio, 1.0, rtol=0.05)
+    np.testing.assert_allclose(got["scaled"][2], got["likelihood"][2], rtol=1e-12)
+    np.testing.assert_allclose(got["scaled"][3] ** 2, got["likelihood"][3] ** 2 * ratio, rtol=1e-9)
+    calibrated = [eng._moments(mean, var, samples=16, seed=2, calibrated=True, has_own=np.ones(12, bool),
+                               visible=visible, noise=n)[3] for n in ("likelihood", "scaled")]
+    np.testing.assert_allclose(calibrated[1] ** 2, calibrated[0] ** 2 * ratio, rtol=1e-9)  # then calibrated
     for n, added in (("hidden", eng.model.hidden_estimate.expand(12, -1)),
                      ("patterns", eng.model.hidden_var_at(visible))):
         np.testing.assert_array_equal(got[n][2], got["likelihood"][2])  # the same means

@@ -289,6 +289,10 @@ def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(
     torch.testing.assert_close(model.hidden_estimate, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
     assert not torch.allclose(model.hidden_var, model.noise_var, rtol=0.05)
+    # the hidden values' squared error over the likelihood's predictive variance for them
+    want_ratio = (sq * mask).sum(0) / ((spread * mask).sum(0) + model.noise_var.detach() * mask.sum(0))
+    torch.testing.assert_close(model.hidden_ratio, want_ratio, rtol=1e-10, atol=1e-12)
+    assert torch.equal(plain.hidden_ratio, torch.ones(3, dtype=plain.hidden_ratio.dtype))  # none: no scaling
     # per pattern of the other variables seen: the same estimate over the hidden values whose
     # location shows that pattern (the moving averages scale numerator and count alike)
     vis = batch.visible.numpy()

@@ -49,3 +49,11 @@ def test_spe10_without_references_does_not_need_the_extra():
     # it goes on to the data, which are absent here: a data error, not an extra error
     assert ".[bench]" not in res.stderr
     assert res.returncode != 0 and ("SPE10" in res.stderr or "spe10" in res.stderr)
+
+
+def test_beta_trace_needs_no_extra_and_goes_to_the_data():
+    """benchmarks/beta_trace.py wraps the SPE10 task without its references: it starts, installs
+    its trace and stops at the (absent) data with a data error."""
+    res = _run("benchmarks/beta_trace.py", "sklearn", "--mask-seed", "1")
+    assert ".[bench]" not in res.stderr
+    assert res.returncode != 0 and ("SPE10" in res.stderr or "spe10" in res.stderr), res.stderr

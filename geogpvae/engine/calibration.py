@@ -456,13 +456,12 @@ def score_hidden(
             added_base = engine._added_variance(base, vis, len(sub)) if noises else None
             for noise in noises or (None,):
                 sm = sm_base
-                if noise == "scaled":  # the likelihood's predictive variance, times the ratio
-                    lik = engine._added_variance("likelihood", vis, len(sub)) - added_base
-                    lik_sd = np.sqrt(sm_base**2 + lik.detach().cpu().double().numpy() * engine.scale**2)
-                    sm = lik_sd * np.sqrt(engine.model.hidden_ratio.detach().cpu().double().numpy())
-                elif noise != base:  # in modelled units the added variance simply adds: no decoding again
-                    shift = engine._added_variance(noise, vis, len(sub)) - added_base
+                added = "likelihood" if noise == "scaled" else noise  # "scaled" adds the likelihood's
+                if added != base:  # in modelled units the added variance simply adds: no decoding again
+                    shift = engine._added_variance(added, vis, len(sub)) - added_base
                     sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)
+                if noise == "scaled":  # then the whole predictive variance times the ratio
+                    sm = sm * np.sqrt(engine._variance_scale("scaled"))
                 z = (truth[in_regime] - mm) / sm
                 sq, lv = stats[(regime, mode if noise is None else f"{mode}|{noise}")]
                 for j in range(len(engine.names)):

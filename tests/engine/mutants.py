@@ -140,8 +140,8 @@ MUTANTS = {
     "scaled variance: predicted unscaled": (
         "geogpvae/engine/core.py", "vf = scales[regime] if vf is None else vf * scales[regime]", "pass"),
     "scaled variance: scored with the ratio's square root twice": (
-        "geogpvae/engine/calibration.py", "sm = lik_sd * np.sqrt(engine.model.hidden_ratio",
-        "sm = lik_sd * (engine.model.hidden_ratio"),
+        "geogpvae/engine/calibration.py", "sm = sm * np.sqrt(engine._variance_scale(\"scaled\"))",
+        "sm = sm * engine._variance_scale(\"scaled\")"),
     "holdout: calibration ignores the shaped values": (
         "geogpvae/engine/calibration.py", "if values is None else observed & values", "if True else observed & values"),
     "holdout: a location counts as its own nearest location": (

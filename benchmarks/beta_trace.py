@@ -94,11 +94,12 @@ def main() -> None:
     p.add_argument("--engine", default="spa", choices=["spa", "hpa"])
     p.add_argument("--options", default="{}", help="extra engine options as JSON")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--downsample", type=int, default=2, help="every k-th cell per axis (2: the paper task; 1: full)")
     args = p.parse_args()
     rows: list[dict] = []
     install_trace(rows)
     sys.argv = ["spe10.py", "--mask-seed", str(args.mask_seed), "--engine", args.engine, "--no-references",
-                "--progress", "none", "--options", args.options]
+                "--progress", "none", "--options", args.options, "--downsample", str(args.downsample)]
     if args.threads:
         sys.argv += ["--threads", str(args.threads)]
     try:

@@ -50,9 +50,9 @@ CHANNELS = {"full": ["porosity", "log_kx", "log_ky", "log_kz"], "honest": ["poro
 
 
 # ---------------------------------------------------------------------------- data
-def load_task(honest: bool, seed: int):
-    """The downsampled field, the channel cube (43, 110, 30, C) and the keep-mask."""
-    ds = load_spe10(downsample=2)
+def load_task(honest: bool, seed: int, downsample: int = 2):
+    """The downsampled field, the channel cube ((43, 110, 30, C) at the default 2) and the keep-mask."""
+    ds = load_spe10(downsample=downsample)
     cube = {
         "porosity": ds.porosity.values,
         "log_kx": np.log(ds.kx.values),
@@ -251,6 +251,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the model")
     p.add_argument("--mask-seed", type=int, default=0, help="seed of the dropped values")
     p.add_argument("--device", default="auto")
+    p.add_argument("--downsample", type=int, default=2, help="every k-th cell per axis (2: the paper task; 1: full)")
     p.add_argument("--honest", action="store_true", help="channels porosity, log kx, log kz")
     p.add_argument("--options", default="{}", help="extra engine options as JSON")
     p.add_argument("--coord-scale", default=None, help='per-axis scaling of the metres as JSON, e.g. {"z": 5} (axes not named: metres)')
@@ -266,11 +267,11 @@ def main() -> None:
         require("benchmarks/spe10.py", {"sklearn": "scikit-learn"},
                 hint=" (or pass --no-references to skip the reference methods)")
 
-    ds, names, truth, keep = load_task(args.honest, args.mask_seed)
+    ds, names, truth, keep = load_task(args.honest, args.mask_seed, args.downsample)
     coords = np.stack(np.meshgrid(*[np.arange(n, dtype=float) for n in truth.shape[:3]], indexing="ij"), -1).reshape(-1, 3)
     scales = {"standardised": observed_scale(truth, keep), "paper units": paper_scale(truth, keep)}
     dev = "cuda: " + torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
-    print(f"SPE10 every 2nd cell {truth.shape[:3]} = {np.prod(truth.shape[:3])} cells, channels {names}, "
+    print(f"SPE10 (every {args.downsample}. cell per axis) {truth.shape[:3]} = {np.prod(truth.shape[:3])} cells, channels {names}, "
           f"{(~keep).sum()} values dropped ({(~keep.any(-1)).sum()} cells fully dropped)")
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {dev}; "
           f"geogpvae {geogpvae.__version__}, torch {torch.__version__}")

@@ -19,9 +19,13 @@ A strong prior fits faster, so it leads early even where a weak one ends better:
 tuning masks the check NLLs of beta x1 and x0.2 cross near a third of the budget. Two
 candidates (x1 and x0.2) trained for 35 % of the budget each rank the way they finish, where
 three trained for 15 % each (the sixth to eighth sessions' default) often kept x1; both cost
-about 1.3-1.35 times a fit with a fixed weight. Candidates and share were chosen on tuning
-splits that are never scored (Jura: cross-validation inside the training sites; SPE10: other
-masks of the same volume): see docs/benchmarks.md.
+about 1.3-1.35 times a fit with a fixed weight. Each candidate trains at least
+``MIN_SELECTION_EPOCHS`` (3) epochs, budget allowing: a field of a million locations gets only
+5 epochs (the step budget is met in fewer, larger epochs), and 35 % of them, 2 epochs, ranked
+too early there (full-resolution SPE10, tuning mask 1: x1 led after 2 epochs, x0.2 after 3 and
+at the end). Candidates, share and floor were chosen on tuning splits that are never scored
+(Jura: cross-validation inside the training sites; SPE10: other masks of the same volume, at
+both resolutions): see docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -37,12 +41,14 @@ from .progress import Progress
 from .stopping import predictive_nll
 from .training import FieldData, TrainState, check_inputs, train
 
-__all__ = ["KL_FACTORS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "selection_epochs", "select_kl_factor", "check_score"]
+__all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SHARE", "Selection", "selection_epochs", "select_kl_factor", "check_score"]
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
 KL_FACTORS = (1.0, 0.2)
 #: Share of the epoch budget each candidate trains for before the choice.
 SELECTION_SHARE = 0.35
+#: The fewest epochs each candidate trains (fewer only where the budget leaves no epoch after them).
+MIN_SELECTION_EPOCHS = 3
 #: Share of each variable's observed values held out to score the candidates.
 SELECTION_HOLDOUT = 0.1
 
@@ -70,8 +76,15 @@ class Selection:
 
 
 def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
-    """Epochs each candidate trains before the choice: ``share`` of the budget, at least 1."""
-    return max(1, math.ceil(share * total_epochs))
+    """Epochs each candidate trains before the choice.
+
+    ``share`` of the budget of ``total_epochs``, rounded up, and at least
+    :data:`MIN_SELECTION_EPOCHS` where the budget leaves the chosen candidate an epoch on
+    every observed value after them (so at least 1, and at most ``total_epochs - 1`` through
+    the floor).
+    """
+    floor = min(MIN_SELECTION_EPOCHS, total_epochs - 1)
+    return max(1, floor, math.ceil(share * total_epochs))
 
 
 @torch.no_grad()

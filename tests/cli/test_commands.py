@@ -316,14 +316,14 @@ def test_checkpoint_belongs_to_its_job(data, tmp_path, capsys, monkeypatch):
         "100",
         "-q",
     ]
-    _interrupt_at(monkeypatch, 3)  # beta="auto" chooses during epochs 1-2, epoch 3 is the first saved
+    _interrupt_at(monkeypatch, 4)  # beta="auto" chooses during epochs 1-3, epoch 4 is the first saved
     assert main(args) == 128 + signal.SIGTERM
-    assert "stopped by SIGTERM after epoch 3 of 5" in _error_line(capsys)
+    assert "stopped by SIGTERM after epoch 4 of 5" in _error_line(capsys)
     assert not out.exists()
     (ckpt,) = ck.glob("*.ckpt")
     payload = torch.load(ckpt, weights_only=True)
     assert payload["format"] == jobs.CHECKPOINT_FORMAT
-    assert payload["checkpoint"]["train"]["epoch"] == 3
+    assert payload["checkpoint"]["train"]["epoch"] == 4
     assert payload["checkpoint"]["engine"]["kl_factor"] in (1.0, 0.5, 0.2)
     assert payload["job"]["vars"] == ["v0", "v1", "v2"]
     monkeypatch.undo()

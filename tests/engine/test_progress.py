@@ -102,12 +102,12 @@ def test_engine_reports_calibration_and_prediction(capsys):
     engine.predict(np.array([[0.5, 0.5], [0.1, 0.9]]))
     lines = _lines(capsys)
     stages = [" ".join(line.split()[:3]) for line in lines if not line.startswith("epoch")]
-    # beta="auto": two candidate weights, two epochs each (35 % of the budget, rounded up)
-    assert stages == ["selection 0/4 epochs", "selection 4/4 epochs",
+    # beta="auto": two candidate weights, three epochs each of the four (35 % would be two)
+    assert stages == ["selection 0/6 epochs", "selection 6/6 epochs",
                       "calibration 0/5 rounds", "calibration 5/5 rounds",
                       "prediction 0/100 locations", "prediction 100/100 locations",
                       "prediction 0/2 locations", "prediction 2/2 locations"]
-    assert lines[0].startswith("selection 0/4") and lines[-1].startswith("prediction 2/2")
+    assert lines[0].startswith("selection 0/6") and lines[-1].startswith("prediction 2/2")
     assert any(line.startswith("epoch 4/4") for line in lines)  # the chosen one carries on
 
 

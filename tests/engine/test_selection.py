@@ -12,6 +12,7 @@ from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.selection import (
     KL_FACTORS,
+    MIN_SELECTION_EPOCHS,
     Selection,
     check_score,
     select_kl_factor,
@@ -53,6 +54,21 @@ def test_default_is_auto_and_explicit_weights_are_honoured():
     with pytest.raises(ValueError, match='"auto"'):
         GPVAEConfig(beta="automatic")
     assert selection_epochs(29) == 11 and selection_epochs(1) == 1
+
+
+def test_candidates_train_at_least_three_epochs_when_the_budget_is_few():
+    """A million-location field gets 5 epochs; 35 % of them (2) ranked the candidates too early."""
+    assert MIN_SELECTION_EPOCHS == 3
+    # ... where the budget leaves the chosen one an epoch on every observed value after them
+    assert [selection_epochs(t) for t in (1, 2, 3, 4, 5, 6, 8, 9, 29)] == [1, 1, 2, 3, 3, 3, 3, 4, 11]
+    assert selection_epochs(5, share=0.15) == 3 and selection_epochs(100, share=0.15) == 15
+
+
+def test_a_five_epoch_budget_chooses_after_three_epochs(field):
+    seen = []
+    eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, **SMALL).fit(
+        field.points, field.values, callback=lambda e: seen.append(e.train_state.epoch))
+    assert seen == [4, 5] and len(eng.history["loss"]) == 5 and set(eng.kl_scores_) == set(KL_FACTORS)
 
 
 def test_selection_keeps_the_candidate_that_predicts_held_out_values_best(field):

@@ -42,6 +42,7 @@ from .selection import (
     KL_FACTORS,
     SELECTION_HOLDOUT,
     SELECTION_SHARE,
+    score_shape,
     select_kl_factor,
     selection_epochs,
 )
@@ -364,6 +365,7 @@ class GPVAEEngine:
             should_stop=should_stop,
             progress=self.progress,
             factors=tuple(cfg.extra.get("kl_factors", KL_FACTORS)),
+            shape=score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_),
         )
         self.kl_scores_ = dict(chosen.scores)
         if chosen.factor is None:

@@ -103,7 +103,8 @@ class CheckValues:
 
 @torch.no_grad()
 def predictive_nll(
-    model: Any, inputs: tuple, check: CheckValues, eps: torch.Tensor, *, calibrated: bool = True
+    model: Any, inputs: tuple, check: CheckValues, eps: torch.Tensor, *, calibrated: bool = True,
+    shape: bool | torch.Tensor = True,
 ) -> float:
     """Gaussian negative log-likelihood of the check values under the encoder predictive.
 
@@ -121,6 +122,10 @@ def predictive_nll(
         minimises its NLL (the mean squared standardised error), as the engine's calibration
         does after training: the score then judges the predictive mean and the shape of the
         uncertainty, not a miscalibrated overall spread that calibration removes anyway.
+    shape : bool or Tensor of bool, shape (K,)
+        Which variables are scored with their predictive variances as the model gives them.
+        The others get one variance each, their mean squared error, so that only the
+        predictive mean is judged: ``0.5 log(2 pi e MSE)`` nats per value.
 
     Returns
     -------
@@ -133,10 +138,14 @@ def predictive_nll(
     pred = model.decode(mean + var.sqrt() * eps)  # (S, M, K)
     mu = pred.mean(0)
     v = pred.var(0, unbiased=False) + model.hidden_var
-    z2 = (check.y - mu).square() / v
     mask = check.mask.to(v.dtype)
     count = mask.sum(0)
     used = count > 0
+    shape = torch.as_tensor(shape, dtype=torch.bool, device=v.device)
+    if not bool(shape.all()):  # one variance per variable: its mean squared error
+        mse = ((check.y - mu).square() * mask).sum(0) / count.clamp_min(1)
+        v = torch.where(shape, v, mse.clamp_min(1e-12))
+    z2 = (check.y - mu).square() / v
     if calibrated:  # each variable's variances scaled by the factor that minimises its NLL
         factor = (z2 * mask).sum(0) / count.clamp_min(1)
         factor = torch.where(used, factor, torch.ones_like(factor)).clamp_min(1e-12)

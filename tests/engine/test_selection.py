@@ -13,8 +13,10 @@ from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.selection import (
     KL_FACTORS,
     MIN_SELECTION_EPOCHS,
+    SELECTION_SCORES,
     Selection,
     check_score,
+    score_shape,
     select_kl_factor,
     selection_epochs,
 )
@@ -89,6 +91,11 @@ def test_selection_keeps_the_candidate_that_predicts_held_out_values_best(field)
     eps = torch.randn((16, len(rows), core.latent_dim), generator=torch.Generator().manual_seed(cfg.seed + 31))
     want = predictive_nll(averaged.eval(), (data.y[rows], data.observed[rows], data.context[rows]), data.check, eps)
     assert chosen.scores[1.0] == pytest.approx(want, rel=1e-6)
+    # scored on the means alone (values missing at random): one variance per variable
+    flat = predictive_nll(averaged.eval(), (data.y[rows], data.observed[rows], data.context[rows]), data.check, eps,
+                          shape=torch.tensor([False, False]))
+    got = check_score(core, data, chosen.state, seed=cfg.seed, shape=np.array([False, False]))
+    assert got == pytest.approx(flat, rel=1e-6) and got != pytest.approx(want, rel=1e-3)
 
 
 def test_check_values_never_reach_the_candidates_training(field):
@@ -172,3 +179,39 @@ def test_with_the_stopping_rule_candidates_train_a_share_of_the_step_budget(fiel
     budget = GPVAEConfig(**SMALL).n_epochs(len(field.points))
     assert asked["epochs"] == selection_epochs(budget) < GPVAEConfig(holdout=0.1).n_epochs(len(field.points)) // 4
     assert asked["check"] is not None and eng.interrupted
+
+
+def test_score_shape_follows_the_gaps():
+    clustered = np.array([True, False, True])
+    assert score_shape("auto", clustered).tolist() == [True, False, True]
+    assert score_shape("nll", clustered).tolist() == [True] * 3
+    assert score_shape("mean", clustered).tolist() == [False] * 3
+    assert SELECTION_SCORES == ("auto", "nll", "mean")
+    with pytest.raises(ValueError, match="selection_score"):
+        score_shape("rmse", clustered)
+
+
+@pytest.mark.parametrize("option, outage, want", [
+    (None, False, [False, False]),  # values missing at random: the means alone rank the candidates
+    (None, True, [True, False]),  # the variable whose gaps cluster keeps the variances' shape
+    ("nll", False, [True, True]),
+    ("mean", True, [False, False]),
+])
+def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, option, outage, want):
+    from geogpvae.engine import core
+
+    asked = {}
+
+    def fake(build, data, config, *, shape, **kw):
+        asked["shape"] = np.asarray(shape).tolist()
+        return Selection(factor=None)  # as if interrupted: fit returns at once
+
+    monkeypatch.setattr(core, "select_kl_factor", fake)
+    values = field.values.copy()
+    if outage:  # a 6 x 6 outage of the first variable in the 16 x 16 grid
+        grid = values[:, 0].reshape(16, 16)
+        grid[4:10, 4:10] = np.nan
+    extra = {} if option is None else {"extra": {"selection_score": option}}
+    eng = GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL, **extra).fit(field.points, values)
+    assert eng.clustered_gaps_.tolist() == [outage, False]
+    assert asked["shape"] == want

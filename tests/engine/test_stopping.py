@@ -97,6 +97,17 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
     with torch.no_grad():
         alone = predictive_nll(model, (y[:4], visible[:4], None), CheckValues(rows=check.rows[:4], mask=mask[:4], y=check.y[:4]), eps[:, :4])
     assert predictive_nll(model, (y[:4], visible[:4], None), only_second, eps[:, :4]) == pytest.approx(alone, rel=1e-12)
+    # without the shape of the variances: 0.5 log(2 pi e MSE) per variable, the mean alone judged
+    flat = [0.5 * math.log(2 * math.pi * math.e * np.mean([e**2 for e, _ in per_var[j]])) for j in per_var]
+    raw_per_var = [np.mean([nll(e, v) for e, v in per_var[j]]) for j in per_var]
+    for shape, want, want_raw in ((False, np.mean(flat), np.mean(flat)),
+                                  ([True, False], (scaled[0] + flat[1]) / 2, (raw_per_var[0] + flat[1]) / 2),
+                                  ([False, True], (flat[0] + scaled[1]) / 2, (flat[0] + raw_per_var[1]) / 2)):
+        got = predictive_nll(model, (y, visible, None), check, eps, shape=torch.tensor(shape))
+        assert got == pytest.approx(want, rel=1e-10), shape
+        assert predictive_nll(model, (y, visible, None), check, eps, calibrated=False,
+                              shape=torch.tensor(shape)) == pytest.approx(want_raw, rel=1e-10), shape
+    assert predictive_nll(model, (y, visible, None), check, eps, shape=torch.tensor([True, True])) == pytest.approx(np.mean(scaled))
 
 
 def test_stop_rule_stops_when_the_gain_over_the_stretch_is_small_and_keeps_the_best_weights():

@@ -253,6 +253,17 @@ class GPVAEConfig:
                 "'cuda', 'cuda:N' or 'mps'"
             )
 
+    def _check_extra(self) -> None:
+        if not isinstance(self.extra, dict):
+            raise TypeError(f"extra must be a table of options (a dict), got {self.extra!r}; "
+                            "on the command line e.g. --option extra.selection_score=mean")
+        if "selection_score" in self.extra:  # an option of beta="auto" (engine/selection.py)
+            from .selection import SELECTION_SCORES
+
+            score = self.extra["selection_score"]
+            if score not in SELECTION_SCORES:
+                raise ValueError(f"unknown selection_score {score!r}; choose one of {', '.join(SELECTION_SCORES)}")
+
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
@@ -276,6 +287,7 @@ class GPVAEConfig:
         choice("dtype", DTYPES)
         choice("lr_schedule", SCHEDULES)
         choice("neighbour_backend", BACKENDS)
+        self._check_extra()
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
         ints = {"neighbours": 0, "train_samples": 1, "samples": 1}

@@ -141,7 +141,7 @@ def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, s
     was_training = core.training
     core.eval()
     try:
-        return predictive_nll(core, inputs, data.check, eps, shape=torch.as_tensor(shape))
+        return predictive_nll(core, inputs, data.check, eps, shape=shape)
     finally:
         core.load_state_dict(live)
         core.train(was_training)

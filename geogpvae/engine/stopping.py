@@ -141,11 +141,11 @@ def predictive_nll(
     mask = check.mask.to(v.dtype)
     count = mask.sum(0)
     used = count > 0
+    err2 = (check.y - mu).square()
     shape = torch.as_tensor(shape, dtype=torch.bool, device=v.device)
     if not bool(shape.all()):  # one variance per variable: its mean squared error
-        mse = ((check.y - mu).square() * mask).sum(0) / count.clamp_min(1)
-        v = torch.where(shape, v, mse.clamp_min(1e-12))
-    z2 = (check.y - mu).square() / v
+        v = torch.where(shape, v, ((err2 * mask).sum(0) / count.clamp_min(1)).clamp_min(1e-12))
+    z2 = err2 / v
     if calibrated:  # each variable's variances scaled by the factor that minimises its NLL
         factor = (z2 * mask).sum(0) / count.clamp_min(1)
         factor = torch.where(used, factor, torch.ones_like(factor)).clamp_min(1e-12)

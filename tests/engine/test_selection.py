@@ -189,6 +189,10 @@ def test_score_shape_follows_the_gaps():
     assert SELECTION_SCORES == ("auto", "nll", "mean")
     with pytest.raises(ValueError, match="selection_score"):
         score_shape("rmse", clustered)
+    # a wrong option is refused when the options are given, before any fit
+    with pytest.raises(ValueError, match="unknown selection_score 'rmse'; choose one of auto, nll, mean"):
+        GPVAEConfig(extra={"selection_score": "rmse"})
+    assert GPVAEConfig(extra={"selection_score": "mean"}).extra["selection_score"] == "mean"
 
 
 @pytest.mark.parametrize("option, outage, want", [

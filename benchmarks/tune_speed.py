@@ -122,14 +122,14 @@ def raw_coverage(engine, out, names, hidden) -> dict[str, float]:
     return {"raw_cov95": float(np.mean(cov)), "factor_own": float(np.mean(f_own)), "factor_none": float(np.mean(f_none))}
 
 
-def run(task: str, n_tasks: int, seeds: int, options: dict, trace: bool = False,
+def run(task: str, n_tasks: int, seeds: range, options: dict, trace: bool = False,
         split: str = "random", raw: bool = False) -> dict[str, float]:
     rows = []
     tasks = {"jura": lambda: jura_folds(n_tasks, split=split), "synthetic": lambda: synthetic_tasks(n_tasks),
              "blocks": lambda: block_tasks(n_tasks)}[task]()
     extra = {"neighbours": 10} if task == "jura" else {}
     for work, names, hidden in tasks:
-        for seed in range(seeds):
+        for seed in seeds:
             t = time.perf_counter()
             imputer = geogpvae.GPVAEImputer(seed=seed, progress=False, **{**extra, **options})
             out = imputer.fit(work, names).impute(work)
@@ -187,6 +187,7 @@ def main() -> None:
     p.add_argument("--task", choices=["jura", "synthetic", "blocks"], default="jura")
     p.add_argument("--folds", type=int, default=5, help="folds (Jura) or fields (synthetic)")
     p.add_argument("--seeds", type=int, default=1)
+    p.add_argument("--first-seed", type=int, default=0, help="model seeds first-seed .. first-seed + seeds - 1")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--trace", action="store_true", help="print the stopping rule's scores")
     p.add_argument("--raw", action="store_true", help="also the coverage before calibration and the factors")
@@ -196,10 +197,11 @@ def main() -> None:
                    help="Jura: also score kriging, KNNImputer and the mean on the same folds")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds; "
+    print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds from {args.first_seed}; "
           f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}", flush=True)
     for text in args.options or ([] if args.references else ["{}"]):
-        r = run(args.task, args.folds, args.seeds, json.loads(text), args.trace, args.split, args.raw)
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        r = run(args.task, args.folds, seeds, json.loads(text), args.trace, args.split, args.raw)
         print(f"{text:60s} RMSE {r['rmse']:.3f} (sd {r['rmse_sd']:.3f}) NLL {r['nll']:.3f} "
               f"cov95 {r['cov95']:.3f} {r['seconds']:.1f} s {r['steps']:.0f} steps (best {r['best_step']:.0f}) "
               f"beta x{r['kl_factor']:.2f}", flush=True)

@@ -263,6 +263,11 @@ class GPVAEConfig:
             score = self.extra["selection_score"]
             if score not in SELECTION_SCORES:
                 raise ValueError(f"unknown selection_score {score!r}; choose one of {', '.join(SELECTION_SCORES)}")
+        if self.extra.get("context_hiding", "auto") not in ("auto", True, False):  # engine/training.py
+            raise ValueError(f"context_hiding must be 'auto', true or false, got {self.extra['context_hiding']!r}")
+        share = self.extra.get("context_hiding_share", 0.5)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise ValueError(f"context_hiding_share must be a number in (0, 1], got {share!r}")
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that is out of range."""

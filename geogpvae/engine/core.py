@@ -49,6 +49,7 @@ from .selection import (
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
 from .training import (
+    CONTEXT_HIDING_SHARE,
     FieldData,
     TrainState,
     context_index,
@@ -311,7 +312,9 @@ class GPVAEEngine:
         selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
         fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
         self.clustered_gaps_ = np.zeros(k, dtype=bool)
-        if cfg.extra.get("holdout") != "random" and (fraction > 0 or cfg.calibrate):  # else unused
+        hiding = cfg.extra.get("context_hiding", "auto")
+        detect = fraction > 0 or cfg.calibrate or (hiding == "auto" and cfg.mask_rate > 0 and bool(cfg.context_scales))
+        if cfg.extra.get("holdout") != "random" and detect:  # else unused
             self.clustered_gaps_ = clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
         check, weights = held_out(x, observed, fraction, seed=cfg.seed, shaped=self.clustered_gaps_, backend=cfg.neighbour_backend)
         if cfg.context_scales and x is self._x and self._context_index is None:
@@ -319,6 +322,10 @@ class GPVAEEngine:
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
                                 check_weights=weights,
                                 context_idx=self._context_index if x is self._x else None)
+        hidden_vars = np.full(k, bool(hiding)) if hiding != "auto" else ~self.clustered_gaps_
+        if self._data.context is not None and hidden_vars.any():
+            self._data = dataclasses.replace(self._data, context_hiding=torch.as_tensor(hidden_vars, device=self.device),
+                                             context_hiding_share=float(cfg.extra.get("context_hiding_share", CONTEXT_HIDING_SHARE)))
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
         self.noise_ = {}

@@ -26,6 +26,7 @@ from .progress import Progress
 from .stopping import CheckValues, StopRule, predictive_nll
 
 __all__ = [
+    "CONTEXT_HIDING_SHARE",
     "FieldData",
     "TrainState",
     "neighbourhood_context",
@@ -75,6 +76,13 @@ class FieldData:
     stencil_valid : Tensor of bool, shape (S, H) or None
     check : CheckValues or None
         Observed values held out of ``y``/``observed``/``context`` to decide when to stop.
+    context_index : Tensor of int64, shape (N, max(context_scales)) or None
+        The context neighbours of every location (:func:`context_index`), N where fewer exist.
+    context_scales : tuple of int
+        The context's neighbourhood sizes.
+    context_hiding : Tensor of bool, shape (K,) or None
+        Variables whose values hidden from the encoder in a training step are also taken out
+        of the encoded locations' context in that step (:func:`visible_context`); None: none.
     """
 
     x: torch.Tensor
@@ -87,6 +95,10 @@ class FieldData:
     stencil_offsets: torch.Tensor | None = None
     stencil_valid: torch.Tensor | None = None
     check: CheckValues | None = None
+    context_index: torch.Tensor | None = None
+    context_scales: tuple[int, ...] = ()
+    context_hiding: torch.Tensor | None = None
+    context_hiding_share: float = 1.0
 
     @property
     def n(self) -> int:
@@ -115,6 +127,11 @@ class TrainState:
     steps: int = 0
     monitor: dict[str, Any] = field(default_factory=dict)
     done: bool = False
+
+
+#: Share of the values hidden from the encoder in a training step that also leave the encoded
+#: locations' context (see :func:`visible_context`); chosen on tuning splits (docs/benchmarks.md).
+CONTEXT_HIDING_SHARE = 0.5
 
 
 def context_index(
@@ -333,12 +350,12 @@ def field_data(
         check_values = CheckValues.from_arrays(check, y, device=device, dtype=dtype, weights=check_weights)
         observed = observed & ~check
     y0 = np.where(observed, y, 0.0)
-    context = (
-        neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend,
-                              index=context_idx)
-        if config.context_scales
-        else None
-    )
+    context = None
+    if config.context_scales:
+        if context_idx is None:
+            context_idx = context_index(x, config.context_scales, backend=config.neighbour_backend)
+        context = neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend,
+                                        index=context_idx)
     ordering, batching = resolve_layout(x, config)
     nbr = training_neighbours(x, config, ordering)
     order = _morton_order(x) if batching == "spatial" else None
@@ -360,6 +377,8 @@ def field_data(
         stencil_offsets=None if stencils is None else tensor(stencils[1]),
         stencil_valid=None if stencils is None else tensor(stencils[2], torch.bool),
         check=check_values,
+        context_index=None if context is None else tensor(np.where(context_idx >= 0, context_idx, len(x)), torch.int64),
+        context_scales=tuple(config.context_scales),
     )
 
 
@@ -428,6 +447,58 @@ def _batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | 
     return {k: None if v is None else v.to(dev, non_blocking=True) for k, v in plan.items()}
 
 
+def visible_context(
+    context: torch.Tensor, neighbours: torch.Tensor, y: torch.Tensor, hidden: torch.Tensor, scales: tuple[int, ...]
+) -> torch.Tensor:
+    """The encoder's context with the values hidden in this step taken out of it.
+
+    Parameters
+    ----------
+    context : Tensor, shape (U, 2 K len(scales))
+        :func:`neighbourhood_context` of the encoded locations, built from every observed value.
+    neighbours : Tensor of int64, shape (U, max(scales))
+        Rows among the U of each location's context neighbours, nearest first; U where the
+        neighbour is not encoded in this step (none of its values is hidden) or absent.
+    y : Tensor, shape (U, K)
+        Standardised values of the encoded locations (0 where missing).
+    hidden : Tensor of bool, shape (U, K)
+        Observed values to take out.
+    scales : tuple of int
+        The context's neighbourhood sizes.
+
+    Returns
+    -------
+    Tensor, shape (U, 2 K len(scales))
+        Per scale and variable, the mean of the values still in among the ``k`` nearest
+        locations (0 when none is left) and the fraction of them still in: the context each
+        location would have if the hidden values were missing.
+    """
+    u, k = y.shape
+    gone = hidden.to(y.dtype)
+    per_row = torch.cat([torch.cat([gone, gone * y], 1), gone.new_zeros(1, 2 * k)])  # row U: nothing gone
+    picked = per_row.index_select(0, neighbours.reshape(-1)).view(u, -1, 2 * k)  # (U, kmax, 2K)
+    parts = []
+    for i, size in enumerate(scales):
+        removed = picked[:, :size].sum(1)
+        mean, share = context[:, 2 * k * i : 2 * k * i + k], context[:, 2 * k * i + k : 2 * k * (i + 1)]
+        count = torch.round(share * size)
+        left = count - removed[:, :k]
+        total = mean * count - removed[:, k:]
+        parts += [torch.where(left > 0, total / left.clamp_min(1.0), 0.0), left / size]
+    return torch.cat(parts, dim=1)
+
+
+def _encoded_rows(data: FieldData, uniq: torch.Tensor | None) -> torch.Tensor:
+    """Rows among the U encoded locations of their context neighbours (U: not encoded or absent)."""
+    if uniq is None:
+        return data.context_index  # every location encoded; N marks an absent neighbour
+    u = uniq.shape[0]
+    where = torch.full((data.n + 1,), u, dtype=torch.int64, device=uniq.device)
+    where[uniq] = torch.arange(u, device=uniq.device)
+    index = data.context_index.index_select(0, uniq)
+    return where.index_select(0, index.reshape(-1)).view(index.shape)
+
+
 def gather_batch(
     data: FieldData, idx: torch.Tensor, *, mask_rate: float = 0.0, generator: torch.Generator | None = None
 ) -> Batch:
@@ -442,18 +513,27 @@ def gather_batch(
         Fraction of observed values hidden from the encoder.
     generator : torch.Generator, optional
         Random source of the hiding (on the data's device).
+
+    Where ``data.context_hiding`` names variables, their hidden values are also taken out of
+    the encoded locations' context (:func:`visible_context`).
     """
     plan = _batch_plan(data, idx)
     uniq = plan["uniq"]
 
     def rows(t: torch.Tensor | None) -> torch.Tensor | None:
-        return t if t is None or uniq is None else t[uniq]
+        return t if t is None or uniq is None else t.index_select(0, uniq)  # faster than t[uniq] on CPUs
 
     observed = rows(data.observed)
     visible = observed
     if mask_rate > 0:
         keep = torch.rand(observed.shape, device=observed.device, generator=generator) >= mask_rate
         visible = observed & keep
+    context = rows(data.context)
+    if mask_rate > 0 and data.context_hiding is not None and context is not None:
+        gone = observed & ~visible & data.context_hiding
+        if data.context_hiding_share < 1:
+            gone = gone & (torch.rand(gone.shape, device=gone.device, generator=generator) < data.context_hiding_share)
+        context = visible_context(context, _encoded_rows(data, uniq), rows(data.y), gone, data.context_scales)
     stencil = {}
     if plan["stencils"] is not None:
         used = plan["stencils"]
@@ -464,12 +544,12 @@ def gather_batch(
         y=rows(data.y),
         observed=observed,
         visible=visible,
-        context=rows(data.context),
+        context=context,
         batch_pos=plan["batch_pos"],
         nbr_pos=plan["nbr_pos"],
         nbr_valid=plan["valid"],
-        x_batch=data.x[plan["idx"]],
-        x_nbr=data.x[plan["safe"]],
+        x_batch=data.x.index_select(0, plan["idx"]),
+        x_nbr=data.x.index_select(0, plan["safe"].reshape(-1)).view(*plan["safe"].shape, data.x.shape[1]),
         n_total=data.n,
     )
 

@@ -8,6 +8,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k kernel tests/gp/test_kernels.py tests/test_api.py
     python tests/engine/mutants.py -k scaled tests/engine/test_elbo.py tests/engine/test_core.py
     python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
+    python tests/engine/mutants.py -k "context hiding" tests/engine/test_training.py tests/engine/test_selection.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -147,6 +148,21 @@ MUTANTS = {
     "holdout: a location counts as its own nearest location": (
         "geogpvae/engine/holdout.py", "d_loc, _ = knn(x, 1, exclude_self=True, backend=backend)",
         "d_loc, _ = knn(x, 1, exclude_self=False, backend=backend)"),
+    "context hiding: hidden values' sum left in": (
+        "geogpvae/engine/training.py", "total = mean * count - removed[:, k:]", "total = mean * count"),
+    "context hiding: fractions not lowered": (
+        "geogpvae/engine/training.py", "parts += [torch.where(left > 0, total / left.clamp_min(1.0), 0.0), left / size]",
+        "parts += [torch.where(left > 0, total / left.clamp_min(1.0), 0.0), count / size]"),
+    "context hiding: batch rows mapped to the wrong encoded rows": (
+        "geogpvae/engine/training.py", "where[uniq] = torch.arange(u, device=uniq.device)",
+        "where[uniq] = torch.arange(u, device=uniq.device).flip(0)"),
+    "context hiding: clustered variables hidden, the others not": (
+        "geogpvae/engine/core.py", "else ~self.clustered_gaps_", "else self.clustered_gaps_"),
+    "context hiding: the share ignored (every hidden value leaves)": (
+        "geogpvae/engine/training.py", "        if data.context_hiding_share < 1:\n", "        if False:\n"),
+    "context hiding: never applied": (
+        "geogpvae/engine/training.py", "if mask_rate > 0 and data.context_hiding is not None and context is not None:",
+        "if False:"),
 }
 
 

@@ -21,7 +21,7 @@ from geogpvae.engine.selection import (
     selection_epochs,
 )
 from geogpvae.engine.stopping import check_entries, predictive_nll
-from geogpvae.engine.training import field_data
+from geogpvae.engine.training import CONTEXT_HIDING_SHARE, field_data
 
 SMALL = dict(neighbours=6, encoder_hidden=(16,), decoder_hidden=(16,), samples=4)
 
@@ -219,3 +219,29 @@ def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, option, o
     eng = GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL, **extra).fit(field.points, values)
     assert eng.clustered_gaps_.tolist() == [outage, False]
     assert asked["shape"] == want
+
+
+@pytest.mark.parametrize("option, outage, want", [
+    (None, False, [True, True]),  # values missing at random: hidden values leave the context
+    (None, True, [False, True]),  # not where a variable's gaps cluster (outage tuning fields)
+    (False, False, None),
+    (True, True, [True, True]),
+])
+def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(field, monkeypatch, option, outage, want):
+    from geogpvae.engine import core
+
+    seen = {}
+
+    def fake(build, data, config, **kw):
+        seen["hiding"] = None if data.context_hiding is None else data.context_hiding.tolist()
+        seen["share"] = data.context_hiding_share
+        return Selection(factor=None)
+
+    monkeypatch.setattr(core, "select_kl_factor", fake)
+    values = field.values.copy()
+    if outage:
+        values[:, 0].reshape(16, 16)[4:10, 4:10] = np.nan
+    extra = {} if option is None else {"extra": {"context_hiding": option}}
+    GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL, **extra).fit(field.points, values)
+    assert seen["hiding"] == want
+    assert want is None or seen["share"] == CONTEXT_HIDING_SHARE == 0.5

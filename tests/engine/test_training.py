@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import epoch_batches, field_data, is_lattice, resolve_layout
+from geogpvae.engine.training import (
+    context_index,
+    epoch_batches,
+    field_data,
+    gather_batch,
+    is_lattice,
+    neighbourhood_context,
+    resolve_layout,
+    visible_context,
+)
 
 
 def _field(x, seed=0):
@@ -75,3 +86,68 @@ def test_auto_layout_on_scattered_points_is_random():
     data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=0),
                          device=torch.device("cpu"), dtype=torch.float64)
     assert data.order is None
+
+
+def _context_case(seed=0, n=200, k=3):
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, 2))
+    observed = rng.random((n, k)) < 0.7
+    y = np.where(observed, rng.normal(size=(n, k)), 0.0)
+    hidden = observed & (rng.random((n, k)) < 0.3)
+    return x, y, observed, hidden
+
+
+@pytest.mark.parametrize("n", [200, 7])  # 7: fewer locations than the widest context
+def test_visible_context_equals_the_context_built_without_the_hidden_values(n):
+    """Every location encoded: the adjusted context is the one rebuilt as if the hidden values were missing."""
+    x, y, observed, hidden = _context_case(n=n)
+    hidden[0] = observed[0]  # at least one value hidden
+    scales = (4, 8)
+    index = context_index(x, scales)
+    full = neighbourhood_context(x, y, observed, scales, index=index)
+    expected = neighbourhood_context(x, np.where(hidden, 0.0, y), observed & ~hidden, scales, index=index)
+    rows = torch.tensor(np.where(index >= 0, index, len(x)))
+    got = visible_context(torch.tensor(full), rows, torch.tensor(y), torch.tensor(hidden), scales)
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
+    assert not np.allclose(full, expected)  # the hiding does change the context
+
+
+@pytest.mark.parametrize("variables", [(True, True, True), (False, True, False)])
+def test_gathered_batches_hide_their_hidden_values_from_every_context(variables):
+    """Mini-batches: the context of each encoded location equals the rebuilt one, hidden values
+    being those of the encoded locations (of the variables named); hiding off leaves the stored context."""
+    x, y, observed, _ = _context_case(seed=1, n=300)
+    cfg = GPVAEConfig(neighbours=6, context=(4, 8))
+    plain_data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    data = dataclasses.replace(plain_data, context_hiding=torch.tensor(variables))
+    idx = torch.arange(0, 300, 7)
+    torch.manual_seed(3)
+    batch = gather_batch(data, idx, mask_rate=0.4)
+    uniq = torch.unique(torch.cat([idx, data.nbr[idx].clamp_min(0).reshape(-1)])).numpy()
+    assert len(uniq) == batch.y.shape[0] < 300  # only part of the field is encoded
+    hidden = np.zeros_like(observed)
+    hidden[uniq] = (batch.observed & ~batch.visible).numpy() & np.array(variables)
+    assert hidden.any()
+    expected = neighbourhood_context(x, np.where(hidden, 0.0, y), observed & ~hidden, (4, 8))[uniq]
+    np.testing.assert_allclose(batch.context.numpy(), expected, atol=1e-12)
+    plain = gather_batch(plain_data, idx, mask_rate=0.4)
+    np.testing.assert_allclose(plain.context.numpy(), data.context[uniq].numpy())
+
+
+def test_a_share_of_the_hidden_values_leaves_the_context():
+    """With ``context_hiding_share`` 0.5, about half the hidden values leave the context: every
+    fraction lies between the full hiding's and the stored one, and about half the removals happen."""
+    x, y, observed, _ = _context_case(seed=2, n=400)
+    cfg = GPVAEConfig(neighbours=6, context=8)
+    plain = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
+    every = dataclasses.replace(plain, context_hiding=torch.tensor([True, True, True]))
+    half = dataclasses.replace(every, context_hiding_share=0.5)
+    idx = torch.arange(400)
+    shares = []
+    for data in (every, half):
+        torch.manual_seed(5)  # the same values hidden from the encoder
+        shares.append(gather_batch(data, idx, mask_rate=0.3).context[:, 3:6].numpy())
+    stored = plain.context[:, 3:6].numpy()
+    assert np.all(shares[0] <= shares[1] + 1e-12) and np.all(shares[1] <= stored + 1e-12)
+    removed = (stored - shares[1]).sum() / (stored - shares[0]).sum()
+    assert 0.35 < removed < 0.65

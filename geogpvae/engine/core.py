@@ -313,6 +313,8 @@ class GPVAEEngine:
         fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
         self.clustered_gaps_ = np.zeros(k, dtype=bool)
         hiding = cfg.extra.get("context_hiding", "auto")
+        if hiding == "auto" and cfg.batch_for(n) < n:  # mini-batches: 10 % per epoch, no gain (tuning splits)
+            hiding = False
         detect = fraction > 0 or cfg.calibrate or (hiding == "auto" and cfg.mask_rate > 0 and bool(cfg.context_scales))
         if cfg.extra.get("holdout") != "random" and detect:  # else unused
             self.clustered_gaps_ = clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)

@@ -160,6 +160,8 @@ MUTANTS = {
         "geogpvae/engine/core.py", "else ~self.clustered_gaps_", "else self.clustered_gaps_"),
     "context hiding: the share ignored (every hidden value leaves)": (
         "geogpvae/engine/training.py", "        if data.context_hiding_share < 1:\n", "        if False:\n"),
+    "context hiding: with mini-batches too": (
+        "geogpvae/engine/core.py", "if hiding == \"auto\" and cfg.batch_for(n) < n:", "if False:"),
     "context hiding: never applied": (
         "geogpvae/engine/training.py", "if mask_rate > 0 and data.context_hiding is not None and context is not None:",
         "if False:"),

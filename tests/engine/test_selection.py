@@ -221,13 +221,15 @@ def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, option, o
     assert asked["shape"] == want
 
 
-@pytest.mark.parametrize("option, outage, want", [
-    (None, False, [True, True]),  # values missing at random: hidden values leave the context
-    (None, True, [False, True]),  # not where a variable's gaps cluster (outage tuning fields)
-    (False, False, None),
-    (True, True, [True, True]),
+@pytest.mark.parametrize("option, outage, batch, want", [
+    (None, False, None, [True, True]),  # values missing at random: hidden values leave the context
+    (None, True, None, [False, True]),  # not where a variable's gaps cluster (outage tuning fields)
+    (None, False, 64, None),  # nor with mini-batches (its cost, no gain on the tuning fields)
+    (False, False, None, None),
+    (True, True, 64, [True, True]),
 ])
-def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(field, monkeypatch, option, outage, want):
+def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(field, monkeypatch, option, outage,
+                                                                               batch, want):
     from geogpvae.engine import core
 
     seen = {}
@@ -242,6 +244,6 @@ def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(fi
     if outage:
         values[:, 0].reshape(16, 16)[4:10, 4:10] = np.nan
     extra = {} if option is None else {"extra": {"context_hiding": option}}
-    GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL, **extra).fit(field.points, values)
+    GPVAEEngine(calibrate=False, progress=False, epochs=4, batch_size=batch, **SMALL, **extra).fit(field.points, values)
     assert seen["hiding"] == want
     assert want is None or seen["share"] == CONTEXT_HIDING_SHARE == 0.5

@@ -30,6 +30,7 @@ __all__ = [
     "FieldData",
     "TrainState",
     "neighbourhood_context",
+    "visible_context",
     "training_neighbours",
     "field_data",
     "epoch_batches",
@@ -83,6 +84,9 @@ class FieldData:
     context_hiding : Tensor of bool, shape (K,) or None
         Variables whose values hidden from the encoder in a training step are also taken out
         of the encoded locations' context in that step (:func:`visible_context`); None: none.
+    context_hiding_share : float
+        The share of those hidden values, drawn at random each step, that leave the context
+        (the engine passes :data:`CONTEXT_HIDING_SHARE`).
     """
 
     x: torch.Tensor
@@ -504,6 +508,9 @@ def gather_batch(
 ) -> Batch:
     """Gather the tensors of one mini-batch; every location is encoded once.
 
+    Where ``data.context_hiding`` names variables, their values hidden from the encoder are
+    also taken out of the encoded locations' context (:func:`visible_context`).
+
     Parameters
     ----------
     data : FieldData
@@ -513,9 +520,6 @@ def gather_batch(
         Fraction of observed values hidden from the encoder.
     generator : torch.Generator, optional
         Random source of the hiding (on the data's device).
-
-    Where ``data.context_hiding`` names variables, their hidden values are also taken out of
-    the encoded locations' context (:func:`visible_context`).
     """
     plan = _batch_plan(data, idx)
     uniq = plan["uniq"]
@@ -528,12 +532,13 @@ def gather_batch(
     if mask_rate > 0:
         keep = torch.rand(observed.shape, device=observed.device, generator=generator) >= mask_rate
         visible = observed & keep
+    y = rows(data.y)
     context = rows(data.context)
     if mask_rate > 0 and data.context_hiding is not None and context is not None:
         gone = observed & ~visible & data.context_hiding
         if data.context_hiding_share < 1:
             gone = gone & (torch.rand(gone.shape, device=gone.device, generator=generator) < data.context_hiding_share)
-        context = visible_context(context, _encoded_rows(data, uniq), rows(data.y), gone, data.context_scales)
+        context = visible_context(context, _encoded_rows(data, uniq), y, gone, data.context_scales)
     stencil = {}
     if plan["stencils"] is not None:
         used = plan["stencils"]
@@ -541,7 +546,7 @@ def gather_batch(
                        stencil_index=plan["stencil_index"])
     return Batch(
         **stencil,
-        y=rows(data.y),
+        y=y,
         observed=observed,
         visible=visible,
         context=context,

@@ -57,6 +57,7 @@ from .training import (
     neighbourhood_context,
     resolve_device,
     train,
+    with_context_hiding,
 )
 
 __all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
@@ -313,8 +314,7 @@ class GPVAEEngine:
         fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
         self.clustered_gaps_ = np.zeros(k, dtype=bool)
         hiding = cfg.extra.get("context_hiding", "auto")
-        if hiding == "auto" and cfg.batch_for(n) < n:  # mini-batches: 10 % per epoch, no gain (tuning splits)
-            hiding = False
+        hiding = False if hiding == "auto" and cfg.batch_for(n) < n else hiding  # mini-batches: 10 % an epoch, no gain
         detect = fraction > 0 or cfg.calibrate or (hiding == "auto" and cfg.mask_rate > 0 and bool(cfg.context_scales))
         if cfg.extra.get("holdout") != "random" and detect:  # else unused
             self.clustered_gaps_ = clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
@@ -324,10 +324,11 @@ class GPVAEEngine:
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
                                 check_weights=weights,
                                 context_idx=self._context_index if x is self._x else None)
-        hidden_vars = np.full(k, bool(hiding)) if hiding != "auto" else ~self.clustered_gaps_
-        if self._data.context is not None and hidden_vars.any():
-            self._data = dataclasses.replace(self._data, context_hiding=torch.as_tensor(hidden_vars, device=self.device),
-                                             context_hiding_share=float(cfg.extra.get("context_hiding_share", CONTEXT_HIDING_SHARE)))
+        variables = np.full(k, bool(hiding)) if hiding != "auto" else ~self.clustered_gaps_
+        if self._data.context is not None and variables.any():  # the neighbours kept only where used
+            index = self._context_index if x is self._x else context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
+            self._data = with_context_hiding(self._data, index, cfg.context_scales, variables,
+                                             cfg.extra.get("context_hiding_share", CONTEXT_HIDING_SHARE))
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
         self.noise_ = {}

@@ -8,6 +8,7 @@ uninterrupted run would have (same device and dtype).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ __all__ = [
     "TrainState",
     "neighbourhood_context",
     "visible_context",
+    "with_context_hiding",
     "training_neighbours",
     "field_data",
     "epoch_batches",
@@ -78,7 +80,8 @@ class FieldData:
     check : CheckValues or None
         Observed values held out of ``y``/``observed``/``context`` to decide when to stop.
     context_index : Tensor of int64, shape (N, max(context_scales)) or None
-        The context neighbours of every location (:func:`context_index`), N where fewer exist.
+        The context neighbours of every location (:func:`context_index`), N where fewer exist;
+        set (with ``context_scales``) only where ``context_hiding`` is.
     context_scales : tuple of int
         The context's neighbourhood sizes.
     context_hiding : Tensor of bool, shape (K,) or None
@@ -354,12 +357,12 @@ def field_data(
         check_values = CheckValues.from_arrays(check, y, device=device, dtype=dtype, weights=check_weights)
         observed = observed & ~check
     y0 = np.where(observed, y, 0.0)
-    context = None
-    if config.context_scales:
-        if context_idx is None:
-            context_idx = context_index(x, config.context_scales, backend=config.neighbour_backend)
-        context = neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend,
-                                        index=context_idx)
+    context = (
+        neighbourhood_context(x, y0, observed, config.context_scales, backend=config.neighbour_backend,
+                              index=context_idx)
+        if config.context_scales
+        else None
+    )
     ordering, batching = resolve_layout(x, config)
     nbr = training_neighbours(x, config, ordering)
     order = _morton_order(x) if batching == "spatial" else None
@@ -381,8 +384,6 @@ def field_data(
         stencil_offsets=None if stencils is None else tensor(stencils[1]),
         stencil_valid=None if stencils is None else tensor(stencils[2], torch.bool),
         check=check_values,
-        context_index=None if context is None else tensor(np.where(context_idx >= 0, context_idx, len(x)), torch.int64),
-        context_scales=tuple(config.context_scales),
     )
 
 
@@ -490,6 +491,40 @@ def visible_context(
         total = mean * count - removed[:, k:]
         parts += [torch.where(left > 0, total / left.clamp_min(1.0), 0.0), left / size]
     return torch.cat(parts, dim=1)
+
+
+def with_context_hiding(
+    data: FieldData, index: np.ndarray, scales: tuple[int, ...], variables: np.ndarray,
+    share: float = CONTEXT_HIDING_SHARE,
+) -> FieldData:
+    """``data`` set to take the hidden values of some variables out of the context in training.
+
+    Parameters
+    ----------
+    data : FieldData
+        With a context.
+    index : array of int, shape (N, max(scales))
+        The context neighbours of ``data``'s locations (:func:`context_index`, -1 where fewer exist).
+    scales : tuple of int
+        The context's neighbourhood sizes.
+    variables : array of bool, shape (K,)
+        Whose hidden values leave the context (see :func:`visible_context`).
+    share : float
+        The share of those hidden values, drawn each step, that leave it.
+
+    Returns
+    -------
+    FieldData
+        A copy; ``data`` itself when no variable is named or there is no context (the
+        neighbours are kept on the device only where they are used).
+    """
+    if data.context is None or not np.any(variables):
+        return data
+    dev = data.x.device
+    return dataclasses.replace(
+        data, context_index=torch.as_tensor(np.where(index >= 0, index, len(index)), device=dev),
+        context_scales=tuple(scales), context_hiding=torch.as_tensor(np.asarray(variables, dtype=bool), device=dev),
+        context_hiding_share=float(share))
 
 
 def _encoded_rows(data: FieldData, uniq: torch.Tensor | None) -> torch.Tensor:

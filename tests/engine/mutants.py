@@ -161,7 +161,8 @@ MUTANTS = {
     "context hiding: the share ignored (every hidden value leaves)": (
         "geogpvae/engine/training.py", "        if data.context_hiding_share < 1:\n", "        if False:\n"),
     "context hiding: with mini-batches too": (
-        "geogpvae/engine/core.py", "if hiding == \"auto\" and cfg.batch_for(n) < n:", "if False:"),
+        "geogpvae/engine/core.py", "hiding = False if hiding == \"auto\" and cfg.batch_for(n) < n else hiding",
+        "hiding = hiding"),
     "context hiding: never applied": (
         "geogpvae/engine/training.py", "if mask_rate > 0 and data.context_hiding is not None and context is not None:",
         "if False:"),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import pytest
 import torch
@@ -19,6 +17,7 @@ from geogpvae.engine.training import (
     neighbourhood_context,
     resolve_layout,
     visible_context,
+    with_context_hiding,
 )
 
 
@@ -119,7 +118,8 @@ def test_gathered_batches_hide_their_hidden_values_from_every_context(variables)
     x, y, observed, _ = _context_case(seed=1, n=300)
     cfg = GPVAEConfig(neighbours=6, context=(4, 8))
     plain_data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
-    data = dataclasses.replace(plain_data, context_hiding=torch.tensor(variables))
+    assert plain_data.context_index is None  # kept only where the hiding uses it
+    data = with_context_hiding(plain_data, context_index(x, (4, 8)), (4, 8), np.array(variables), share=1.0)
     idx = torch.arange(0, 300, 7)
     torch.manual_seed(3)
     batch = gather_batch(data, idx, mask_rate=0.4)
@@ -140,8 +140,8 @@ def test_a_share_of_the_hidden_values_leaves_the_context():
     x, y, observed, _ = _context_case(seed=2, n=400)
     cfg = GPVAEConfig(neighbours=6, context=8)
     plain = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
-    every = dataclasses.replace(plain, context_hiding=torch.tensor([True, True, True]))
-    half = dataclasses.replace(every, context_hiding_share=0.5)
+    every = with_context_hiding(plain, context_index(x, 8), (8,), np.ones(3, bool), share=1.0)
+    half = with_context_hiding(plain, context_index(x, 8), (8,), np.ones(3, bool), share=0.5)
     idx = torch.arange(400)
     shares = []
     for data in (every, half):

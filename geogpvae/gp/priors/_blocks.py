@@ -45,9 +45,8 @@ def finish_block(cov: torch.Tensor, kernel: ChannelKernel, valid: torch.Tensor, 
     cov = cov + (jitter * scale) * eye
     if valid.device.type == "cpu" and bool(valid.all()):
         return cov  # nothing padded: the decoupling below would change no value (a free check on the CPU)
-    v = valid.to(cov.dtype)[:, None, :]  # (B, 1, M)
-    pair = v.unsqueeze(-1) * v.unsqueeze(-2)  # (B, 1, M, M)
-    return cov * pair + eye * (1.0 - v).unsqueeze(-1)
+    pair = (valid.unsqueeze(-1) & valid.unsqueeze(-2)).unsqueeze(1)  # (B, 1, M, M)
+    return torch.where(pair, cov, eye)  # padded rows and columns: those of the identity
 
 
 def checked_cholesky(cov: torch.Tensor, *, eager_check: bool | None = None) -> torch.Tensor:

@@ -9,6 +9,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k scaled tests/engine/test_elbo.py tests/engine/test_core.py
     python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
     python tests/engine/mutants.py -k "context hiding" tests/engine/test_training.py tests/engine/test_selection.py
+    python tests/engine/mutants.py -k "prior blocks" tests/gp/test_priors.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -148,6 +149,11 @@ MUTANTS = {
     "holdout: a location counts as its own nearest location": (
         "geogpvae/engine/holdout.py", "d_loc, _ = knn(x, 1, exclude_self=True, backend=backend)",
         "d_loc, _ = knn(x, 1, exclude_self=False, backend=backend)"),
+    "prior blocks: padded slots left coupled": (
+        "geogpvae/gp/priors/_blocks.py", "return torch.where(pair, cov, eye)", "return cov"),
+    "prior blocks: a padded slot's own row decoupled but not its column": (
+        "geogpvae/gp/priors/_blocks.py", "pair = (valid.unsqueeze(-1) & valid.unsqueeze(-2)).unsqueeze(1)",
+        "pair = valid.unsqueeze(-1).expand(*valid.shape, valid.shape[-1]).unsqueeze(1)"),
     "context hiding: hidden values' sum left in": (
         "geogpvae/engine/training.py", "total = mean * count - removed[:, k:]", "total = mean * count"),
     "context hiding: fractions not lowered": (

@@ -26,6 +26,7 @@ from torch.nn import functional as F
 
 from ..gp.kernels import LatentKernel
 from ..gp.priors import PRIORS
+from ..gp.rows import take_rows
 from ..gp.user_kernels import GPyTorchLatentKernel
 
 __all__ = ["Batch", "GPVAE", "mlp"]
@@ -451,7 +452,7 @@ class GPVAE(nn.Module):
         mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
         pos = batch.batch_pos
         loglik = self.expected_loglik(
-            batch.y[pos], batch.observed[pos], mean_u[pos], var_u[pos], n_samples=self._train_samples
+            batch.y[pos], batch.observed[pos], take_rows(mean_u, pos), take_rows(var_u, pos), n_samples=self._train_samples
         )
         kl_per_location = PRIORS[self.engine].kl(self.kernel, batch, mean_u, var_u, self.jitter)
         expected_nll = -loglik.mean()

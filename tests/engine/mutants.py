@@ -10,6 +10,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k holdout tests/engine/test_holdout.py tests/engine/test_stopping.py tests/engine/test_calibration.py
     python tests/engine/mutants.py -k "context hiding" tests/engine/test_training.py tests/engine/test_selection.py
     python tests/engine/mutants.py -k "prior blocks" tests/gp/test_priors.py
+    python tests/engine/mutants.py -k "rows:" tests/gp/test_rows.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -154,6 +155,8 @@ MUTANTS = {
     "prior blocks: a padded slot's own row decoupled but not its column": (
         "geogpvae/gp/priors/_blocks.py", "pair = (valid.unsqueeze(-1) & valid.unsqueeze(-2)).unsqueeze(1)",
         "pair = valid.unsqueeze(-1).expand(*valid.shape, valid.shape[-1]).unsqueeze(1)"),
+    "rows: advanced indexing on the CPU (unordered gradient sums)": (
+        "geogpvae/gp/rows.py", 'if t.device.type != "cpu":', "if True:"),
     "context hiding: hidden values' sum left in": (
         "geogpvae/engine/training.py", "total = mean * count - removed[:, k:]", "total = mean * count"),
     "context hiding: fractions not lowered": (

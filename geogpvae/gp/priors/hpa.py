@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..kernels import ChannelKernel
+from ..rows import take_rows
 from ._blocks import checked_cholesky, prior_block
 
 __all__ = ["HPAPrior", "hpa_kl", "gaussian_kl_blocks"]
@@ -179,7 +180,7 @@ class HPAPrior:
         nbr = batch.nbr_pos
         if batch.stencil_index is not None:
             cov = prior_block(kernel, batch.stencil_offsets, batch.stencil_valid, jitter)
-            kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, mean[nbr], var[nbr])
+            kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, take_rows(mean, nbr), take_rows(var, nbr))
         else:
-            kl = hpa_kl(kernel, batch.x_nbr, batch.nbr_valid, mean[nbr], var[nbr], jitter)
+            kl = hpa_kl(kernel, batch.x_nbr, batch.nbr_valid, take_rows(mean, nbr), take_rows(var, nbr), jitter)
         return kl.mean() / batch.n_total

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from ..kernels import ChannelKernel
+from ..rows import take_rows
 from ._blocks import finish_block, prior_block, spd_solve
 
 __all__ = ["SPAPrior", "spa_kl", "spa_kl_given_conditional", "spa_conditional", "spa_log_prior"]
@@ -238,8 +239,9 @@ class SPAPrior:
             offsets = batch.stencil_offsets
             centre = offsets.new_zeros((offsets.shape[0], offsets.shape[-1]))
             w, cond_var = spa_conditional(kernel, centre, offsets, batch.stencil_valid, jitter)
-            w, cond_var = w[batch.stencil_index], cond_var[batch.stencil_index]
+            w, cond_var = take_rows(w, batch.stencil_index), take_rows(cond_var, batch.stencil_index)
         else:
             w, cond_var = spa_conditional(kernel, batch.x_batch, batch.x_nbr, batch.nbr_valid, jitter)
-        kl = spa_kl_given_conditional(w, cond_var, mean[pos], var[pos], mean[nbr], var[nbr])
+        kl = spa_kl_given_conditional(w, cond_var, take_rows(mean, pos), take_rows(var, pos),
+                                      take_rows(mean, nbr), take_rows(var, nbr))
         return kl.mean()

@@ -452,7 +452,8 @@ class GPVAE(nn.Module):
         mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
         pos = batch.batch_pos
         loglik = self.expected_loglik(
-            batch.y[pos], batch.observed[pos], take_rows(mean_u, pos), take_rows(var_u, pos), n_samples=self._train_samples
+            batch.y[pos], batch.observed[pos], take_rows(mean_u, pos), take_rows(var_u, pos),
+            n_samples=self._train_samples,
         )
         kl_per_location = PRIORS[self.engine].kl(self.kernel, batch, mean_u, var_u, self.jitter)
         expected_nll = -loglik.mean()

@@ -14,7 +14,8 @@ def take_rows(t: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     indexing's backward (``index_put_`` with ``accumulate=True``) does so in parallel and in
     no fixed order when the gather is large, so two runs of the same fit on two threads
     differed in the fourth digit (SPE10); ``index_select``'s backward (``index_add_``) sums in
-    index order there. On CUDA it is the other way round, so advanced indexing is kept.
+    index order there. On CUDA ``index_add_`` is the one that adds atomically, so advanced
+    indexing is kept there.
 
     Parameters
     ----------

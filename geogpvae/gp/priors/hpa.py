@@ -180,7 +180,8 @@ class HPAPrior:
         nbr = batch.nbr_pos
         if batch.stencil_index is not None:
             cov = prior_block(kernel, batch.stencil_offsets, batch.stencil_valid, jitter)
-            kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, take_rows(mean, nbr), take_rows(var, nbr))
+            kl = gaussian_kl_blocks(cov, batch.stencil_index, batch.nbr_valid, take_rows(mean, nbr),
+                                    take_rows(var, nbr))
         else:
             kl = hpa_kl(kernel, batch.x_nbr, batch.nbr_valid, take_rows(mean, nbr), take_rows(var, nbr), jitter)
         return kl.mean() / batch.n_total

@@ -5,7 +5,8 @@ one variable drawn from a space-time Matern-3/2 GP with lengthscales 2 days and 
 0.1, 10 % of the values missing at random, about 1.5 outages of 5-30 days per station),
 stored the CF way (dims (time, station), lat/lon on station). A share of the observed values
 is hidden and scored: a random 10 %, plus one extra outage of 5-20 days at a third of the
-stations. Each network seed is a separate task; the model seed equals the task seed.
+stations. Each network seed is a separate task; the model seed equals the task seed, plus
+``--model-seed-offset`` (to repeat a comparison with other model seeds on the same networks).
 
 Methods, all given the same field with the scored values hidden:
 
@@ -30,6 +31,7 @@ mean Gaussian NLL (nats), coverage of central 95 % intervals, seconds per run.
     python benchmarks/stations.py --threads 2                 # scored tasks: network seeds 0-2
     python benchmarks/stations.py --threads 2 --split tune    # tuning split: seeds 100-102
     python benchmarks/stations.py --methods gpvae,refs --seeds 1 --options '{"epochs": 20}'
+    python benchmarks/stations.py --split tune --methods wide --model-seed-offset 1000
     python benchmarks/stations.py --split tune --methods gpvae --options '{"extra": {"metric_rounds": 1}}'
 
 Needs the ``bench`` extra (scikit-learn).
@@ -189,7 +191,7 @@ METHODS = {
 }
 
 
-def run(seeds: list[int], methods: list[str], network: dict, options: dict) -> list[dict]:
+def run(seeds: list[int], methods: list[str], network: dict, options: dict, model_offset: int = 0) -> list[dict]:
     rows: dict[str, list[dict]] = {}
     for seed in seeds:
         work, hidden, truth = task(seed, network)
@@ -198,7 +200,7 @@ def run(seeds: list[int], methods: list[str], network: dict, options: dict) -> l
             calls = REFERENCES if key == "refs" else {METHODS[key][0]: METHODS[key][1]}
             for label, fn in calls.items():
                 t = time.perf_counter()
-                mean, std = fn(work, seed, options)
+                mean, std = fn(work, seed + model_offset, options)
                 runs[label] = (mean, std, time.perf_counter() - t)
         for label, (mean, std, secs) in runs.items():
             rec = scores(mean[hidden], std[hidden], truth[hidden])
@@ -226,6 +228,7 @@ def main() -> None:
     p.add_argument("--network", default="{}", help="make_station_network options as JSON")
     p.add_argument("--options", default="{}", help="extra engine options as JSON (GPVAE methods)")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    p.add_argument("--model-seed-offset", type=int, default=0, help="added to each network seed to seed the models")
     p.add_argument("--json", default=None)
     args = p.parse_args()
     require("benchmarks/stations.py", {"sklearn": "scikit-learn"})
@@ -233,10 +236,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     seeds = [SPLITS[args.split] + i for i in range(args.seeds)]
     methods = [m for m in args.methods.split(",") if m]
-    print(f"Station network ({args.split} split, network seeds {seeds}); "
+    print(f"Station network ({args.split} split, network seeds {seeds}, model seed offset {args.model_seed_offset}); "
           f"machine {platform.machine()} {platform.processor() or ''}, {torch.get_num_threads()} threads; "
           f"geogpvae {geogpvae.__version__}, torch {torch.__version__}")
-    results = run(seeds, methods, json.loads(args.network), json.loads(args.options))
+    results = run(seeds, methods, json.loads(args.network), json.loads(args.options), args.model_seed_offset)
     print(f"\n{'method':50s} {'RMSE':>15s} {'MAE':>15s} {'NLL':>15s} {'cov95':>15s} {'s/run':>7s}")
     for r in results:
         print(f"{r['method']:50s} {fmt(r['rmse']):>15s} {fmt(r['mae']):>15s} {fmt(r['nll']):>15s} "

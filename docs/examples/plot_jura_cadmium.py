@@ -7,7 +7,7 @@ survey and imputed from nickel and zinc at every site and cadmium at the other 2
 shows the imputed values, the truth, the predictive standard deviation and the error.
 
 The documentation build trains for a few epochs only; unset ``GEOGPVAE_DOCS_QUICK`` for the
-package default (2000 epochs for 359 sites, about a minute on one core). The Jura files are
+package default (1,000 optimiser steps on the whole survey, a few seconds on one core). The Jura files are
 third-party data: put them where ``GEOGPVAE_DATA_DIR`` points (see ``datasets/README.md``).
 """
 

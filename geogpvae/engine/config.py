@@ -77,8 +77,8 @@ class GPVAEConfig:
         held-out observed values between 1 and 0.2 times the base weight, ranked by their
         predictive means where values are missing at random and by the whole predictive where
         gaps cluster (see :mod:`geogpvae.engine.selection`; a fit then costs about 1.35 times
-        one with a fixed weight; fields with fewer than 20 observed values per variable keep
-        the base weight).
+        one with a fixed weight, 1.2 times on fields small enough for whole-field steps;
+        fields with fewer than 20 observed values per variable keep the base weight).
         ``None``: the base weight, 1 for SPA; for HPA, whose estimator (paper eq. 8) weighs
         one neighbourhood KL against N likelihood terms, ``N / H``, which puts the prior on
         the same per-location footing as SPA. A number: that weight.

@@ -41,10 +41,10 @@ from .progress import Progress
 from .selection import (
     KL_FACTORS,
     SELECTION_HOLDOUT,
-    SELECTION_SHARE,
     score_shape,
     select_kl_factor,
     selection_epochs,
+    selection_share,
 )
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
@@ -370,8 +370,7 @@ class GPVAEEngine:
         chosen = select_kl_factor(
             lambda factor: _distributed(self._build_model(k, x.shape[1], n, factor), self.device),
             # a share of the step budget (with the stopping rule: of the budget it would replace)
-            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n),
-                                                     cfg.extra.get("selection_share", SELECTION_SHARE)),
+            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n), selection_share(cfg, n)),
             should_stop=should_stop,
             progress=self.progress,
             factors=tuple(cfg.extra.get("kl_factors", KL_FACTORS)),

@@ -11,6 +11,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "context hiding" tests/engine/test_training.py tests/engine/test_selection.py
     python tests/engine/mutants.py -k "prior blocks" tests/gp/test_priors.py
     python tests/engine/mutants.py -k "rows:" tests/gp/test_rows.py
+    python tests/engine/mutants.py -k "selection share" tests/engine/test_selection.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -155,6 +156,11 @@ MUTANTS = {
     "prior blocks: a padded slot's own row decoupled but not its column": (
         "geogpvae/gp/priors/_blocks.py", "pair = (valid.unsqueeze(-1) & valid.unsqueeze(-2)).unsqueeze(1)",
         "pair = valid.unsqueeze(-1).expand(*valid.shape, valid.shape[-1]).unsqueeze(1)"),
+    "selection share: 35 % on whole-field fits too": (
+        "geogpvae/engine/selection.py", "return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE",
+        "return SELECTION_SHARE"),
+    "selection share: the fit ignores it": (
+        "geogpvae/engine/core.py", "selection_share(cfg, n)),", 'cfg.extra.get("selection_share", 0.35)),'),
     "rows: advanced indexing on the CPU (unordered gradient sums)": (
         "geogpvae/gp/rows.py", 'if t.device.type != "cpu":', "if True:"),
     "context hiding: hidden values' sum left in": (

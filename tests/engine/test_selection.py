@@ -14,11 +14,14 @@ from geogpvae.engine.selection import (
     KL_FACTORS,
     MIN_SELECTION_EPOCHS,
     SELECTION_SCORES,
+    SELECTION_SHARE,
+    WHOLE_FIELD_SELECTION_SHARE,
     Selection,
     check_score,
     score_shape,
     select_kl_factor,
     selection_epochs,
+    selection_share,
 )
 from geogpvae.engine.stopping import check_entries, predictive_nll
 from geogpvae.engine.training import CONTEXT_HIDING_SHARE, field_data
@@ -119,13 +122,14 @@ def test_fit_chooses_records_and_continues_on_every_value(field):
     seen = []
     eng = GPVAEEngine(epochs=12, calibrate=False, progress=False, **SMALL).fit(
         field.points, field.values, callback=lambda e: seen.append((e.train_state.epoch, e._data.check)))
-    # after the selection (5 epochs of 12) the chosen candidate trains on every observed value
-    assert selection_epochs(12) == 5
-    assert [epoch for epoch, _ in seen] == list(range(6, 13)) and all(c is None for _, c in seen)
+    # after the selection (3 epochs of 12: a whole-field fit) the chosen candidate trains on
+    # every observed value
+    assert selection_epochs(12, selection_share(GPVAEConfig(**SMALL), len(field.points))) == 3
+    assert [epoch for epoch, _ in seen] == list(range(4, 13)) and all(c is None for _, c in seen)
     assert set(eng.kl_scores_) == set(KL_FACTORS) == {1.0, 0.2}
     assert eng.kl_factor_ == min(eng.kl_scores_, key=eng.kl_scores_.get)
     assert eng.model.beta == eng.kl_factor_
-    assert len(eng.history["loss"]) == 12  # the chosen candidate's 5 selection epochs, then 7 more
+    assert len(eng.history["loss"]) == 12  # the chosen candidate's 3 selection epochs, then 9 more
     assert eng._data.check is None and torch.equal(eng._data.observed.cpu(), torch.as_tensor(field.observed))
     # the choice travels with the saved model
     again = GPVAEEngine.from_state_dict(eng.state_dict())
@@ -177,7 +181,8 @@ def test_with_the_stopping_rule_candidates_train_a_share_of_the_step_budget(fiel
     monkeypatch.setattr(core, "select_kl_factor", fake)
     eng = GPVAEEngine(holdout=0.1, calibrate=False, progress=False, **SMALL).fit(field.points, field.values)
     budget = GPVAEConfig(**SMALL).n_epochs(len(field.points))
-    assert asked["epochs"] == selection_epochs(budget) < GPVAEConfig(holdout=0.1).n_epochs(len(field.points)) // 4
+    share = selection_share(GPVAEConfig(**SMALL), len(field.points))
+    assert asked["epochs"] == selection_epochs(budget, share) < GPVAEConfig(holdout=0.1).n_epochs(len(field.points)) // 4
     assert asked["check"] is not None and eng.interrupted
 
 
@@ -247,3 +252,22 @@ def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(fi
     GPVAEEngine(calibrate=False, progress=False, epochs=4, batch_size=batch, **SMALL, **extra).fit(field.points, values)
     assert seen["hiding"] == want
     assert want is None or seen["share"] == CONTEXT_HIDING_SHARE == 0.5
+
+
+def test_whole_field_fits_choose_after_a_fifth_of_the_budget():
+    """Small fields (every step the whole field) train each candidate for 20 % of the budget,
+    mini-batch fields for 35 %; the ``selection_share`` option wins over both."""
+    cfg = GPVAEConfig()
+    assert selection_share(cfg, 359) == WHOLE_FIELD_SELECTION_SHARE == 0.2
+    assert selection_epochs(cfg.n_epochs(359), selection_share(cfg, 359)) == 200
+    assert selection_share(cfg, 141_900) == SELECTION_SHARE == 0.35
+    assert selection_share(cfg.replace(batch_size=100), 359) == SELECTION_SHARE  # mini-batches
+    assert selection_share(cfg.replace(extra={"selection_share": 0.5}), 359) == 0.5
+
+
+def test_a_whole_field_fit_chooses_after_a_fifth_of_its_epochs(field):
+    """256 locations, 20 whole-field epochs: the candidates train 4, the chosen one goes on from 5."""
+    seen = []
+    GPVAEEngine(epochs=20, calibrate=False, progress=False, **SMALL).fit(
+        field.points, field.values, callback=lambda e: seen.append(e.train_state.epoch))
+    assert seen == list(range(5, 21))

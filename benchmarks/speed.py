@@ -8,7 +8,7 @@ package defaults (only ``engine`` set), in a fresh process so that its peak memo
   shared stencils, context summaries);
 * s/epoch: mean training time per epoch;
 * end to end: ``fit`` (neighbours, training, calibration) plus ``predict`` at every location;
-* peak RSS of the process;
+* peak RSS of the process (and, on a GPU, the peak GPU memory torch allocated);
 * roofline ratio: s/epoch divided by one forward and backward pass of the encoder and
   decoder over the N locations (what an epoch would cost if the networks were all it did).
 
@@ -98,9 +98,17 @@ def one_engine(args) -> dict:
             "neighbours_s": prep, "epochs": epochs, "steps": eng.train_state.steps, "s_per_epoch": per_epoch,
             "fit_s": fit_s, "end_to_end_s": total, "roofline_s": roof, "roofline_ratio": per_epoch / roof,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rmse_hidden": rmse,
+            "peak_gpu_mib": (torch.cuda.max_memory_allocated(eng.device) / 2**20
+                             if eng.device.type == "cuda" else None),
             "cov95_raw": coverage(raw), "cov95": coverage(pred),
             "factors": np.round(np.atleast_2d(eng.calibration_), 2).tolist(),
             "machine": machine(args.device)}
+
+
+def gpu_memory(result: dict) -> str:
+    """", peak GPU memory N MiB" for a run on a GPU, else nothing."""
+    mib = result.get("peak_gpu_mib")
+    return "" if mib is None else f", peak GPU memory {mib:.0f} MiB"
 
 
 def main() -> None:
@@ -126,11 +134,14 @@ def main() -> None:
                "--options", args.options, "--device", args.device]
         cmd += ["--epochs", str(args.epochs)] if args.epochs is not None else []
         cmd += ["--threads", str(args.threads)] if args.threads else []
-        r = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True)
+        if done.returncode != 0:  # show why, e.g. on a GPU machine run once with little time
+            sys.exit(f"{engine.upper()} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
         print(f"{engine.upper()}-H20 ({'/'.join(r['layout'])}, batch {r['batch']}): neighbour structures "
               f"{r['neighbours_s']:.1f} s, {r['s_per_epoch']:.2f} s/epoch over {r['epochs']} epochs "
               f"({r['steps']} steps), fit {r['fit_s']:.1f} s, end to end {r['end_to_end_s']:.1f} s, "
-              f"peak RSS {r['peak_rss_mib']:.0f} MiB, roofline {r['roofline_s']:.2f} s "
+              f"peak RSS {r['peak_rss_mib']:.0f} MiB{gpu_memory(r)}, roofline {r['roofline_s']:.2f} s "
               f"(ratio {r['roofline_ratio']:.1f}), RMSE at hidden values {r['rmse_hidden']:.3f}", flush=True)
         print(f"  95 % coverage of the hidden values per variable: before calibration {r['cov95_raw']}, after "
               f"{r['cov95']}; variance factors (own values / none) {r['factors']}", flush=True)

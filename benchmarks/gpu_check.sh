@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU measurements of issue 9, item 4, in one run, for a session lent a GPU machine.
+#
+#   bash benchmarks/gpu_check.sh                    # on the GPU machine, from the repository root
+#   GPU_CHECK_DEVICE=cpu GPU_CHECK_SHAPES=8,10,6 bash benchmarks/gpu_check.sh   # a dry run here
+#
+# It runs, each under its own time limit, so that one failure still leaves the others:
+#   1. machine.txt: the card (nvidia-smi), torch, CUDA, and whether faiss is importable;
+#   2. tests.txt: tests/engine/test_cuda.py (fits and predictions on the GPU against the CPU)
+#      and tests/engine/test_device.py;
+#   3. speed_<shape>.txt: benchmarks/speed.py on the GPU, both engines, package defaults, for
+#      SPE10's downsampled size (43 x 110 x 30 = 141,900 cells) and its full size
+#      (60 x 220 x 85 = 1,122,000 cells): neighbour build, s/epoch, fit, end to end, peak RSS,
+#      peak GPU memory, roofline ratio, accuracy and coverage.
+# Files go to $OUT (the folder the device tool brings back) or ./gpu_check_out. The package is
+# taken from this checkout; the machine's python3 must have torch, gpytorch, xarray, scipy,
+# matplotlib, tqdm and pytest (the lent GPU machines do). netCDF4 is not needed. Without faiss
+# the neighbour sets come from scipy's cKDTree on the host, and machine.txt says so. About 6
+# minutes on an H100 is the plan; the limits below add up to 9.5 minutes.
+set -u
+out=${OUT:-gpu_check_out}
+mkdir -p "$out"
+device=${GPU_CHECK_DEVICE:-cuda}
+shapes=${GPU_CHECK_SHAPES:-"43,110,30 60,220,85"}
+py=${PYTHON:-python3}
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+{
+    date -u
+    nvidia-smi 2>&1 | head -20
+    "$py" - <<'PY'
+import importlib.util, platform, torch, geogpvae
+gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), {gpu}")
+print(f"geogpvae {geogpvae.__version__}; faiss importable: {importlib.util.find_spec('faiss') is not None}")
+PY
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+timeout 150 "$py" -m pytest -q -p no:cacheprovider tests/engine/test_cuda.py tests/engine/test_device.py \
+    > "$out/tests.txt" 2>&1
+status=$?
+tail -4 "$out/tests.txt"
+echo "tests: exit $status" | tee -a "$out/tests.txt"
+
+for shape in $shapes; do
+    log="$out/speed_${shape//,/x}.txt"
+    timeout 200 "$py" benchmarks/speed.py --device "$device" --shape "$shape" > "$log" 2>&1
+    status=$?
+    cat "$log"
+    echo "speed $shape: exit $status" | tee -a "$log"
+done

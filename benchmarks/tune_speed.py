@@ -106,20 +106,24 @@ def block_tasks(n_tasks: int):
 
 
 def raw_coverage(engine, out, names, hidden) -> dict[str, float]:
-    """Mean over variables of the 95 % coverage before calibration and of the variance factors
-    (locations with, and without, own values); empty when the engine's rows cannot be matched
-    to the output's cells (C order of the field's array)."""
+    """Mean over variables of the 95 % coverage before calibration, of the variance factors
+    calibration chose (locations with, and without, own values) and of the factor the scored
+    values needed (their mean squared standardised error before calibration, ``factor_needed``);
+    empty when the engine's rows cannot be matched to the output's cells (C order of the
+    field's array)."""
     again, raw = engine.predict(), engine.predict(calibrated=False)
-    cov, f_own, f_none = [], [], []
+    cov, f_own, f_none, need = [], [], [], []
     for name, (mask, truth) in hidden.items():
         j, flat = names.index(name), np.asarray(mask).ravel()
         if again.mean.shape[0] != flat.size or not np.allclose(again.mean[flat, j], out[name].values[mask], rtol=1e-6):
             return {}
         cov.append(np.mean(np.abs(raw.mean[flat, j] - truth) < Z95 * raw.std[flat, j]))
+        need.append(np.mean(((raw.mean[flat, j] - truth) / raw.std[flat, j]) ** 2))
         factors = np.atleast_2d(engine.calibration_)[:, j]
         f_own.append(factors[0])
         f_none.append(factors[-1])
-    return {"raw_cov95": float(np.mean(cov)), "factor_own": float(np.mean(f_own)), "factor_none": float(np.mean(f_none))}
+    return {"raw_cov95": float(np.mean(cov)), "factor_own": float(np.mean(f_own)), "factor_none": float(np.mean(f_none)),
+            "factor_needed": float(np.mean(need))}
 
 
 def run(task: str, n_tasks: int, seeds: range, options: dict, trace: bool = False,
@@ -207,7 +211,7 @@ def main() -> None:
               f"beta x{r['kl_factor']:.2f}", flush=True)
         if "raw_cov95" in r:
             print(f"{'':60s} raw cov95 {r['raw_cov95']:.3f}, variance factors {r['factor_own']:.2f} (own values) "
-                  f"{r['factor_none']:.2f} (none)", flush=True)
+                  f"{r['factor_none']:.2f} (none); needed by the scored values {r['factor_needed']:.2f}", flush=True)
     if args.references and args.task == "jura":
         for name, r in jura_references(args.folds, args.split).items():
             print(f"{name:60s} RMSE {r['rmse']:.3f} NLL {r['nll']:.3f} cov95 {r['cov95']:.3f}", flush=True)

@@ -12,6 +12,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "prior blocks" tests/gp/test_priors.py
     python tests/engine/mutants.py -k "rows:" tests/gp/test_rows.py
     python tests/engine/mutants.py -k "selection share" tests/engine/test_selection.py
+    python tests/engine/mutants.py -k "calibration partition" tests/engine/test_calibration.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -156,6 +157,12 @@ MUTANTS = {
     "prior blocks: a padded slot's own row decoupled but not its column": (
         "geogpvae/gp/priors/_blocks.py", "pair = (valid.unsqueeze(-1) & valid.unsqueeze(-2)).unsqueeze(1)",
         "pair = valid.unsqueeze(-1).expand(*valid.shape, valid.shape[-1]).unsqueeze(1)"),
+    "calibration partition: random draws again": (
+        "geogpvae/engine/calibration.py", "shaped = groups == r if not clustered else matched_entries(",
+        "shaped = None if not clustered else matched_entries("),
+    "calibration partition: the same group every round": (
+        "geogpvae/engine/calibration.py", "shaped = groups == r if not clustered else matched_entries(",
+        "shaped = groups == 0 if not clustered else matched_entries("),
     "selection share: 35 % on whole-field fits too": (
         "geogpvae/engine/selection.py", "return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE",
         "return SELECTION_SHARE"),

@@ -218,3 +218,34 @@ def test_the_source_is_chosen_on_the_first_variance_alone():
     plain = {(r, m.partition("|")[0]): v for (r, m), v in stats.items() if m.endswith("|likelihood")}
     _, sources, noise, _ = choose_sources(plain, candidates, (), 1)
     assert sources == {"observed": "encoder", "unobserved": "encoder"} and noise == {}
+
+
+def test_calibration_groups_partition_the_observed_values():
+    from geogpvae.engine.calibration import calibration_groups
+
+    observed = np.random.default_rng(2).random((400, 3)) > 0.3
+    groups = calibration_groups(observed, 5, seed=11)
+    assert np.all(groups[~observed] == -1)
+    assert set(np.unique(groups[observed])) == set(range(5))
+    sizes = np.bincount(groups[observed], minlength=5) / observed.sum()
+    assert np.all(np.abs(sizes - 0.2) < 0.04), sizes
+    assert np.array_equal(groups, calibration_groups(observed, 5, seed=11))  # reproducible
+
+
+def test_calibration_hides_every_observed_value_once_where_no_gaps_cluster(monkeypatch):
+    """Where values are missing at random, the rounds hide a partition of the observed values
+    (each one once, besides whole locations), not independent random draws, which would leave
+    about 60 % of them never hidden."""
+    from geogpvae.datasets.synthetic import grid_points, make_field
+    from geogpvae.engine import calibration
+    from geogpvae.engine.core import GPVAEEngine
+
+    field = make_field(grid_points((14, 14), 1 / 13), n_vars=2, n_latent=1, lengthscale=0.2, missing=0.3, rng=1)
+    eng = GPVAEEngine(epochs=3, progress=False, calibrate=False).fit(field.points, field.values)
+    assert not eng.clustered_gaps_.any()
+    hidden = []
+    monkeypatch.setattr(calibration, "score_hidden", lambda engine, hide, *a, **k: hidden.append(hide.copy()))
+    calibration.calibrate(eng, rounds=5, whole=0.0)
+    count = np.sum(hidden, axis=0)
+    assert len(hidden) == 5
+    assert np.all(count[eng._observed] == 1) and not count[~eng._observed].any()

@@ -94,7 +94,14 @@ def calibration_groups(observed: np.ndarray, rounds: int, seed: int) -> np.ndarr
     -------
     ndarray of int, shape (N, K)
         Each observed value's group in ``[0, rounds)``; -1 where nothing is observed.
+
+    Raises
+    ------
+    ValueError
+        ``rounds`` below 1.
     """
+    if rounds < 1:
+        raise ValueError(f"calibration needs at least one round, got rounds={rounds}")
     group = np.random.default_rng(seed).integers(0, rounds, observed.shape)
     return np.where(observed, group, -1)
 

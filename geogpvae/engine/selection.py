@@ -47,6 +47,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -54,6 +55,9 @@ import torch
 from .progress import Progress
 from .stopping import predictive_nll
 from .training import FieldData, TrainState, check_inputs, train
+
+if TYPE_CHECKING:
+    from .config import GPVAEConfig
 
 __all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SCORES", "SELECTION_SHARE",
            "WHOLE_FIELD_SELECTION_SHARE", "Selection", "selection_epochs", "selection_share", "select_kl_factor",
@@ -96,11 +100,22 @@ class Selection:
     state: TrainState = field(default_factory=TrainState)
 
 
-def selection_share(config, n_points: int) -> float:
+def selection_share(config: GPVAEConfig, n_points: int) -> float:
     """The share of the budget each candidate trains for on a field of ``n_points`` locations.
 
-    The option ``selection_share`` when given; else :data:`WHOLE_FIELD_SELECTION_SHARE` where
-    every step takes the whole field, :data:`SELECTION_SHARE` with mini-batches.
+    Parameters
+    ----------
+    config : GPVAEConfig
+        The fit's settings: its batch size rule, and ``extra["selection_share"]`` if given.
+    n_points : int
+        Number of locations in the field.
+
+    Returns
+    -------
+    float
+        A fraction of the epoch budget in (0, 1]: ``extra["selection_share"]`` when given;
+        else :data:`WHOLE_FIELD_SELECTION_SHARE` where every step takes the whole field
+        (``config.batch_for(n_points) >= n_points``), :data:`SELECTION_SHARE` with mini-batches.
     """
     if "selection_share" in config.extra:
         return float(config.extra["selection_share"])

@@ -230,6 +230,8 @@ def test_calibration_groups_partition_the_observed_values():
     sizes = np.bincount(groups[observed], minlength=5) / observed.sum()
     assert np.all(np.abs(sizes - 0.2) < 0.04), sizes
     assert np.array_equal(groups, calibration_groups(observed, 5, seed=11))  # reproducible
+    with pytest.raises(ValueError, match="at least one round"):
+        calibration_groups(observed, 0, seed=11)
 
 
 def test_calibration_hides_every_observed_value_once_where_no_gaps_cluster(monkeypatch):

@@ -57,3 +57,32 @@ def test_beta_trace_needs_no_extra_and_goes_to_the_data():
     res = _run("benchmarks/beta_trace.py", "sklearn", "--mask-seed", "1")
     assert ".[bench]" not in res.stderr
     assert res.returncode != 0 and ("SPE10" in res.stderr or "spe10" in res.stderr), res.stderr
+
+
+def test_memorisation_probe_runs_without_an_extra_and_withholds_its_probe(monkeypatch):
+    """benchmarks/memorisation.py needs no extra, and the model never sees the probe's values:
+    they are missing in what it imputes (so it predicts them) and the rest of the field is intact."""
+    import importlib.util
+
+    import numpy as np
+
+    res = _run("benchmarks/memorisation.py", "sklearn", "--seeds", "1", "--options", '{"epochs": 2}')
+    assert res.returncode == 0, res.stderr
+    assert "mean calibrated z2 of never-trained values" in res.stdout
+
+    spec = importlib.util.spec_from_file_location("memorisation", REPO / "benchmarks" / "memorisation.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seen = {}
+
+    def fake_impute(work, vars, **_):
+        seen["values"] = np.column_stack([work[n].values for n in vars])
+        return work.assign({f"{n}_std": work[n] * 0 + 1.0 for n in vars}).fillna(0.0)
+
+    monkeypatch.setattr(mod.geogpvae, "impute", fake_impute)
+    ds, names, hidden, truth, eligible = mod.station_case(100)
+    rec = mod.run_case(ds, names, hidden, truth, eligible, share=0.05, seed=100, options={})
+    given = np.isfinite(np.column_stack([ds[n].values for n in names]))
+    withheld = given & ~np.isfinite(seen["values"])
+    assert withheld.sum() == rec["probe"] > 0
+    assert abs(withheld.sum() / given.sum() - 0.05) < 0.01

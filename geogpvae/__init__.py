@@ -4,6 +4,8 @@ Main entry points
 -----------------
 impute, GPVAEImputer
     xarray in, imputed fields and their uncertainty out.
+validate
+    Hold out a share of the observed values, impute, and score the imputation and its intervals.
 to_netcdf, open_dataset
     CF-tidy, compressed, atomic NetCDF output; lazy multi-file input.
 datasets
@@ -23,7 +25,8 @@ Layout
 CF variables, NetCDF I/O; never imports torch), ``engine/`` (config, orchestration, model and
 ELBO, training, prediction; never imports xarray), ``gp/`` (kernels, neighbours, SPA/HPA
 priors), ``api`` (``impute`` and ``GPVAEImputer``: the seam between fields and engine),
-``plot/``, ``cli/`` (one module per command), ``datasets/``.
+``validation`` (``validate``, on top of ``impute``), ``plot/``, ``cli/`` (one module per command),
+``datasets/``.
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine.config import GPVAEConfig
     from .engine.core import GPVAEEngine
     from .fields.io import open_dataset, to_netcdf
+    from .validation import validate
 
 #: Public names imported on first use: name -> (module, attribute or None for the module).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "impute": (".api", "impute"),
+    "validate": (".validation", "validate"),
     "GPVAEImputer": (".api", "GPVAEImputer"),
     "GPVAEConfig": (".engine.config", "GPVAEConfig"),
     "GPVAEEngine": (".engine.core", "GPVAEEngine"),
@@ -65,6 +70,7 @@ __all__ = [
     "open_dataset",
     "plot",
     "to_netcdf",
+    "validate",
 ]
 
 

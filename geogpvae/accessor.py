@@ -66,7 +66,8 @@ class GPVAEAccessor:
     """Imputation and plots for a Dataset, as ``ds.gpvae``.
 
     Each method is the function of the same purpose with this Dataset as its first argument:
-    ``impute`` is :func:`geogpvae.api.impute`, ``plot_layers`` :func:`geogpvae.plot.layers`,
+    ``impute`` is :func:`geogpvae.api.impute`, ``validate`` :func:`geogpvae.validation.validate`,
+    ``plot_layers`` :func:`geogpvae.plot.layers`,
     ``plot_map`` :func:`geogpvae.plot.field_map` and ``plot_uncertainty``
     :func:`geogpvae.plot.uncertainty`; their docstrings and signatures are those functions'.
 
@@ -77,6 +78,7 @@ class GPVAEAccessor:
     """
 
     impute = _Forward("geogpvae.api", "impute")
+    validate = _Forward("geogpvae.validation", "validate")
     plot_layers = _Forward("geogpvae.plot", "layers")
     plot_map = _Forward("geogpvae.plot", "field_map")
     plot_uncertainty = _Forward("geogpvae.plot", "uncertainty")

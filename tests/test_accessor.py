@@ -129,11 +129,13 @@ def test_methods_forward_with_the_targets_docs_and_signature():
     import inspect
 
     import geogpvae.api
+    import geogpvae.validation
 
     ds = xr.Dataset()
     for method, target in ((ds.gpvae.plot_layers, plot.layers), (ds.gpvae.plot_map, plot.field_map),
                            (ds.gpvae.plot_uncertainty, plot.uncertainty),
-                           (ds.gpvae.impute, geogpvae.api.impute)):
+                           (ds.gpvae.impute, geogpvae.api.impute),
+                           (ds.gpvae.validate, geogpvae.validation.validate)):
         assert method.__doc__ == target.__doc__
         assert method.__wrapped__ is target
         params = list(inspect.signature(target).parameters.values())[1:]

@@ -1,0 +1,138 @@
+"""Checking the imputation and its intervals on the user's own data: hold out, impute, score.
+
+Calibration inside :func:`geogpvae.impute` scales the predictive variances on observed values
+hidden from the trained model, but the model trained on them; where it can recall them (many
+variables at few locations) the intervals come out too narrow for the real gaps
+(docs/benchmarks.md, "Space-time station network"). :func:`validate` measures what a user
+gets on values the model never saw: a random share of each variable's observed values is
+removed from the input, the rest is imputed exactly as :func:`geogpvae.impute` would, and the
+removed values are scored against the predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .errors import InputError
+
+__all__ = ["validate"]
+
+#: Half-width of a central 95 % Gaussian interval, in standard deviations
+Z95 = 1.959964
+
+
+def _held_out(ds: xr.Dataset, names: list[str], share: float, seed: int) -> dict[str, np.ndarray]:
+    """Per variable, a random ``share`` of its observed cells (each keeps at least one value)."""
+    rng = np.random.default_rng([int(seed), 7331])
+    held = {}
+    for name in names:
+        observed = ds[name].notnull().values
+        pick = observed & (rng.random(observed.shape) < share)
+        if pick.sum() >= observed.sum():  # never every observed value
+            pick[tuple(np.argwhere(pick)[0])] = False
+        if not pick.any():
+            raise InputError(
+                f"validate: no value of {name} would be held out ({int(observed.sum())} observed, "
+                f"share={share}); raise share or leave {name} out of vars")
+        held[name] = pick
+    return held
+
+
+def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """RMSE, MAE, Gaussian NLL (nats), 95 % coverage and mean squared z-score of held-out values."""
+    err, z = pred - truth, (pred - truth) / std
+    return {
+        "rmse": float(np.sqrt(np.mean(err**2))),
+        "mae": float(np.mean(np.abs(err))),
+        "nll": float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * z**2)),
+        "cov95": float(np.mean(np.abs(z) < Z95)),
+        "z2": float(np.mean(z**2)),
+    }
+
+
+def validate(
+    ds: xr.Dataset,
+    vars: str | Sequence[str] | None = None,
+    *,
+    share: float = 0.1,
+    seed: int = 0,
+    progress: bool | str = False,
+    **options: Any,
+) -> xr.Dataset:
+    """Hold out a random share of each variable's observed values, impute, and score them.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The data, as for :func:`geogpvae.impute`; not modified.
+    vars : str or sequence of str, optional
+        Variables to impute together and score (default: as :func:`geogpvae.impute` picks them).
+    share : float
+        Share of each variable's observed values held out, in (0, 1). They are removed from the
+        input altogether, so the model never trains on them. They are missing at random; the
+        real gaps may be harder (outages, unsampled regions), so read the scores as a best case
+        for those.
+    seed : int
+        Seeds the choice of the held-out values and the model (``impute(seed=...)``).
+    progress : bool or {"bar", "log", "none"}
+        As for :func:`geogpvae.impute` (off by default).
+    **options
+        Any other :func:`geogpvae.impute` argument (``engine``, ``neighbours``, ``transform``,
+        ``epochs``, ...).
+
+    Returns
+    -------
+    xarray.Dataset
+        Dim ``variable`` (the scored variables), coordinate ``units`` (each variable's units
+        attribute, ``""`` if none), and per variable: ``n`` (held-out values scored: those the
+        imputation filled, i.e. inside the domain), ``rmse`` and ``mae`` (the variable's units),
+        ``nll`` (mean Gaussian negative log-likelihood under the predictive mean and standard
+        deviation, nats per value), ``cov95`` (share inside the central 95 % interval, nominally
+        0.95) and ``z2`` (mean squared standardised error: the factor the predictive variances
+        would have needed, nominally 1). For a log-transformed variable all scores are in the
+        data's units, where the predictive is not Gaussian: ``nll`` and ``cov95`` then judge
+        the Gaussian with its mean and standard deviation. The attributes record ``share``,
+        ``seed`` and the options.
+
+    Raises
+    ------
+    InputError (a ValueError)
+        ``share`` outside (0, 1), a variable with no value to hold out at that share, or any
+        error :func:`geogpvae.impute` raises on the thinned data.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets import make_gaussian_field
+    >>> ds = make_gaussian_field((20, 20), seed=0)
+    >>> scores = validate(ds, ["v0", "v1"], neighbours=8, epochs=3)
+    >>> scores.variable.values.tolist(), sorted(scores.data_vars)
+    (['v0', 'v1'], ['cov95', 'mae', 'n', 'nll', 'rmse', 'z2'])
+    """
+    from .api import GPVAEImputer, impute
+
+    if not 0 < share < 1:
+        raise InputError(f"validate: share must lie in (0, 1), got {share}")
+    names = list(GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars).names)  # checks the options too
+    held = _held_out(ds, names, share, seed)
+    work = ds.copy()
+    for name in names:
+        work[name] = ds[name].where(~xr.DataArray(held[name], dims=ds[name].dims))
+    out = impute(work, names, seed=seed, progress=progress, **options)
+    rows = []
+    for name in names:
+        pred, std = out[name].values[held[name]], out[f"{name}_std"].values[held[name]]
+        truth = np.asarray(ds[name].values[held[name]], dtype=float)
+        ok = np.isfinite(pred) & np.isfinite(std) & (std > 0)
+        rows.append({"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok])} if ok.any() else {"n": 0})
+    keys = ["n", "rmse", "mae", "nll", "cov95", "z2"]
+    data = {k: ("variable", np.array([r.get(k, np.nan) for r in rows])) for k in keys}
+    units = [str(ds[name].attrs.get("units", "")) for name in names]
+    result = xr.Dataset(data, coords={"variable": names, "units": ("variable", units)})
+    result["n"] = result.n.astype(int)
+    result.attrs = {"geogpvae_validation_share": share, "geogpvae_validation_seed": seed,
+                    "geogpvae_config": out.attrs.get("geogpvae_config", "")}
+    return result

@@ -1,0 +1,84 @@
+"""geogpvae.validate: values held out of the input, imputed, and scored against what was removed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogpvae
+from geogpvae import InputError
+from geogpvae.datasets import make_gaussian_field
+
+
+def _capture(monkeypatch, mean_of=None, std=0.5):
+    """Replace impute with a stub that records its input and predicts ``mean_of(name, truth)``."""
+    import geogpvae.api
+
+    seen = {}
+
+    def fake(work, names, **kwargs):
+        seen["work"], seen["kwargs"] = work.copy(deep=True), kwargs
+        out = work.copy()
+        for n in names:
+            filled = work[n].fillna(0.0) if mean_of is None else mean_of(n)
+            out[n] = work[n].fillna(filled)
+            out[f"{n}_std"] = xr.where(work[n].isnull(), std, 0.0)
+        return out
+
+    monkeypatch.setattr(geogpvae.api, "impute", fake)
+    return seen
+
+
+def test_held_out_values_are_removed_from_the_input_and_nothing_else(monkeypatch):
+    ds = make_gaussian_field((30, 30), n_vars=2, seed=3)
+    before = ds.copy(deep=True)
+    seen = _capture(monkeypatch)
+    scores = geogpvae.validate(ds, ["v0", "v1"], share=0.2, seed=5)
+    for n in ("v0", "v1"):
+        given, passed = ds[n].notnull().values, seen["work"][n].notnull().values
+        removed = given & ~passed
+        assert not (passed & ~given).any()  # nothing new appears
+        np.testing.assert_array_equal(seen["work"][n].values[passed], ds[n].values[passed])  # the rest intact
+        assert abs(removed.sum() / given.sum() - 0.2) < 0.03
+        assert int(scores.n.sel(variable=n)) == removed.sum()
+    assert seen["kwargs"]["seed"] == 5
+    xr.testing.assert_identical(ds, before)  # the input is not modified
+
+
+def test_scores_are_those_of_the_held_out_values(monkeypatch):
+    ds = make_gaussian_field((20, 20), n_vars=2, seed=4)
+    ds["v0"].attrs["units"] = "mg/kg"
+    truth = {n: ds[n].copy() for n in ("v0", "v1")}
+    # predictions off by +0.3 (v0) and -1.0 (v1), std 0.5: |z| = 0.6 (inside) and 2.0 (outside)
+    shift = {"v0": 0.3, "v1": -1.0}
+    _capture(monkeypatch, mean_of=lambda n: truth[n].fillna(0.0) + shift[n], std=0.5)
+    scores = geogpvae.validate(ds, ["v0", "v1"], share=0.3, seed=1)
+    for n, s in shift.items():
+        row = scores.sel(variable=n)
+        assert float(row.rmse) == pytest.approx(abs(s))
+        assert float(row.mae) == pytest.approx(abs(s))
+        assert float(row.z2) == pytest.approx((s / 0.5) ** 2)
+        assert float(row.nll) == pytest.approx(0.5 * np.log(2 * np.pi * 0.25) + 0.5 * (s / 0.5) ** 2)
+    assert float(scores.cov95.sel(variable="v0")) == 1.0 and float(scores.cov95.sel(variable="v1")) == 0.0
+    assert scores.units.sel(variable="v0").item() == "mg/kg"
+
+
+def test_bad_shares_and_variables_too_small_to_hold_out_get_clear_errors():
+    ds = make_gaussian_field((10, 10), n_vars=2, seed=0)
+    for share in (0.0, 1.0, -0.1, 1.5):
+        with pytest.raises(InputError, match="share must lie in"):
+            geogpvae.validate(ds, ["v0"], share=share)
+    tiny = ds.copy()
+    keep = np.zeros(tiny.v1.shape, dtype=bool)
+    keep[0, :2] = True
+    tiny["v1"] = tiny.v1.where(xr.DataArray(keep, dims=tiny.v1.dims))
+    with pytest.raises(InputError, match="no value of v1 would be held out"):
+        geogpvae.validate(tiny, ["v0", "v1"], share=0.05, neighbours=5, epochs=2)
+
+
+def test_a_real_run_scores_every_variable():
+    ds = make_gaussian_field((16, 16), n_vars=2, seed=2)
+    scores = geogpvae.validate(ds, neighbours=6, epochs=5, share=0.2)
+    assert scores.variable.values.tolist() == ["v0", "v1"]
+    assert (scores.n > 0).all() and np.isfinite(scores.rmse).all() and ((scores.cov95 >= 0) & (scores.cov95 <= 1)).all()

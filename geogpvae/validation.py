@@ -42,6 +42,24 @@ def _held_out(ds: xr.Dataset, names: list[str], share: float, seed: int) -> dict
     return held
 
 
+def _held_out_shaped(field: Any, share: float, seed: int) -> dict[str, np.ndarray]:
+    """Per variable, about ``share`` of its observed cells in gaps shaped like its missing values
+    (:func:`geogpvae.engine.holdout.matched_entries`); a random share for a complete variable."""
+    from .engine.holdout import matched_entries
+
+    observed = np.isfinite(field.values)
+    gappy = (~observed).any(0)
+    flat = matched_entries(field.x, observed, share, seed=seed, shaped=gappy)
+    rng = np.random.default_rng([int(seed), 7332])
+    held = {}
+    for j, name in enumerate(field.names):
+        pick = flat[:, j] if gappy[j] else observed[:, j] & (rng.random(observed.shape[0]) < share)
+        full = np.zeros(field.shape, dtype=bool)
+        full.reshape(-1)[field.index] = pick
+        held[name] = full
+    return held
+
+
 def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     """RMSE, MAE, Gaussian NLL (nats), 95 % coverage and mean squared z-score of held-out values."""
     err, z = pred - truth, (pred - truth) / std
@@ -59,6 +77,7 @@ def validate(
     vars: str | Sequence[str] | None = None,
     *,
     share: float = 0.1,
+    gaps: str = "random",
     seed: int = 0,
     progress: bool | str = False,
     **options: Any,
@@ -73,9 +92,14 @@ def validate(
         Variables to impute together and score (default: as :func:`geogpvae.impute` picks them).
     share : float
         Share of each variable's observed values held out, in (0, 1). They are removed from the
-        input altogether, so the model never trains on them. They are missing at random; the
-        real gaps may be harder (outages, unsampled regions), so read the scores as a best case
-        for those.
+        input altogether, so the model never trains on them.
+    gaps : {"random", "shaped"}
+        ``"random"``: the held-out values are drawn at random, and the real gaps may be harder
+        (outages, unsampled regions), so read the scores as a best case for those.
+        ``"shaped"``: in gaps shaped like each variable's missing values (their distances to
+        the nearest observed value follow those of the missing ones, as the engine's own
+        held-out values are where gaps cluster), about ``share`` of its observed values; a
+        variable with no missing value gets a random share.
     seed : int
         Seeds the choice of the held-out values and the model (``impute(seed=...)``).
     progress : bool or {"bar", "log", "none"}
@@ -116,16 +140,25 @@ def validate(
 
     if not 0 < share < 1:
         raise InputError(f"validate: share must lie in (0, 1), got {share}")
-    names = list(GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars).names)  # checks the options too
-    held = _held_out(ds, names, share, seed)
+    if gaps not in ("random", "shaped"):
+        raise InputError(f"validate: gaps must be 'random' or 'shaped', got {gaps!r}")
+    field = GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars)  # checks the options too
+    names = list(field.names)
+    held = _held_out(ds, names, share, seed) if gaps == "random" else _held_out_shaped(field, share, seed)
+    dims = {name: ds[name].dims if gaps == "random" else field.dims for name in names}
+    for name in names:
+        if not held[name].any():
+            raise InputError(f"validate: no value of {name} would be held out in gaps shaped like its missing "
+                             f"values (share={share}); raise share, use gaps='random', or leave {name} out of vars")
     work = ds.copy()
     for name in names:
-        work[name] = ds[name].where(~xr.DataArray(held[name], dims=ds[name].dims))
+        work[name] = ds[name].where(~xr.DataArray(held[name], dims=dims[name]))
     out = impute(work, names, seed=seed, progress=progress, **options)
     rows = []
     for name in names:
-        pred, std = out[name].values[held[name]], out[f"{name}_std"].values[held[name]]
-        truth = np.asarray(ds[name].values[held[name]], dtype=float)
+        where = xr.DataArray(held[name], dims=dims[name]).transpose(*ds[name].dims).values
+        pred, std = out[name].values[where], out[f"{name}_std"].values[where]
+        truth = np.asarray(ds[name].values[where], dtype=float)
         ok = np.isfinite(pred) & np.isfinite(std) & (std > 0)
         rows.append({"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok])} if ok.any() else {"n": 0})
     keys = ["n", "rmse", "mae", "nll", "cov95", "z2"]
@@ -133,6 +166,7 @@ def validate(
     units = [str(ds[name].attrs.get("units", "")) for name in names]
     result = xr.Dataset(data, coords={"variable": names, "units": ("variable", units)})
     result["n"] = result.n.astype(int)
-    result.attrs = {"geogpvae_validation_share": share, "geogpvae_validation_seed": seed,
+    result.attrs = {"geogpvae_validation_share": share, "geogpvae_validation_gaps": gaps,
+                    "geogpvae_validation_seed": seed,
                     "geogpvae_config": out.attrs.get("geogpvae_config", "")}
     return result

@@ -82,3 +82,26 @@ def test_a_real_run_scores_every_variable():
     scores = geogpvae.validate(ds, neighbours=6, epochs=5, share=0.2)
     assert scores.variable.values.tolist() == ["v0", "v1"]
     assert (scores.n > 0).all() and np.isfinite(scores.rmse).all() and ((scores.cov95 >= 0) & (scores.cov95 <= 1)).all()
+
+
+def test_shaped_gaps_follow_the_missing_values_and_complete_variables_get_a_random_share(monkeypatch):
+    """With outages in v0 (whole runs of a series missing), ``gaps="shaped"`` holds out runs too,
+    not isolated values; v1, complete, gets a random share."""
+    rng = np.random.default_rng(0)
+    t = np.arange(400.0)
+    v0 = np.sin(t / 15) + 0.1 * rng.standard_normal(t.size)
+    for start in (40, 150, 260, 330):
+        v0[start:start + 20] = np.nan
+    ds = xr.Dataset({"v0": ("time", v0), "v1": ("time", np.cos(t / 20))}, coords={"time": t})
+    seen = _capture(monkeypatch)
+    scores = geogpvae.validate(ds, ["v0", "v1"], share=0.1, gaps="shaped", neighbours=5)
+    removed = {n: ds[n].notnull().values & seen["work"][n].isnull().values for n in ("v0", "v1")}
+    for n in ("v0", "v1"):
+        assert int(scores.n.sel(variable=n)) == removed[n].sum() > 0
+    runs = np.diff(np.flatnonzero(np.diff(np.r_[0, removed["v0"].astype(int), 0]) != 0))[::2]
+    assert runs.max() >= 5  # gaps, like the outages
+    isolated = removed["v1"] & ~np.r_[False, removed["v1"][:-1]] & ~np.r_[removed["v1"][1:], False]
+    assert isolated.sum() > 0.5 * removed["v1"].sum()  # the complete variable: at random
+    assert scores.attrs["geogpvae_validation_gaps"] == "shaped"
+    with pytest.raises(InputError, match="gaps must be"):
+        geogpvae.validate(ds, ["v0"], gaps="blocks")

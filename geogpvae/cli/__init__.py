@@ -1,4 +1,4 @@
-"""The ``geogpvae`` command-line tool: impute NetCDF files, inspect them, predict, plot, run a demo.
+"""The ``geogpvae`` command-line tool: impute NetCDF files, inspect them, validate, predict, plot, run a demo.
 
 Commands
 --------
@@ -9,6 +9,9 @@ Commands
 ``geogpvae info IN.nc``
     What the toolkit sees in a file: candidate variables, coordinates and how they become
     the model's x, missing fractions, layout, and an estimate of the memory a run needs.
+``geogpvae validate IN.nc``
+    Hold out a share of each variable's observed values, impute the rest and print how the
+    held-out values are predicted (RMSE, NLL, 95 % coverage per variable); writes nothing.
 ``geogpvae predict MODEL.pt COORDS.nc OUT.nc``
     Predict at new locations with a model saved by ``impute --save-model``.
 ``geogpvae plot OUT.nc --var v -o fig.png``
@@ -40,7 +43,8 @@ Layout
 :mod:`~geogpvae.cli.dispatch` (``main``: parse, run, exit codes), :mod:`~geogpvae.cli.parser`
 (the argument parser), :mod:`~geogpvae.cli.settings` (TOML job files and flags),
 :mod:`~geogpvae.cli.files` (inputs, outputs, SLURM array tasks), one module per command
-(:mod:`~geogpvae.cli.impute`, :mod:`~geogpvae.cli.info`, :mod:`~geogpvae.cli.predict`,
+(:mod:`~geogpvae.cli.impute`, :mod:`~geogpvae.cli.info`, :mod:`~geogpvae.cli.validate`,
+:mod:`~geogpvae.cli.predict`,
 :mod:`~geogpvae.cli.plot`, :mod:`~geogpvae.cli.demo`) and :mod:`~geogpvae.cli.jobs`
 (checkpoints, signals, distributed launches).
 """

@@ -87,7 +87,7 @@ def test_version_through_python_m():
     assert res.stdout.strip().startswith(f"geogpvae {geogpvae.__version__}")
 
 
-@pytest.mark.parametrize("command", ["impute", "info", "predict", "plot", "demo"])
+@pytest.mark.parametrize("command", ["impute", "info", "validate", "predict", "plot", "demo"])
 def test_help_has_examples(command, capsys):
     assert main([command, "--help"]) == 0
     out = capsys.readouterr().out

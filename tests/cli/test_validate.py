@@ -1,0 +1,64 @@
+"""``geogpvae validate``: scores of held-out values, as text or JSON; nothing written; clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import geogpvae.validation
+from geogpvae.cli import main
+from geogpvae.datasets import make_gaussian_field
+
+
+@pytest.fixture()
+def field(tmp_path):
+    path = tmp_path / "field.nc"
+    ds = make_gaussian_field((18, 18), n_vars=2, seed=3)
+    ds["v1"] = np.exp(ds.v1)  # positive, so that it can be log-modelled
+    ds["v1"].attrs["units"] = "mg/kg"
+    ds.to_netcdf(path)
+    return path
+
+
+def test_json_has_a_row_per_variable_and_nothing_is_written(field, tmp_path, capsys):
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["validate", str(field), "--epochs", "3", "--neighbours", "8", "--share", "0.2", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["share"] == 0.2 and report["gaps"] == "random"
+    assert list(report["variables"]) == ["v0", "v1"]
+    row = report["variables"]["v1"]
+    assert row["units"] == "mg/kg" and row["n"] > 0 and 0 <= row["cov95"] <= 1 and np.isfinite(row["rmse"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_the_flags_reach_validate(field, capsys, monkeypatch):
+    seen = {}
+    real = geogpvae.validation.validate
+
+    def spy(ds, vars, **kwargs):
+        seen.update(vars=vars, **kwargs)
+        return real(ds, vars, **kwargs)
+
+    monkeypatch.setattr(geogpvae.validation, "validate", spy)
+    code = main(["validate", str(field), "--vars", "v1", "--gaps", "shaped", "--share", "0.3", "--seed", "4",
+                 "--epochs", "2", "--neighbours", "6", "--engine", "hpa", "--log-vars", "v1", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert seen["vars"] == ["v1"] and seen["gaps"] == "shaped" and seen["share"] == 0.3 and seen["seed"] == 4
+    assert seen["epochs"] == 2 and seen["neighbours"] == 6 and seen["engine"] == "hpa"
+    assert seen["transform"] == {"v1": "log"}
+    assert "v1" in out and "cov95" in out and "v0 " not in out
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--share", "0"], "strictly between 0 and 1"),
+    (["--share", "half"], "give a share"),
+    (["--gaps", "blocks"], "invalid choice"),
+    (["--vars", "nope"], "not a data variable"),
+])
+def test_bad_requests_exit_2(field, args, words, capsys):
+    assert main(["validate", str(field), *args]) == 2
+    assert words in capsys.readouterr().err

@@ -125,8 +125,10 @@ def validate(
     Raises
     ------
     InputError (a ValueError)
-        ``share`` outside (0, 1), a variable with no value to hold out at that share, or any
-        error :func:`geogpvae.impute` raises on the thinned data.
+        ``share`` outside (0, 1), ``gaps`` not one of the two, a variable with no value to hold
+        out at that share, a variable that is an output of :func:`geogpvae.impute` (its
+        ``v_imputed`` flag is present: its holes hold predictions), or any error
+        :func:`geogpvae.impute` raises on the thinned data.
 
     Examples
     --------
@@ -144,6 +146,11 @@ def validate(
         raise InputError(f"validate: gaps must be 'random' or 'shaped', got {gaps!r}")
     field = GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars)  # checks the options too
     names = list(field.names)
+    filled = [n for n in names if f"{n}_imputed" in ds.data_vars]
+    if filled:
+        raise InputError(
+            f"validate: {', '.join(filled)} already went through impute ({filled[0]}_imputed is present), so its "
+            "holes hold predictions, not data; validate the data as it was before imputing")
     held = _held_out(ds, names, share, seed) if gaps == "random" else _held_out_shaped(field, share, seed)
     dims = {name: ds[name].dims if gaps == "random" else field.dims for name in names}
     for name in names:

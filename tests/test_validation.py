@@ -105,3 +105,13 @@ def test_shaped_gaps_follow_the_missing_values_and_complete_variables_get_a_rand
     assert scores.attrs["geogpvae_validation_gaps"] == "shaped"
     with pytest.raises(InputError, match="gaps must be"):
         geogpvae.validate(ds, ["v0"], gaps="blocks")
+
+
+def test_an_imputed_output_is_refused(monkeypatch):
+    """An output of impute has its holes filled with predictions: scoring it would score the model
+    against itself."""
+    ds = make_gaussian_field((10, 10), n_vars=1, seed=0)
+    filled = ds.assign(v0_imputed=ds.v0.isnull().astype("int8"), v0=ds.v0.fillna(0.0))
+    _capture(monkeypatch)
+    with pytest.raises(InputError, match="already went through impute"):
+        geogpvae.validate(filled, ["v0"], neighbours=5)

@@ -18,6 +18,7 @@ import numpy as np
 import xarray as xr
 
 from .errors import InputError
+from .fields.cf import is_log_variable, log_moments
 
 __all__ = ["validate"]
 
@@ -60,13 +61,17 @@ def _held_out_shaped(field: Any, share: float, seed: int) -> dict[str, np.ndarra
     return held
 
 
-def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    """RMSE, MAE, Gaussian NLL (nats), 95 % coverage and mean squared z-score of held-out values."""
-    err, z = pred - truth, (pred - truth) / std
+def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str | None = None) -> dict[str, float]:
+    """RMSE and MAE (units of the data), and the Gaussian NLL (nats), 95 % coverage and mean squared
+    z-score of held-out values, where the predictive is Gaussian: in log space for a log-modelled
+    variable (``log_point``: what its point estimate is, see :func:`geogpvae.fields.cf.log_moments`)."""
+    err = pred - truth
+    mu, s, t = (pred, std, truth) if log_point is None else (*log_moments(pred, std, log_point), np.log(truth))
+    z = (t - mu) / s
     return {
         "rmse": float(np.sqrt(np.mean(err**2))),
         "mae": float(np.mean(np.abs(err))),
-        "nll": float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * z**2)),
+        "nll": float(np.mean(0.5 * np.log(2 * np.pi * s**2) + 0.5 * z**2)),
         "cov95": float(np.mean(np.abs(z) < Z95)),
         "z2": float(np.mean(z**2)),
     }
@@ -117,10 +122,11 @@ def validate(
         ``nll`` (mean Gaussian negative log-likelihood under the predictive mean and standard
         deviation, nats per value), ``cov95`` (share inside the central 95 % interval, nominally
         0.95) and ``z2`` (mean squared standardised error: the factor the predictive variances
-        would have needed, nominally 1). For a log-transformed variable all scores are in the
-        data's units, where the predictive is not Gaussian: ``nll`` and ``cov95`` then judge
-        the Gaussian with its mean and standard deviation. The attributes record ``share``,
-        ``seed`` and the options.
+        would have needed, nominally 1). For a log-transformed variable ``nll``, ``cov95`` and
+        ``z2`` are taken in log space, where its predictive is Gaussian (the log-space moments
+        recovered from ``v`` and ``v_std`` as :func:`geogpvae.plot.interval_coverage` does), and
+        ``rmse`` and ``mae`` in the data's units; coordinate ``space`` says which (``"log"`` or
+        ``"linear"``). The attributes record ``share``, ``gaps``, ``seed`` and the options.
 
     Raises
     ------
@@ -167,11 +173,13 @@ def validate(
         pred, std = out[name].values[where], out[f"{name}_std"].values[where]
         truth = np.asarray(ds[name].values[where], dtype=float)
         ok = np.isfinite(pred) & np.isfinite(std) & (std > 0)
-        rows.append({"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok])} if ok.any() else {"n": 0})
+        point = str(out[name].attrs.get("geogpvae_point_estimate", "median")) if is_log_variable(out[name]) else None
+        rows.append({"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok], point)} if ok.any() else {"n": 0})
     keys = ["n", "rmse", "mae", "nll", "cov95", "z2"]
     data = {k: ("variable", np.array([r.get(k, np.nan) for r in rows])) for k in keys}
     units = [str(ds[name].attrs.get("units", "")) for name in names]
-    result = xr.Dataset(data, coords={"variable": names, "units": ("variable", units)})
+    space = ["log" if is_log_variable(out[name]) else "linear" for name in names]
+    result = xr.Dataset(data, coords={"variable": names, "units": ("variable", units), "space": ("variable", space)})
     result["n"] = result.n.astype(int)
     result.attrs = {"geogpvae_validation_share": share, "geogpvae_validation_gaps": gaps,
                     "geogpvae_validation_seed": seed,

@@ -115,3 +115,33 @@ def test_an_imputed_output_is_refused(monkeypatch):
     _capture(monkeypatch)
     with pytest.raises(InputError, match="already went through impute"):
         geogpvae.validate(filled, ["v0"], neighbours=5)
+
+
+def test_a_log_modelled_variable_is_scored_in_log_space(monkeypatch):
+    """Its predictive is Gaussian in log space: nll, cov95 and z2 are taken there (the log-space
+    moments recovered from v and v_std); rmse stays in the data's units."""
+    import geogpvae.api
+
+    ds = make_gaussian_field((20, 20), n_vars=1, seed=5)
+    ds["v0"] = np.exp(ds.v0)
+    s, shift = 0.5, 0.3  # log-space std, and the log-space error of every prediction
+    u = np.exp(s**2)
+
+    seen = {}
+
+    def fake(work, names, **_):
+        seen["held"] = ds.v0.notnull().values & work.v0.isnull().values
+        out = work.copy()
+        pred = (ds.v0 * np.exp(shift)).where(work.v0.isnull(), work.v0)  # exp(mu), the median
+        out["v0"] = pred.assign_attrs(geogpvae_transform="log", geogpvae_point_estimate="median")
+        out["v0_std"] = xr.where(work.v0.isnull(), pred * np.sqrt(u * (u - 1)), 0.0)
+        return out
+
+    monkeypatch.setattr(geogpvae.api, "impute", fake)
+    row = geogpvae.validate(ds, ["v0"], share=0.3, seed=2).sel(variable="v0")
+    assert row.space.item() == "log"
+    assert float(row.z2) == pytest.approx((shift / s) ** 2)
+    assert float(row.cov95) == 1.0  # |z| = 0.6
+    err = ds.v0.values[seen["held"]] * (np.exp(shift) - 1)  # in the data's units
+    assert float(row.mae) == pytest.approx(float(np.mean(np.abs(err))))
+    assert float(row.rmse) == pytest.approx(float(np.sqrt(np.mean(err**2))))

@@ -546,3 +546,51 @@ def point_geometry(ds: xr.Dataset) -> xr.Dataset:
             out.variables[name].attrs = attrs
     out.attrs = {**ds.attrs, "featureType": "point"}
     return out
+
+
+def log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and standard deviation of ln(v) from a lognormal's point estimate and standard deviation.
+
+    Parameters
+    ----------
+    value, std : ndarray
+        The point estimate (``v``) and the standard deviation (``v_std``) of a log-modelled
+        variable, in its units; any shape.
+    point : {"median", "mean"}
+        What ``value`` is: ``exp(mu)`` (the median) or ``exp(mu + s**2 / 2)`` (the mean, what
+        :func:`geogpvae.impute` writes, ``geogpvae_point_estimate = "mean"``).
+
+    Returns
+    -------
+    mu, s : ndarray
+        The log-space mean and standard deviation, the shape of ``value``.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r2 = (std / value) ** 2
+        if point == "median":  # value = exp(mu); var = exp(2mu) u (u - 1), u = exp(s^2)
+            u = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * r2))
+            s = np.sqrt(np.log(u))
+            mu = np.log(value)
+        elif point == "mean":  # value = exp(mu + s^2/2); var = value^2 (exp(s^2) - 1)
+            s2 = np.log1p(r2)
+            s = np.sqrt(s2)
+            mu = np.log(value) - 0.5 * s2
+        else:
+            raise ValueError("log_point must be 'median' or 'mean'")
+    return mu, s
+
+
+def is_log_variable(da: xr.DataArray) -> bool:
+    """Whether a variable was modelled in log space.
+
+    Parameters
+    ----------
+    da : xarray.DataArray
+        The imputed variable.
+
+    Returns
+    -------
+    bool
+        True when ``da.attrs["geogpvae_transform"]`` is ``"log"`` (any case).
+    """
+    return str(da.attrs.get("geogpvae_transform", "")).strip().lower() == "log"

@@ -10,27 +10,11 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
+from ..fields.cf import log_moments as _log_moments
 from .conventions import _Field
 from .style import HALF_NORMAL_MEAN, _colourbar, _plt, _units_suffix, is_log_variable
 
 __all__ = ["interval_coverage", "uncertainty"]
-
-
-def _log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std of ln(v) from a lognormal's point estimate and standard deviation."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r2 = (std / value) ** 2
-        if point == "median":  # value = exp(mu); var = exp(2mu) u (u - 1), u = exp(s^2)
-            u = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * r2))
-            s = np.sqrt(np.log(u))
-            mu = np.log(value)
-        elif point == "mean":  # value = exp(mu + s^2/2); var = value^2 (exp(s^2) - 1)
-            s2 = np.log1p(r2)
-            s = np.sqrt(s2)
-            mu = np.log(value) - 0.5 * s2
-        else:
-            raise ValueError("log_point must be 'median' or 'mean'")
-    return mu, s
 
 
 def _calibration_pairs(

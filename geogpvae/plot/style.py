@@ -12,6 +12,8 @@ import numpy as np
 import xarray as xr
 from matplotlib import colors as mcolors
 
+from ..fields.cf import is_log_variable
+
 __all__ = ["is_log_variable", "label_for", "make_norm", "pretty_units", "robust_limits"]
 
 
@@ -45,22 +47,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def is_log_variable(da: xr.DataArray) -> bool:
-    """Whether a variable was modelled in log space.
-
-    Parameters
-    ----------
-    da : xarray.DataArray
-        The imputed variable.
-
-    Returns
-    -------
-    bool
-        True when ``da.attrs["geogpvae_transform"]`` is ``"log"`` (any case).
-    """
-    return str(da.attrs.get("geogpvae_transform", "")).strip().lower() == "log"
 
 
 def label_for(da: xr.DataArray, name: str | None = None) -> str:

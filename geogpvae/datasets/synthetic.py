@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 import xarray as xr
 
 __all__ = ["SyntheticField", "sample_gp_rff", "grid_points", "make_field", "make_gaussian_field"]
@@ -76,7 +77,7 @@ def sample_gp_rff(
     if kernel not in _SPECTRAL_DOF:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {sorted(_SPECTRAL_DOF)}")
     rng = np.random.default_rng(rng)
-    points = np.asarray(points, dtype=float)
+    points = np.ascontiguousarray(points, dtype=float)
     n, d = points.shape
     ls = np.broadcast_to(np.asarray(lengthscale, dtype=float), (d,))
     out = np.empty((n, n_samples))
@@ -88,11 +89,25 @@ def sample_gp_rff(
         omega = omega / ls[:, None]
         phase = rng.uniform(0.0, 2.0 * np.pi, size=n_features)
         weights = rng.standard_normal(n_features)
-        # chunk over points so that memory stays at (chunk, n_features)
-        for start in range(0, n, 8192):
-            proj = points[start : start + 8192] @ omega + phase
-            out[start : start + 8192, s] = np.sqrt(2.0 / n_features) * (np.cos(proj) @ weights)
+        out[:, s] = _fourier_sum(points, omega, phase, weights)
     return out
+
+
+def _fourier_sum(points: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.ndarray,
+                 chunk: int = 8192) -> np.ndarray:
+    """``sqrt(2 / F) * cos(points @ omega + phase) @ weights``, shape (N,), in float64.
+
+    Evaluated with torch, whose cosine is vectorised and multi-threaded (numpy's runs on one
+    thread: about 5x slower on two cores, and minutes for the 1.1M cells of full SPE10), in
+    chunks over the points so that memory stays at (chunk, F).
+    """
+    pts, om = torch.from_numpy(points), torch.from_numpy(omega)
+    ph, w = torch.from_numpy(phase), torch.from_numpy(weights)
+    out = torch.empty(len(points), dtype=torch.float64)
+    for start in range(0, len(points), chunk):
+        proj = torch.addmm(ph, pts[start : start + chunk], om)
+        out[start : start + chunk] = proj.cos_() @ w
+    return np.sqrt(2.0 / len(weights)) * out.numpy()
 
 
 @dataclass

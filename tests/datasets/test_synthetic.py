@@ -28,6 +28,19 @@ def test_random_features_approach_the_kernel(kernel):
     np.testing.assert_allclose(empirical, exact, atol=0.08)
 
 
+def test_a_draw_is_its_random_fourier_sum_in_the_documented_random_stream():
+    """The sum, over chunks, equals the closed form with the generator's draws in their order
+    (omega, phase, weights per sample), so a seed gives the same field as in earlier benchmarks."""
+    pts = np.random.default_rng(1).uniform(0, 5, size=(20_000, 3))  # more than one chunk
+    got = sample_gp_rff(pts, [1.0, 2.0, 0.5], n_samples=2, n_features=64, rng=7)
+    rng = np.random.default_rng(7)
+    for s in range(2):
+        omega = rng.standard_normal((3, 64)) / np.array([1.0, 2.0, 0.5])[:, None]
+        phase, weights = rng.uniform(0.0, 2.0 * np.pi, size=64), rng.standard_normal(64)
+        exact = np.sqrt(2.0 / 64) * np.cos(pts @ omega + phase) @ weights
+        np.testing.assert_allclose(got[:, s], exact, rtol=0, atol=1e-12)
+
+
 def test_fields_are_reproducible_and_holes_as_asked():
     pts = grid_points((30, 30))
     a = make_field(pts, n_vars=3, missing=0.4, rng=5)

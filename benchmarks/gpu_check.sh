@@ -9,18 +9,22 @@
 #   2. tests.txt: tests/engine/test_cuda.py (fits and predictions on the GPU against the CPU)
 #      and tests/engine/test_device.py;
 #   3. speed_<shape>.txt: benchmarks/speed.py on the GPU, both engines, package defaults, for
-#      SPE10's downsampled size (43 x 110 x 30 = 141,900 cells) and its full size
+#      SPE10's downsampled size (43 x 110 x 30 = 141,900 cells) and, SPA alone, its full size
 #      (60 x 220 x 85 = 1,122,000 cells): neighbour build, s/epoch, fit, end to end, peak RSS,
 #      peak GPU memory, roofline ratio, accuracy and coverage;
-#   4. small.txt: a Jura-sized survey (19 x 19 = 361 sites, 3 variables, 30 % missing) imputed
+#   4. profile.txt: benchmarks/profile_step.py on the GPU at 141,900 cells, batch 4,096: the time
+#      of a step's phases, host clock against GPU kernel time, and the profiler's kernel table;
+#   5. small.txt: a Jura-sized survey (19 x 19 = 361 sites, 3 variables, 30 % missing) imputed
 #      with the package defaults, once with the default device ("auto", which picks the GPU) and
 #      once on the CPU, to show whether the automatic choice is the faster one for small fields.
 # Files go to $OUT (the folder the device tool brings back) or ./gpu_check_out. The package is
 # taken from this checkout; the machine's python3 must have torch, gpytorch, xarray, scipy,
 # matplotlib, tqdm and pytest (the lent GPU machines do). netCDF4 is not needed. Without faiss
-# the neighbour sets come from scipy's cKDTree on the host, and machine.txt says so. About 6
-# minutes on an H100 is the plan; the limits below add up to 9.8 minutes, inside the device
-# tool's 10-minute command limit (run it with timeout_s=600).
+# the neighbour sets come from scipy's cKDTree on the host, and machine.txt says so (faiss-gpu's
+# wheel needs CUDA 12's cuBLAS, far over the device tool's 64 MiB). The first run, on an H200
+# (2026-11-28), took 8.4 minutes: its full-size step spent its whole limit making the synthetic
+# field, since fixed. The limits below add up to 9.8 minutes, inside the device tool's
+# 10-minute command limit (run it with timeout_s=600).
 set -u
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"
@@ -41,7 +45,7 @@ PY
 } > "$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 
-timeout 90 "$py" -m pytest -q -p no:cacheprovider tests/engine/test_cuda.py tests/engine/test_device.py \
+timeout 80 "$py" -m pytest -q -p no:cacheprovider tests/engine/test_cuda.py tests/engine/test_device.py \
     > "$out/tests.txt" 2>&1
 status=$?
 tail -4 "$out/tests.txt"
@@ -49,15 +53,22 @@ echo "tests: exit $status" | tee -a "$out/tests.txt"
 
 for shape in $shapes; do
     log="$out/speed_${shape//,/x}.txt"
-    limit=150
-    [ "$shape" = "60,220,85" ] && limit=290  # SPA then HPA; SPA's line is printed (and kept) first
-    timeout $limit "$py" benchmarks/speed.py --device "$device" --shape "$shape" > "$log" 2>&1
+    limit=120 engine=both
+    # full size: SPA alone, so that its line (s/epoch at 1.1M cells) fits the command's limit
+    [ "$shape" = "60,220,85" ] && limit=300 engine=spa
+    timeout $limit "$py" benchmarks/speed.py --device "$device" --shape "$shape" --engine $engine > "$log" 2>&1
     status=$?
     cat "$log"
     echo "speed $shape: exit $status" | tee -a "$log"
 done
 
-timeout 60 "$py" - > "$out/small.txt" 2>&1 <<'PY'
+timeout 50 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --rows 25 \
+    --options '{"batch_size": 4096}' > "$out/profile.txt" 2>&1
+status=$?
+grep -v "^USDT" "$out/profile.txt" | head -12
+echo "profile: exit $status" | tee -a "$out/profile.txt"
+
+timeout 40 "$py" - > "$out/small.txt" 2>&1 <<'PY'
 import time, torch, geogpvae
 from geogpvae.datasets import make_gaussian_field
 

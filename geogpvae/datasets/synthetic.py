@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 import xarray as xr
 
 __all__ = ["SyntheticField", "sample_gp_rff", "grid_points", "make_field", "make_gaussian_field"]
@@ -99,8 +98,11 @@ def _fourier_sum(points: np.ndarray, omega: np.ndarray, phase: np.ndarray, weigh
 
     Evaluated with torch, whose cosine is vectorised and multi-threaded (numpy's runs on one
     thread: about 5x slower on two cores, and minutes for the 1.1M cells of full SPE10), in
-    chunks over the points so that memory stays at (chunk, F).
+    chunks over the points so that memory stays at (chunk, F). torch is imported here, not with
+    the module: the command line checks its arguments (with this module) before importing torch.
     """
+    import torch
+
     pts, om = torch.from_numpy(points), torch.from_numpy(omega)
     ph, w = torch.from_numpy(phase), torch.from_numpy(weights)
     out = torch.empty(len(points), dtype=torch.float64)

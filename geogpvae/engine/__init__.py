@@ -1,9 +1,24 @@
 """The engine: plain arrays in, plain arrays out, no xarray.
 
-:mod:`~geogpvae.engine.config` (:class:`~geogpvae.engine.config.GPVAEConfig`, the one source
-of the defaults), :mod:`~geogpvae.engine.core` (:class:`~geogpvae.engine.core.GPVAEEngine`:
-checks, scaling, fit, predict, save/load), :mod:`~geogpvae.engine.model` (the encoder,
-decoder and the ELBO), :mod:`~geogpvae.engine.training` (batches and the training loop),
-:mod:`~geogpvae.engine.calibration` (the variance calibration after training) and
-:mod:`~geogpvae.engine.predict` (latent posteriors and predictive moments).
+A map of its modules, in the order a fit goes through them:
+
+* :mod:`~geogpvae.engine.config`: :class:`~geogpvae.engine.config.GPVAEConfig`, the one source
+  of the defaults;
+* :mod:`~geogpvae.engine.core`: :class:`~geogpvae.engine.core.GPVAEEngine`, which runs the
+  steps below (checks, scaling, fit, calibration, predict);
+* :mod:`~geogpvae.engine.inputs`: checks of the inputs and their standardisation;
+* :mod:`~geogpvae.engine.threads`: how many CPU threads torch may use;
+* :mod:`~geogpvae.engine.nugget`: a starting likelihood variance from the variogram;
+* :mod:`~geogpvae.engine.model`: the encoder, the decoder, the latent prior and the ELBO;
+* :mod:`~geogpvae.engine.training`: the field's tensors, mini-batches and the training loop,
+  with :mod:`~geogpvae.engine.adam` (the optimiser);
+* :mod:`~geogpvae.engine.holdout`: which observed values a fit holds out to score itself;
+* :mod:`~geogpvae.engine.stopping`: when to stop, from those held-out values;
+* :mod:`~geogpvae.engine.selection`: the KL weight chosen from them (``beta="auto"``);
+* :mod:`~geogpvae.engine.metric`: neighbours re-selected with the learnt lengthscales;
+* :mod:`~geogpvae.engine.calibration`: the variance calibration after training;
+* :mod:`~geogpvae.engine.targets` and :mod:`~geogpvae.engine.predict`: the locations to
+  predict, their latent posteriors and the predictive moments;
+* :mod:`~geogpvae.engine.state`: saving and restoring a fitted engine;
+* :mod:`~geogpvae.engine.progress`: progress bars of the long stages.
 """

@@ -5,8 +5,9 @@ data-dependent defaults, trains the model and predicts every variable at every l
 new locations, or on a new field) with its standard deviation, in the original units.
 
 Its state (options, standardisation, weights, calibration and, optionally, the training field)
-is a dictionary of tensors and plain Python values: it saves with :func:`torch.save` and loads
-with ``torch.load(..., weights_only=True)``, which never unpickles arbitrary objects.
+is a dictionary of tensors and plain Python values (:mod:`geogpvae.engine.state`): it saves
+with :func:`torch.save` and loads with ``torch.load(..., weights_only=True)``, which never
+unpickles arbitrary objects.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._version import __version__
 from ..errors import InputError
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn
@@ -33,8 +33,8 @@ from .inputs import (
     real_values,
     standardisation,
 )
-from .metric import apply_metric, saved_scale
-from .model import GPVAE, pattern_count
+from .metric import apply_metric
+from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
@@ -45,6 +45,14 @@ from .selection import (
     select_kl_factor,
     selection_epochs,
     selection_share,
+)
+from .state import (
+    STATE_FORMAT,
+    checkpoint_state,
+    engine_state,
+    restore_engine,
+    train_state_from,
+    with_hidden_moments,
 )
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
@@ -63,8 +71,6 @@ from .training import (
 __all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-STATE_FORMAT = "geogpvae-engine"
-_STATE_VERSION = 1
 
 
 @dataclass
@@ -342,8 +348,8 @@ class GPVAEEngine:
             model, state = _distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
             if resume is not None:
                 (model.module if hasattr(model, "module") else model).load_state_dict(
-                    _with_hidden_moments(resume["engine"]["weights"], k))
-                state = _train_state(resume["train"])
+                    with_hidden_moments(resume["engine"]["weights"], k))
+                state = train_state_from(resume["train"])
         self.model = model.module if hasattr(model, "module") else model
 
         def _callback(train_state, _model, _opt):
@@ -760,50 +766,14 @@ class GPVAEEngine:
         Returns
         -------
         dict
-            Tensors, NumPy-free plain Python values and nested dicts only.
+            Tensors, NumPy-free plain Python values and nested dicts only
+            (:func:`geogpvae.engine.state.engine_state`).
         """
-        self._require_fit()
-        state: dict[str, Any] = {
-            "format": STATE_FORMAT,
-            "version": _STATE_VERSION,
-            "package_version": __version__,
-            "config": self.config.to_dict(),
-            "names": list(self.names),
-            "loc": torch.as_tensor(self.loc, dtype=torch.float64),
-            "scale": torch.as_tensor(self.scale, dtype=torch.float64),
-            "log": torch.as_tensor(self.log, dtype=torch.bool),
-            "lengthscale": float(self.lengthscale_),
-            "x_offset": torch.as_tensor(self.x_offset_, dtype=torch.float64),
-            "x_scale": torch.as_tensor(self.x_scale_, dtype=torch.float64),
-            "calibration": torch.as_tensor(self.calibration_, dtype=torch.float64),
-            "predict_mode": self.predict_mode_,
-            "noise": {r: list(v) for r, v in self.noise_.items()},
-            "context_radius": float(self.context_radius_),
-            "n_points": int(self.n_points_),
-            "n_dims": int(self.model.n_dims),
-            "kl_factor": None if self.kl_factor_ is None else float(self.kl_factor_),
-            "kl_scores": {float(f): float(v) for f, v in self.kl_scores_.items()},
-            "weights": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-            "history": {k: list(map(float, v)) for k, v in self.history.items()},
-        }
-        if include_data:
-            state["field"] = {
-                "x": torch.as_tensor(self._x, dtype=torch.float64),
-                "y": torch.as_tensor(self._y, dtype=torch.float64),
-                "observed": torch.as_tensor(self._observed, dtype=torch.bool),
-            }
-        return state
+        return engine_state(self, include_data=include_data)
 
     def checkpoint(self) -> dict[str, Any]:
         """A resumable snapshot: :meth:`state_dict` (without data) plus optimiser and epoch."""
-        ts = self.train_state
-        return {
-            "format": STATE_FORMAT + "-checkpoint",
-            "engine": self.state_dict(include_data=False),
-            "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
-                      "average": ts.average, "steps": int(ts.steps), "monitor": ts.monitor,
-                      "done": bool(ts.done)},
-        }
+        return checkpoint_state(self)
 
     @classmethod
     def from_state_dict(
@@ -818,69 +788,7 @@ class GPVAEEngine:
             Override the saved device (e.g. load a GPU-trained model on a CPU).
         progress : bool or str
         """
-        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-            raise ValueError("not a geogpvae engine state (format tag missing or different)")
-        if int(state.get("version", 0)) > _STATE_VERSION:
-            raise ValueError(
-                f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
-            )
-        cfg = GPVAEConfig.from_dict(state["config"])
-        if "hidden_variance" not in state["config"]:  # saved before it existed: as trained
-            cfg = cfg.replace(hidden_variance=False)
-        if device is not None:
-            cfg = cfg.replace(device=device)
-        eng = cls(cfg, progress=progress)
-        eng.names = list(state["names"])
-        eng.loc = state["loc"].numpy()
-        eng.scale = state["scale"].numpy()
-        eng.log = state["log"].numpy().astype(bool)
-        eng.lengthscale_ = float(state["lengthscale"])
-        eng.calibration_ = state["calibration"].numpy()
-        eng.predict_mode_ = state.get("predict_mode")
-        eng.noise_ = {r: list(v) for r, v in (state.get("noise") or {}).items()}  # older: model's hidden_var
-        eng.context_radius_ = float(state.get("context_radius", float("inf")))
-        eng.n_points_ = int(state["n_points"])
-        eng.kl_factor_ = state.get("kl_factor", 1.0)
-        eng.kl_scores_ = dict(state.get("kl_scores") or {})
-        offset = state.get("x_offset")  # absent in files of versions that did not centre
-        eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
-                         else offset.numpy().astype(np.float64))
-        eng.x_scale_ = saved_scale(state)
-        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
-        eng.model.load_state_dict(_with_hidden_moments(state["weights"], len(eng.names)))
-        eng.model.eval()
-        eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
-        if "field" in state:
-            f = state["field"]
-            eng._x, eng._y, eng._observed = f["x"].numpy(), f["y"].numpy(), f["observed"].numpy()
-            field = eng._make_field(eng._x, eng._y, eng._observed)
-            eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
-            eng._anchor = eng._anchors(field)
-        return eng
-
-
-def _with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
-    """Weights saved before the hidden-value moments existed get empty ones (the predictive
-    then adds the likelihood variance, as those models did; empty pattern moments fall back
-    on the pooled ones)."""
-    dtype = weights["raw_noise"].dtype
-    out = dict(weights)
-    if "hidden_moments" not in out:
-        out["hidden_moments"] = torch.zeros(3, n_vars, dtype=dtype)
-    if "moment_steps" not in out:
-        out["moment_steps"] = torch.zeros((), dtype=torch.int64)
-    if "pattern_moments" not in out:
-        out["pattern_moments"] = torch.zeros(3, n_vars, pattern_count(n_vars), dtype=dtype)
-    return out
-
-
-def _train_state(saved: dict[str, Any]) -> TrainState:
-    """A :class:`TrainState` from a checkpoint's ``"train"`` entry."""
-    return TrainState(
-        epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
-        optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),
-        monitor=dict(saved.get("monitor") or {}), done=bool(saved.get("done", False)),
-    )
+        return restore_engine(cls, state, device=device, progress=progress)
 
 
 def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:

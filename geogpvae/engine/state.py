@@ -1,0 +1,161 @@
+"""Saving and restoring an engine: its state as a dictionary of tensors and plain values.
+
+The state holds the options, the standardisation, the weights, the calibration and,
+optionally, the training field. It saves with :func:`torch.save` and loads with
+``torch.load(..., weights_only=True)``, which never unpickles arbitrary objects. States
+written by older versions load with their missing parts filled in as those versions trained
+(:func:`with_hidden_moments`); a state from a newer version is refused.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from .._version import __version__
+from .config import GPVAEConfig
+from .metric import saved_scale
+from .model import pattern_count
+from .training import FieldData, TrainState
+
+if TYPE_CHECKING:
+    from .core import GPVAEEngine
+
+__all__ = ["STATE_FORMAT", "STATE_VERSION", "checkpoint_state", "engine_state", "restore_engine",
+           "train_state_from", "with_hidden_moments"]
+
+STATE_FORMAT = "geogpvae-engine"
+STATE_VERSION = 1
+
+
+def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, Any]:
+    """The state of a fitted engine (see :meth:`GPVAEEngine.state_dict`)."""
+    eng._require_fit()
+    state: dict[str, Any] = {
+        "format": STATE_FORMAT,
+        "version": STATE_VERSION,
+        "package_version": __version__,
+        "config": eng.config.to_dict(),
+        "names": list(eng.names),
+        "loc": torch.as_tensor(eng.loc, dtype=torch.float64),
+        "scale": torch.as_tensor(eng.scale, dtype=torch.float64),
+        "log": torch.as_tensor(eng.log, dtype=torch.bool),
+        "lengthscale": float(eng.lengthscale_),
+        "x_offset": torch.as_tensor(eng.x_offset_, dtype=torch.float64),
+        "x_scale": torch.as_tensor(eng.x_scale_, dtype=torch.float64),
+        "calibration": torch.as_tensor(eng.calibration_, dtype=torch.float64),
+        "predict_mode": eng.predict_mode_,
+        "noise": {r: list(v) for r, v in eng.noise_.items()},
+        "context_radius": float(eng.context_radius_),
+        "n_points": int(eng.n_points_),
+        "n_dims": int(eng.model.n_dims),
+        "kl_factor": None if eng.kl_factor_ is None else float(eng.kl_factor_),
+        "kl_scores": {float(f): float(v) for f, v in eng.kl_scores_.items()},
+        "weights": {k: v.detach().cpu() for k, v in eng.model.state_dict().items()},
+        "history": {k: list(map(float, v)) for k, v in eng.history.items()},
+    }
+    if include_data:
+        state["field"] = {
+            "x": torch.as_tensor(eng._x, dtype=torch.float64),
+            "y": torch.as_tensor(eng._y, dtype=torch.float64),
+            "observed": torch.as_tensor(eng._observed, dtype=torch.bool),
+        }
+    return state
+
+
+def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
+    """A resumable snapshot: the state without data, plus optimiser, epoch and averages."""
+    ts = eng.train_state
+    return {
+        "format": STATE_FORMAT + "-checkpoint",
+        "engine": engine_state(eng, include_data=False),
+        "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
+                  "average": ts.average, "steps": int(ts.steps), "monitor": ts.monitor,
+                  "done": bool(ts.done)},
+    }
+
+
+def restore_engine(
+    cls: type[GPVAEEngine], state: dict[str, Any], *, device: str | None = None, progress: bool | str = True
+) -> GPVAEEngine:
+    """Rebuild a trained engine of class ``cls`` from :func:`engine_state` output.
+
+    Parameters
+    ----------
+    cls : type
+        :class:`GPVAEEngine` or a subclass.
+    state : dict
+    device : str, optional
+        Override the saved device (e.g. load a GPU-trained model on a CPU).
+    progress : bool or str
+
+    Raises
+    ------
+    ValueError
+        Not an engine state, or one written by a newer version.
+    """
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError("not a geogpvae engine state (format tag missing or different)")
+    if int(state.get("version", 0)) > STATE_VERSION:
+        raise ValueError(
+            f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
+        )
+    cfg = GPVAEConfig.from_dict(state["config"])
+    if "hidden_variance" not in state["config"]:  # saved before it existed: as trained
+        cfg = cfg.replace(hidden_variance=False)
+    if device is not None:
+        cfg = cfg.replace(device=device)
+    eng = cls(cfg, progress=progress)
+    eng.names = list(state["names"])
+    eng.loc = state["loc"].numpy()
+    eng.scale = state["scale"].numpy()
+    eng.log = state["log"].numpy().astype(bool)
+    eng.lengthscale_ = float(state["lengthscale"])
+    eng.calibration_ = state["calibration"].numpy()
+    eng.predict_mode_ = state.get("predict_mode")
+    eng.noise_ = {r: list(v) for r, v in (state.get("noise") or {}).items()}  # older: model's hidden_var
+    eng.context_radius_ = float(state.get("context_radius", float("inf")))
+    eng.n_points_ = int(state["n_points"])
+    eng.kl_factor_ = state.get("kl_factor", 1.0)
+    eng.kl_scores_ = dict(state.get("kl_scores") or {})
+    offset = state.get("x_offset")  # absent in files of versions that did not centre
+    eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
+                     else offset.numpy().astype(np.float64))
+    eng.x_scale_ = saved_scale(state)
+    eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
+    eng.model.load_state_dict(with_hidden_moments(state["weights"], len(eng.names)))
+    eng.model.eval()
+    eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
+    if "field" in state:
+        f = state["field"]
+        eng._x, eng._y, eng._observed = f["x"].numpy(), f["y"].numpy(), f["observed"].numpy()
+        field = eng._make_field(eng._x, eng._y, eng._observed)
+        eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
+        eng._anchor = eng._anchors(field)
+    return eng
+
+
+def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
+    """Weights saved before the hidden-value moments existed get empty ones (the predictive
+    then adds the likelihood variance, as those models did; empty pattern moments fall back
+    on the pooled ones)."""
+    dtype = weights["raw_noise"].dtype
+    out = dict(weights)
+    if "hidden_moments" not in out:
+        out["hidden_moments"] = torch.zeros(3, n_vars, dtype=dtype)
+    if "moment_steps" not in out:
+        out["moment_steps"] = torch.zeros((), dtype=torch.int64)
+    if "pattern_moments" not in out:
+        out["pattern_moments"] = torch.zeros(3, n_vars, pattern_count(n_vars), dtype=dtype)
+    return out
+
+
+def train_state_from(saved: dict[str, Any]) -> TrainState:
+    """A :class:`TrainState` from a checkpoint's ``"train"`` entry."""
+    return TrainState(
+        epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
+        optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),
+        monitor=dict(saved.get("monitor") or {}), done=bool(saved.get("done", False)),
+    )

@@ -107,7 +107,8 @@ class GPVAEImputer:
         Seed of every random choice; the same data, options and seed give the same result
         on the same device.
     device : str
-        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        ``"auto"`` (CUDA when available, except for fields of up to 1,024 locations, which
+        train faster on the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     progress : bool or {"bar", "log", "none"}
         Progress display of training, calibration and prediction (see
         :mod:`geogpvae.engine.progress`): ``True`` gives a bar on a terminal and otherwise log

@@ -184,7 +184,9 @@ class GPVAEConfig:
     seed : int
         Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
     device : str
-        ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"`` or ``"cuda:N"``.
+        ``"auto"`` (CUDA when available, except for fields small enough that every training
+        step takes the whole field, which are faster on the CPU), ``"cpu"``, ``"cuda"`` or
+        ``"cuda:N"``.
     threads : int or None
         CPU threads for torch. ``None`` chooses from what the process may use: a count set
         with :func:`torch.set_num_threads`, ``OMP_NUM_THREADS``, else the CPU affinity mask

@@ -165,7 +165,18 @@ class GPVAEEngine:
     # ------------------------------------------------------------------ basics
     @property
     def device(self) -> torch.device:
-        """The torch device the model lives on."""
+        """The torch device the model lives on.
+
+        ``device="auto"`` is the first CUDA device when there is one, except for a field whose
+        every training step takes the whole field (up to ``FULL_BATCH`` locations by default)
+        in a single process: such a fit is bound by kernel launches on a GPU and runs faster on
+        the CPU (a 361-site survey took 15 s on an H200, 10 s on the same machine's 16 CPU
+        threads; docs/benchmarks.md, "On a GPU"). An explicit ``"cuda"`` is always honoured.
+        """
+        n = self.n_points_
+        if (self.config.device == "auto" and n and self.config.batch_for(n) >= n
+                and not (torch.distributed.is_available() and torch.distributed.is_initialized())):
+            return torch.device("cpu")
         return resolve_device(self.config.device)
 
     @property

@@ -22,6 +22,34 @@ def test_auto_device_picks_cuda_when_present(monkeypatch):
     assert resolve_device("cpu") == torch.device("cpu")
 
 
+def test_auto_keeps_whole_field_fits_on_the_cpu_when_a_gpu_is_present(monkeypatch):
+    """Whole-field steps are launch-bound on a GPU (docs/benchmarks.md, "On a GPU"): "auto"
+    trains such fields on the CPU; larger fields, and an explicit "cuda", go to the GPU."""
+    from geogpvae.engine.config import FULL_BATCH
+    from geogpvae.engine.core import GPVAEEngine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    eng = GPVAEEngine(progress=False)
+    assert eng.device.type == "cuda"  # nothing fitted yet: as resolve_device
+    eng.n_points_ = FULL_BATCH
+    assert eng.device.type == "cpu"
+    eng.n_points_ = FULL_BATCH + 1
+    assert eng.device.type == "cuda"
+    wide = GPVAEEngine(batch_size=5000, progress=False)  # whole-field steps asked for
+    wide.n_points_ = 3000
+    assert wide.device.type == "cpu"
+    asked = GPVAEEngine(device="cuda", progress=False)
+    asked.n_points_ = 300
+    assert asked.device.type == "cuda"
+    # a whole fit of a survey-sized field with "a GPU present": trained and predicted on the CPU
+    x = np.random.default_rng(0).random((120, 2))
+    values = np.sin(4 * x) + 0.1 * np.random.default_rng(1).standard_normal((120, 2))
+    values[::7, 0] = np.nan
+    fitted = GPVAEEngine(epochs=3, neighbours=6, progress=False).fit(x, values)
+    assert {p.device.type for p in fitted.model.parameters()} == {"cpu"}
+    assert np.isfinite(fitted.predict(samples=4).mean).all()
+
+
 def test_failed_factorisations_raise_on_cpu_and_turn_nan_without_a_sync():
     good = torch.eye(3, dtype=torch.float64) * 2.0
     bad = torch.tensor([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)

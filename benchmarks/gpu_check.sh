@@ -68,12 +68,12 @@ status=$?
 grep -v "^USDT" "$out/profile.txt" | head -12
 echo "profile: exit $status" | tee -a "$out/profile.txt"
 
-timeout 60 "$py" - > "$out/small.txt" 2>&1 <<'PY'
-import time, torch, geogpvae
+GPU_CHECK_DEVICE="$device" timeout 60 "$py" - > "$out/small.txt" 2>&1 <<'PY'
+import os, time, torch, geogpvae
 from geogpvae.datasets import make_gaussian_field
 
 ds = make_gaussian_field((19, 19), n_vars=3, missing=0.3, seed=0)
-for device in ("cuda", "cpu"):
+for device in (os.environ["GPU_CHECK_DEVICE"], "cpu"):
     for attempt in (1, 2):  # the first call on a device pays its start-up (CUDA context, kernels)
         t = time.perf_counter()
         imp = geogpvae.GPVAEImputer(device=device, seed=0, progress=False).fit(ds)

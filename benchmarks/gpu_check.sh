@@ -13,7 +13,9 @@
 #      (60 x 220 x 85 = 1,122,000 cells): neighbour build, s/epoch, fit, end to end, peak RSS,
 #      peak GPU memory, roofline ratio, accuracy and coverage;
 #   4. profile.txt: benchmarks/profile_step.py on the GPU at 141,900 cells, batch 4,096: the time
-#      of a step's phases, host clock against GPU kernel time, and the profiler's kernel table;
+#      of a step's phases, host clock against GPU kernel time, the profiler's kernel table, and
+#      the rate of steps back to back with the batch plans copied in one pinned buffer (since
+#      this session) and, for an A/B, with one pageable copy per tensor (before);
 #   5. small.txt: a Jura-sized survey (19 x 19 = 361 sites, 3 variables, 30 % missing) imputed
 #      with the package defaults on the GPU and on the CPU, and the device "auto" chooses for it
 #      (the CPU since 2f4caf7, after the first run found the GPU slower for such fields).
@@ -55,18 +57,24 @@ for shape in $shapes; do
     log="$out/speed_${shape//,/x}.txt"
     limit=120 engine=both
     # full size: SPA alone, so that its line (s/epoch at 1.1M cells) fits the command's limit
-    [ "$shape" = "60,220,85" ] && limit=300 engine=spa
+    [ "$shape" = "60,220,85" ] && limit=270 engine=spa
     timeout $limit "$py" benchmarks/speed.py --device "$device" --shape "$shape" --engine $engine > "$log" 2>&1
     status=$?
     cat "$log"
     echo "speed $shape: exit $status" | tee -a "$log"
 done
 
-timeout 40 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --rows 25 \
+timeout 35 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --rows 25 \
     --options '{"batch_size": 4096}' > "$out/profile.txt" 2>&1
 status=$?
 grep -v "^USDT" "$out/profile.txt" | head -12
 echo "profile: exit $status" | tee -a "$out/profile.txt"
+# A/B of the batch transfer: the earlier one pageable copy per tensor against the packed copy above
+timeout 35 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --rows 0 --per-tensor-copies \
+    --options '{"batch_size": 4096}' >> "$out/profile.txt" 2>&1
+status=$?
+grep -v "^USDT" "$out/profile.txt" | tail -4
+echo "profile, per-tensor copies: exit $status" | tee -a "$out/profile.txt"
 
 GPU_CHECK_DEVICE="$device" timeout 60 "$py" - > "$out/small.txt" 2>&1 <<'PY'
 import os, time, torch, geogpvae

@@ -449,7 +449,35 @@ def _batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | 
     if data.stencil is not None:
         plan["stencils"], plan["stencil_index"] = torch.unique(data.host("stencil")[idx], return_inverse=True)
     dev = data.x.device
-    return {k: None if v is None else v.to(dev, non_blocking=True) for k, v in plan.items()}
+    if dev.type == "cpu":
+        return plan
+    return plan_to_device(plan, dev)
+
+
+def plan_to_device(plan: dict[str, torch.Tensor | None], device: torch.device) -> dict[str, torch.Tensor | None]:
+    """A host batch plan on ``device`` in one copy: its index tensors packed into one int64
+    buffer (pinned on CUDA, so that the copy is asynchronous) and unpacked there as views.
+
+    A copy from pageable host memory waits for the device's stream to finish its queued work,
+    so one copy per tensor per step would tie every step's host work to the previous step's
+    kernels; one pinned copy lets the host plan the next step while the device computes.
+    ``valid`` travels as the sign of the neighbour index (``safe`` where valid, -1 elsewhere).
+    """
+    ints = {k: v for k, v in plan.items() if v is not None and k != "valid"}
+    ints["safe"] = torch.where(plan["valid"], plan["safe"], -1)
+    flat = torch.cat([v.reshape(-1).to(torch.int64) for v in ints.values()])
+    if device.type == "cuda":
+        flat = flat.pin_memory()
+    flat = flat.to(device, non_blocking=True)
+    out: dict[str, torch.Tensor | None] = dict.fromkeys(plan)
+    start = 0
+    for key, v in ints.items():
+        part = flat[start : start + v.numel()].view(v.shape)
+        out[key] = part if v.dtype == torch.int64 else part.to(v.dtype)
+        start += v.numel()
+    out["valid"] = out["safe"] >= 0
+    out["safe"] = out["safe"].clamp_min(0)
+    return out
 
 
 def visible_context(

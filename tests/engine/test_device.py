@@ -9,7 +9,13 @@ import torch
 
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import _batch_plan, field_data, gather_batch, resolve_device
+from geogpvae.engine.training import (
+    _batch_plan,
+    field_data,
+    gather_batch,
+    plan_to_device,
+    resolve_device,
+)
 from geogpvae.gp import neighbours as nb
 from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
 
@@ -130,3 +136,26 @@ def test_batches_are_planned_on_the_host_and_gather_the_right_rows(shape, batch)
     if data.stencil is not None:  # each location's stencil is the one its id names
         used = plan["stencils"]
         assert torch.equal(used[b.stencil_index], data.stencil[idx])
+
+
+@pytest.mark.parametrize("shape,batch", [((9, 8, 5), 64), ((12, 10), 240), ((6, 5), 30)])
+def test_a_plan_packed_into_one_copy_unpacks_to_the_same_tensors(shape, batch):
+    """What an accelerator gets (one int64 buffer, unpacked there) equals the host plan, key by
+    key, dtype included, with or without distinct rows, stencils or absent neighbours."""
+    x = grid_points(shape)
+    rng = np.random.default_rng(2)
+    y, observed = rng.normal(size=(len(x), 2)), rng.random((len(x), 2)) > 0.3
+    data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=4), device=torch.device("cpu"),
+                      dtype=torch.float64)
+    short = torch.nonzero((data.nbr < 0).any(1)).flatten()[:2]  # locations with absent neighbours
+    rest = torch.randperm(len(x), generator=torch.Generator().manual_seed(1))
+    idx = torch.cat([short, rest[~torch.isin(rest, short)]])[:batch]
+    plan = _batch_plan(data, idx)
+    assert not plan["valid"].all()
+    packed = plan_to_device(plan, torch.device("cpu"))
+    assert packed.keys() == plan.keys()
+    for key, value in plan.items():
+        if value is None:
+            assert packed[key] is None, key
+        else:
+            assert packed[key].dtype == value.dtype and torch.equal(packed[key], value), key

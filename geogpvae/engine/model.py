@@ -414,7 +414,13 @@ class GPVAE(nn.Module):
         seed : int
             Of the latent draws (a generator of their own: the training's draws are untouched).
         """
-        if not self.hidden_variance or not bool(hidden.any()):
+        if not self.hidden_variance:
+            return
+        # a batch without hidden values leaves the moments as they are: checked at once on the
+        # CPU; on an accelerator the check stays on the device (reading it back would stall
+        # every step that updates the moments) and selects the old moments there
+        keep = None if y.device.type == "cpu" else hidden.any()
+        if keep is None and not bool(hidden.any()):
             return
         mask = hidden.to(y.dtype)
         gen = self._moment_generator
@@ -427,14 +433,23 @@ class GPVAE(nn.Module):
         spread = (dec - centre).square().sum(0) / (n_samples - 1)  # unbiased; Tensor.var is slow here
         sq = (y - centre).square() - spread / n_samples
         batch = torch.stack([(sq * mask).sum(0), (spread * mask).sum(0), mask.sum(0)]).to(self.hidden_moments.dtype)
-        self.hidden_moments.mul_(self.HIDDEN_DECAY).add_(batch, alpha=1 - self.HIDDEN_DECAY)
+        self._fold(self.hidden_moments, batch, keep)
         if visible is not None:
             k, n_pat = self.n_vars, self.n_patterns
             slot = torch.arange(k, device=y.device) * n_pat + self.pattern_index(visible)  # (B, K)
             parts = torch.stack([sq * mask, spread * mask, mask]).to(self.pattern_moments.dtype)  # (3, B, K)
             acc = torch.zeros(3, k * n_pat, dtype=parts.dtype, device=y.device)
             acc.scatter_add_(1, slot.reshape(1, -1).expand(3, -1), parts.reshape(3, -1))
-            self.pattern_moments.mul_(self.HIDDEN_DECAY).add_(acc.view(3, k, n_pat), alpha=1 - self.HIDDEN_DECAY)
+            self._fold(self.pattern_moments, acc.view(3, k, n_pat), keep)
+
+    def _fold(self, moments: torch.Tensor, batch: torch.Tensor, keep: torch.Tensor | None) -> None:
+        """``moments <- decay * moments + (1 - decay) * batch`` in place; where ``keep`` (a
+        0-d bool tensor on the device) is False, the moments stay as they are."""
+        if keep is None:
+            moments.mul_(self.HIDDEN_DECAY).add_(batch, alpha=1 - self.HIDDEN_DECAY)
+        else:
+            moments.copy_(torch.where(keep, moments.mul(self.HIDDEN_DECAY).add(batch, alpha=1 - self.HIDDEN_DECAY),
+                                      moments))
 
     # ------------------------------------------------------------------ ELBO
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:

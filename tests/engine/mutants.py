@@ -13,6 +13,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "rows:" tests/gp/test_rows.py
     python tests/engine/mutants.py -k "selection share" tests/engine/test_selection.py
     python tests/engine/mutants.py -k "calibration partition" tests/engine/test_calibration.py
+    python tests/engine/mutants.py -k "device:" tests/engine/test_device.py
+    python tests/engine/mutants.py -k "state:" tests/engine/test_state.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -188,6 +190,16 @@ MUTANTS = {
     "context hiding: never applied": (
         "geogpvae/engine/training.py", "if mask_rate > 0 and data.context_hiding is not None and context is not None:",
         "if False:"),
+    "device: packed plan, valid slots read from the clamped index": (
+        "geogpvae/engine/training.py", '    out["valid"] = out["safe"] >= 0', '    out["valid"] = out["safe"] > 0'),
+    "device: packed plan, every tensor unpacked from the start": (
+        "geogpvae/engine/training.py", "        start += v.numel()", "        start += 0"),
+    "device: auto sends whole-field fits to the GPU": (
+        "geogpvae/engine/core.py", "and self.config.batch_for(n) >= n", "and self.config.batch_for(n) > n"),
+    "device: moments decayed by a batch with nothing hidden (accelerator path)": (
+        "geogpvae/engine/model.py", "moments.copy_(torch.where(keep, moments.mul(", "moments.copy_(torch.where(True, moments.mul("),
+    "state: a newer version's state accepted": (
+        "geogpvae/engine/state.py", 'if int(state.get("version", 0)) > STATE_VERSION:', "if False:"),
 }
 
 

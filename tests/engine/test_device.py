@@ -159,3 +159,28 @@ def test_a_plan_packed_into_one_copy_unpacks_to_the_same_tensors(shape, batch):
             assert packed[key] is None, key
         else:
             assert packed[key].dtype == value.dtype and torch.equal(packed[key], value), key
+
+
+def test_moment_updates_on_an_accelerator_skip_empty_batches_without_reading_the_flag_back():
+    """On an accelerator the "any value hidden?" flag stays on the device and selects the old
+    moments (the CPU returns early instead); both give the same moments."""
+    from geogpvae.engine.core import GPVAEEngine
+
+    x = np.random.default_rng(0).random((60, 2))
+    values = np.sin(3 * x)
+    values[::5, 1] = np.nan
+    model = GPVAEEngine(epochs=2, neighbours=4, progress=False).fit(x, values).model
+    old = torch.rand(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    batch = torch.rand(3, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    on_cpu, kept, skipped = old.clone(), old.clone(), old.clone()
+    model._fold(on_cpu, batch, None)
+    model._fold(kept, batch, torch.tensor(True))
+    model._fold(skipped, batch, torch.tensor(False))
+    assert not torch.equal(on_cpu, old)
+    assert torch.equal(kept, on_cpu) and torch.equal(skipped, old)
+    # and on the CPU a batch with nothing hidden leaves the moments as they were
+    before = model.hidden_moments.clone()
+    y = torch.zeros(10, 2, dtype=before.dtype)
+    model.update_hidden_moments(y, torch.zeros(10, 2, dtype=torch.bool), torch.zeros(10, model.latent_dim, dtype=y.dtype),
+                                torch.ones(10, model.latent_dim, dtype=y.dtype))
+    assert torch.equal(model.hidden_moments, before)

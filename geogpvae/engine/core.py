@@ -22,7 +22,7 @@ import torch
 
 from ..errors import InputError
 from ..gp.kernels import stretched
-from ..gp.neighbours import knn
+from ..gp.neighbours import knn, median_neighbour_distance
 from .calibration import REGIMES, calibrate, split_mode
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
@@ -305,9 +305,7 @@ class GPVAEEngine:
         if resume is not None:
             self.lengthscale_ = float(resume["engine"]["lengthscale"])
         elif cfg.lengthscale is None:
-            kk = max(1, min(cfg.neighbours, n - 1))
-            dist, _ = knn(x, kk, exclude_self=True, backend=cfg.neighbour_backend)
-            ls = float(np.median(dist[:, -1]))
+            ls = median_neighbour_distance(x, max(1, min(cfg.neighbours, n - 1)), backend=cfg.neighbour_backend)
             if not np.isfinite(ls) or ls <= 0:
                 ls = float(np.ptp(x, axis=0).max()) or 1.0
             self.lengthscale_ = ls

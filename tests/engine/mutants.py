@@ -15,6 +15,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "calibration partition" tests/engine/test_calibration.py
     python tests/engine/mutants.py -k "device:" tests/engine/test_device.py
     python tests/engine/mutants.py -k "state:" tests/engine/test_state.py
+    python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -198,6 +199,9 @@ MUTANTS = {
         "geogpvae/engine/core.py", "and self.config.batch_for(n) >= n", "and self.config.batch_for(n) > n"),
     "device: moments decayed by a batch with nothing hidden (accelerator path)": (
         "geogpvae/engine/model.py", "moments.copy_(torch.where(keep, moments.mul(", "moments.copy_(torch.where(True, moments.mul("),
+    "neighbours: the median's subsample counts the location itself": (
+        "geogpvae/gp/neighbours.py", "dist, _ = knn(x, k + 1, query=x[:: -(-n // max_queries)], backend=backend)",
+        "dist, _ = knn(x, k, query=x[:: -(-n // max_queries)], backend=backend)"),
     "state: a newer version's state accepted": (
         "geogpvae/engine/state.py", 'if int(state.get("version", 0)) > STATE_VERSION:', "if False:"),
 }

@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 
+from geogpvae.datasets.synthetic import grid_points
 from geogpvae.gp.neighbours import (
     choose_backend,
     faiss_available,
     knn,
+    median_neighbour_distance,
     order_points,
     ordered_neighbours,
 )
@@ -140,3 +142,20 @@ def test_distinct_offsets_describe_every_slot_and_give_up_on_scattered_points():
     np.testing.assert_array_equal(offsets[ids[:, 8]], 0.0)  # the centre itself
     scattered = np.random.default_rng(0).random((300, 2))
     assert distinct_offsets(scattered, knn(scattered, 8, query=scattered)[1], scattered, max_distinct=200) is None
+
+
+def test_median_neighbour_distance_is_the_brute_force_median_and_its_subsample_stays_close():
+    rng = np.random.default_rng(3)
+    x = rng.random((900, 2))
+    x[1] = x[0]  # a duplicate location: the other copy is a neighbour at distance 0
+    sq = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    np.fill_diagonal(sq, np.inf)
+    exact = float(np.median(np.sqrt(np.sort(sq, axis=1)[:, 4])))  # 5th nearest other location
+    assert median_neighbour_distance(x, 5) == exact
+    # with a subsample of the queries (every 3rd location, searched among all 900)
+    every_third = float(np.median(np.sqrt(np.sort(sq, axis=1)[::3, 4])))
+    assert median_neighbour_distance(x, 5, max_queries=300) == pytest.approx(every_third, rel=1e-12)
+    assert median_neighbour_distance(x, 5, max_queries=300) == pytest.approx(exact, rel=0.05)
+    # on a lattice the subsample finds the same median
+    grid = grid_points((30, 40, 12))
+    assert median_neighbour_distance(grid, 20, max_queries=2000) == median_neighbour_distance(grid, 20)

@@ -25,6 +25,7 @@ import torch
 
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine import training
+from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 
@@ -54,7 +55,7 @@ def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repe
     eng.lengthscale_ = 2.0
     model = eng._build_model(n_vars, points.shape[1], len(points))
     opt = torch.optim.Adam(model.parameters(), 1e-3)
-    batches = training.epoch_batches(data.n, cfg.batch_size, seed=0, epoch=0, order=data.order)
+    batches = epoch_batches(data.n, cfg.batch_size, seed=0, epoch=0, order=data.order)
     times = []
     for r in range(repeats + 1):  # the first run warms up
         start = time.perf_counter()

@@ -26,10 +26,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine import training
+from geogpvae.engine import batches as batches_module
+from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.engine.training import epoch_batches, field_data, gather_batch, resolve_layout
+from geogpvae.engine.training import field_data, gather_batch, resolve_layout
 
 
 def main() -> None:
@@ -49,7 +50,7 @@ def main() -> None:
                     ordering=args.ordering, batching=args.batching, device=args.device)
     cfg = GPVAEConfig(**{**settings, **json.loads(args.options)})  # --options override the defaults
     if args.per_tensor_copies:
-        training.plan_to_device = lambda plan, dev: {k: None if v is None else v.to(dev, non_blocking=True)
+        batches_module.plan_to_device = lambda plan, dev: {k: None if v is None else v.to(dev, non_blocking=True)
                                                      for k, v in plan.items()}
     eng = GPVAEEngine(cfg, progress=False)
     x, y = field.points, np.where(field.observed, field.truth, 0.0)

@@ -10,8 +10,9 @@ A map of its modules, in the order a fit goes through them:
 * :mod:`~geogpvae.engine.threads`: how many CPU threads torch may use;
 * :mod:`~geogpvae.engine.nugget`: a starting likelihood variance from the variogram;
 * :mod:`~geogpvae.engine.model`: the encoder, the decoder, the latent prior and the ELBO;
-* :mod:`~geogpvae.engine.training`: the field's tensors, mini-batches and the training loop,
-  with :mod:`~geogpvae.engine.adam` (the optimiser);
+* :mod:`~geogpvae.engine.training`: the field's tensors and the training loop, with
+  :mod:`~geogpvae.engine.batches` (each epoch's mini-batches, planned on the host) and
+  :mod:`~geogpvae.engine.adam` (the optimiser);
 * :mod:`~geogpvae.engine.holdout`: which observed values a fit holds out to score itself;
 * :mod:`~geogpvae.engine.stopping`: when to stop, from those held-out values;
 * :mod:`~geogpvae.engine.selection`: the KL weight chosen from them (``beta="auto"``);

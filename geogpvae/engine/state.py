@@ -31,7 +31,25 @@ STATE_VERSION = 1
 
 
 def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, Any]:
-    """The state of a fitted engine (see :meth:`GPVAEEngine.state_dict`)."""
+    """The state of a fitted engine (see :meth:`GPVAEEngine.state_dict`).
+
+    Parameters
+    ----------
+    eng : GPVAEEngine
+        Fitted.
+    include_data : bool
+        Also store the training field (coordinates, standardised values, mask).
+
+    Returns
+    -------
+    dict
+        Tensors, plain Python values and nested dicts only.
+
+    Raises
+    ------
+    RuntimeError
+        ``eng`` is not fitted.
+    """
     eng._require_fit()
     state: dict[str, Any] = {
         "format": STATE_FORMAT,
@@ -66,7 +84,18 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
 
 
 def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
-    """A resumable snapshot: the state without data, plus optimiser, epoch and averages."""
+    """A resumable snapshot: the state without data, plus optimiser, epoch and averages.
+
+    Parameters
+    ----------
+    eng : GPVAEEngine
+        Training or trained.
+
+    Returns
+    -------
+    dict
+        ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``.
+    """
     ts = eng.train_state
     return {
         "format": STATE_FORMAT + "-checkpoint",
@@ -140,7 +169,21 @@ def restore_engine(
 def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
     """Weights saved before the hidden-value moments existed get empty ones (the predictive
     then adds the likelihood variance, as those models did; empty pattern moments fall back
-    on the pooled ones)."""
+    on the pooled ones).
+
+    Parameters
+    ----------
+    weights : dict of str to Tensor
+        A model's saved ``state_dict``.
+    n_vars : int
+        Number of variables K.
+
+    Returns
+    -------
+    dict of str to Tensor
+        A new dict: ``weights`` plus, where absent, ``hidden_moments`` (3, K) and
+        ``pattern_moments`` (3, K, patterns) of zeros and ``moment_steps`` 0.
+    """
     dtype = weights["raw_noise"].dtype
     out = dict(weights)
     if "hidden_moments" not in out:
@@ -153,7 +196,18 @@ def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[s
 
 
 def train_state_from(saved: dict[str, Any]) -> TrainState:
-    """A :class:`TrainState` from a checkpoint's ``"train"`` entry."""
+    """A :class:`TrainState` from a checkpoint's ``"train"`` entry.
+
+    Parameters
+    ----------
+    saved : dict
+        ``checkpoint_state(eng)["train"]``, possibly from an older version (missing entries
+        default to none).
+
+    Returns
+    -------
+    TrainState
+    """
     return TrainState(
         epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
         optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),

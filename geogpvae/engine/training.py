@@ -21,6 +21,7 @@ import torch
 from ..gp.lattice import find_lattice
 from ..gp.neighbours import knn, order_points, ordered_neighbours, shared_stencils
 from .adam import FusedAdam, fused_supported
+from .batches import batch_plan, epoch_batches
 from .config import GPVAEConfig
 from .model import GPVAE, Batch
 from .progress import Progress
@@ -35,7 +36,6 @@ __all__ = [
     "with_context_hiding",
     "training_neighbours",
     "field_data",
-    "epoch_batches",
     "gather_batch",
     "train",
     "resolve_device",
@@ -400,86 +400,6 @@ def learning_rate(config: GPVAEConfig, step: int, total_steps: int, n_points: in
     return lr * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
-    return torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (2**63))
-
-
-def epoch_batches(
-    n: int, batch_size: int, *, seed: int, epoch: int, order: torch.Tensor | None = None, chunk: int = 32
-) -> list[torch.Tensor]:
-    """The mini-batches of one epoch (CPU int64 index tensors covering every location once).
-
-    With ``order`` (a spatial ordering), batches are unions of random runs of ``chunk``
-    consecutive locations of that order, with the run boundaries shifted every epoch;
-    otherwise they are a random partition.
-    """
-    gen = _epoch_generator(seed, epoch)
-    batch_size = min(batch_size, n)
-    if order is None:
-        perm = torch.randperm(n, generator=gen)
-    else:
-        order = order.cpu()
-        shift = int(torch.randint(chunk, (1,), generator=gen))
-        rolled = torch.roll(order, -shift)
-        n_chunks = math.ceil(n / chunk)
-        chunks = list(rolled.split(chunk))
-        pick = torch.randperm(n_chunks, generator=gen)
-        perm = torch.cat([chunks[i] for i in pick.tolist()])
-    return list(perm.split(batch_size))
-
-
-def _batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | None]:
-    """Index bookkeeping of one mini-batch, done on the host (no device synchronisation).
-
-    Returns the batch's locations, its neighbours' rows, which slots are valid, the distinct
-    locations to encode (``None``: all of them) with the rows of the batch and of the
-    neighbours among those, and the batch's distinct stencils.
-    """
-    idx = idx.cpu()
-    b = idx.shape[0]
-    nbr = data.host("nbr")[idx]  # (B, H)
-    safe = nbr.clamp_min(0)
-    plan: dict[str, torch.Tensor | None] = {"idx": idx, "safe": safe, "valid": nbr >= 0}
-    if data.n <= 2 * b:  # the batch is most of the field: encoding every location is cheaper
-        plan.update(uniq=None, batch_pos=idx, nbr_pos=safe)
-    else:
-        uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)
-        plan.update(uniq=uniq, batch_pos=inverse[:b], nbr_pos=inverse[b:].view(b, -1))
-    plan["stencils"] = plan["stencil_index"] = None
-    if data.stencil is not None:
-        plan["stencils"], plan["stencil_index"] = torch.unique(data.host("stencil")[idx], return_inverse=True)
-    dev = data.x.device
-    if dev.type == "cpu":
-        return plan
-    return plan_to_device(plan, dev)
-
-
-def plan_to_device(plan: dict[str, torch.Tensor | None], device: torch.device) -> dict[str, torch.Tensor | None]:
-    """A host batch plan on ``device`` in one copy: its index tensors packed into one int64
-    buffer (pinned on CUDA, so that the copy is asynchronous) and unpacked there as views.
-
-    A copy from pageable host memory waits for the device's stream to finish its queued work,
-    so one copy per tensor per step would tie every step's host work to the previous step's
-    kernels; one pinned copy lets the host plan the next step while the device computes.
-    ``valid`` travels as the sign of the neighbour index (``safe`` where valid, -1 elsewhere).
-    """
-    ints = {k: v for k, v in plan.items() if v is not None and k != "valid"}
-    ints["safe"] = torch.where(plan["valid"], plan["safe"], -1)
-    flat = torch.cat([v.reshape(-1).to(torch.int64) for v in ints.values()])
-    if device.type == "cuda":
-        flat = flat.pin_memory()
-    flat = flat.to(device, non_blocking=True)
-    out: dict[str, torch.Tensor | None] = dict.fromkeys(plan)
-    start = 0
-    for key, v in ints.items():
-        part = flat[start : start + v.numel()].view(v.shape)
-        out[key] = part if v.dtype == torch.int64 else part.to(v.dtype)
-        start += v.numel()
-    out["valid"] = out["safe"] >= 0
-    out["safe"] = out["safe"].clamp_min(0)
-    return out
-
-
 def visible_context(
     context: torch.Tensor, neighbours: torch.Tensor, y: torch.Tensor, hidden: torch.Tensor, scales: tuple[int, ...]
 ) -> torch.Tensor:
@@ -584,7 +504,7 @@ def gather_batch(
     generator : torch.Generator, optional
         Random source of the hiding (on the data's device).
     """
-    plan = _batch_plan(data, idx)
+    plan = batch_plan(data, idx)
     uniq = plan["uniq"]
 
     def rows(t: torch.Tensor | None) -> torch.Tensor | None:

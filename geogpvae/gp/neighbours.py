@@ -231,8 +231,15 @@ def median_neighbour_distance(x: np.ndarray, k: int, *, backend: str = "auto",
     -------
     float
         In the units of ``x``.
+
+    Raises
+    ------
+    ValueError
+        ``k`` outside 1 to N - 1.
     """
     n = x.shape[0]
+    if not 1 <= k < n:
+        raise ValueError(f"k must lie between 1 and N - 1 = {n - 1}, got {k}")
     if n <= max_queries:
         dist, _ = knn(x, k, exclude_self=True, backend=backend)
     else:

@@ -192,9 +192,11 @@ MUTANTS = {
         "geogpvae/engine/training.py", "if mask_rate > 0 and data.context_hiding is not None and context is not None:",
         "if False:"),
     "device: packed plan, valid slots read from the clamped index": (
-        "geogpvae/engine/training.py", '    out["valid"] = out["safe"] >= 0', '    out["valid"] = out["safe"] > 0'),
+        "geogpvae/engine/batches.py", '    out["valid"] = out["safe"] >= 0', '    out["valid"] = out["safe"] > 0'),
     "device: packed plan, every tensor unpacked from the start": (
-        "geogpvae/engine/training.py", "        start += v.numel()", "        start += 0"),
+        "geogpvae/engine/batches.py", "        start += v.numel()", "        start += 0"),
+    "device: packed plan, a tensor held under two names copied twice": (
+        "geogpvae/engine/batches.py", "        if id(v) in first:\n", "        if False:\n"),
     "device: auto sends whole-field fits to the GPU": (
         "geogpvae/engine/core.py", "and self.config.batch_for(n) >= n", "and self.config.batch_for(n) > n"),
     "device: moments decayed by a batch with nothing hidden (accelerator path)": (

@@ -8,14 +8,9 @@ import pytest
 import torch
 
 from geogpvae.datasets.synthetic import grid_points
+from geogpvae.engine.batches import batch_plan, plan_to_device
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import (
-    _batch_plan,
-    field_data,
-    gather_batch,
-    plan_to_device,
-    resolve_device,
-)
+from geogpvae.engine.training import field_data, gather_batch, resolve_device
 from geogpvae.gp import neighbours as nb
 from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
 
@@ -124,7 +119,7 @@ def test_batches_are_planned_on_the_host_and_gather_the_right_rows(shape, batch)
                          dtype=torch.float64)
     assert data.host("nbr") is data.host("nbr")  # one copy, made once
     idx = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))[:batch]
-    plan = _batch_plan(data, idx)
+    plan = batch_plan(data, idx)
     b = gather_batch(data, idx)
     # the batch's own rows and its neighbours' rows point at the right locations
     enc = torch.arange(len(x)) if plan["uniq"] is None else plan["uniq"]
@@ -138,7 +133,7 @@ def test_batches_are_planned_on_the_host_and_gather_the_right_rows(shape, batch)
         assert torch.equal(used[b.stencil_index], data.stencil[idx])
 
 
-@pytest.mark.parametrize("shape,batch", [((9, 8, 5), 64), ((12, 10), 240), ((6, 5), 30)])
+@pytest.mark.parametrize("shape,batch", [((9, 8, 5), 64), ((12, 10), 70), ((6, 5), 30)])
 def test_a_plan_packed_into_one_copy_unpacks_to_the_same_tensors(shape, batch):
     """What an accelerator gets (one int64 buffer, unpacked there) equals the host plan, key by
     key, dtype included, with or without distinct rows, stencils or absent neighbours."""
@@ -150,7 +145,7 @@ def test_a_plan_packed_into_one_copy_unpacks_to_the_same_tensors(shape, batch):
     short = torch.nonzero((data.nbr < 0).any(1)).flatten()[:2]  # locations with absent neighbours
     rest = torch.randperm(len(x), generator=torch.Generator().manual_seed(1))
     idx = torch.cat([short, rest[~torch.isin(rest, short)]])[:batch]
-    plan = _batch_plan(data, idx)
+    plan = batch_plan(data, idx)
     assert not plan["valid"].all()
     packed = plan_to_device(plan, torch.device("cpu"))
     assert packed.keys() == plan.keys()
@@ -159,6 +154,9 @@ def test_a_plan_packed_into_one_copy_unpacks_to_the_same_tensors(shape, batch):
             assert packed[key] is None, key
         else:
             assert packed[key].dtype == value.dtype and torch.equal(packed[key], value), key
+    # a tensor held under two names (whole-field plans) is copied once
+    for a, b in (("idx", "batch_pos"), ("safe", "nbr_pos")):
+        assert (plan[a] is plan[b]) == (packed[a] is packed[b]), (a, b)
 
 
 def test_moment_updates_on_an_accelerator_skip_empty_batches_without_reading_the_flag_back():

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from geogpvae.datasets.synthetic import grid_points
+from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.training import (
     context_index,
-    epoch_batches,
     field_data,
     gather_batch,
     is_lattice,

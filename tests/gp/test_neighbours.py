@@ -159,3 +159,10 @@ def test_median_neighbour_distance_is_the_brute_force_median_and_its_subsample_s
     # on a lattice the subsample finds the same median
     grid = grid_points((30, 40, 12))
     assert median_neighbour_distance(grid, 20, max_queries=2000) == median_neighbour_distance(grid, 20)
+
+
+def test_median_neighbour_distance_refuses_a_rank_out_of_range():
+    x = np.random.default_rng(0).random((10, 2))
+    for k in (0, 10):
+        with pytest.raises(ValueError, match="between 1 and N - 1 = 9"):
+            median_neighbour_distance(x, k)

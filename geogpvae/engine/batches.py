@@ -16,7 +16,12 @@ import torch
 if TYPE_CHECKING:
     from .training import FieldData
 
-__all__ = ["batch_plan", "epoch_batches", "plan_to_device"]
+__all__ = ["batch_plan", "epoch_batches", "plan_to_device", "sorted_unique"]
+
+#: :func:`sorted_unique` marks a dense table while its size is at most this many times the
+#: number of values; a sort is cheaper beyond (measured on the 2-core VM: 21,000 indices of
+#: 141,900 take 0.18 ms marked against 0.93 ms sorted, of 1,122,000 1.36 against 0.91 ms).
+DENSE_UNIQUE_RATIO = 16
 
 
 def _epoch_generator(seed: int, epoch: int) -> torch.Generator:
@@ -47,6 +52,36 @@ def epoch_batches(
     return list(perm.split(batch_size))
 
 
+def sorted_unique(values: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sorted distinct values of a host index tensor and where each value sits among them.
+
+    The same result as ``torch.unique(values, return_inverse=True)``. Where the values' range
+    is small against their number (a mini-batch's rows among the field's), it marks a table of
+    ``size`` entries instead of sorting, several times faster.
+
+    Parameters
+    ----------
+    values : Tensor of int64, shape (M,)
+        Indices in ``0 .. size - 1``, in any order, repeats allowed.
+    size : int
+        An upper bound (exclusive) of the values: the number of rows they index.
+
+    Returns
+    -------
+    uniq : Tensor of int64, shape (U,)
+        The distinct values, ascending.
+    inverse : Tensor of int64, shape (M,)
+        ``uniq[inverse]`` equals ``values``.
+    """
+    if size > DENSE_UNIQUE_RATIO * values.numel():
+        return torch.unique(values, return_inverse=True)
+    mark = torch.zeros(size, dtype=torch.int64)
+    mark[values] = 1
+    uniq = torch.nonzero(mark).squeeze(1)
+    rank = mark.cumsum_(0)
+    return uniq, rank[values] - 1
+
+
 def batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | None]:
     """Index bookkeeping of one mini-batch, done on the host (no device synchronisation).
 
@@ -62,11 +97,12 @@ def batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | N
     if data.n <= 2 * b:  # the batch is most of the field: encoding every location is cheaper
         plan.update(uniq=None, batch_pos=idx, nbr_pos=safe)
     else:
-        uniq, inverse = torch.unique(torch.cat([idx, safe.reshape(-1)]), return_inverse=True)
+        uniq, inverse = sorted_unique(torch.cat([idx, safe.reshape(-1)]), data.n)
         plan.update(uniq=uniq, batch_pos=inverse[:b], nbr_pos=inverse[b:].view(b, -1))
     plan["stencils"] = plan["stencil_index"] = None
     if data.stencil is not None:
-        plan["stencils"], plan["stencil_index"] = torch.unique(data.host("stencil")[idx], return_inverse=True)
+        n_stencils = data.stencil_offsets.shape[0]
+        plan["stencils"], plan["stencil_index"] = sorted_unique(data.host("stencil")[idx], n_stencils)
     dev = data.x.device
     if dev.type == "cpu":
         return plan

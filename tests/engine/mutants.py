@@ -15,6 +15,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "calibration partition" tests/engine/test_calibration.py
     python tests/engine/mutants.py -k "device:" tests/engine/test_device.py
     python tests/engine/mutants.py -k "state:" tests/engine/test_state.py
+    python tests/engine/mutants.py -k "batches:" tests/engine/test_batches.py tests/engine/test_device.py
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
@@ -204,6 +205,10 @@ MUTANTS = {
     "neighbours: the median's subsample counts the location itself": (
         "geogpvae/gp/neighbours.py", "dist, _ = knn(x, k + 1, query=x[:: -(-n // max_queries)], backend=backend)",
         "dist, _ = knn(x, k, query=x[:: -(-n // max_queries)], backend=backend)"),
+    "batches: the marked unique's inverse one row off": (
+        "geogpvae/engine/batches.py", "    return uniq, rank[values] - 1\n", "    return uniq, rank[values]\n"),
+    "batches: the marked unique's table one short": (
+        "geogpvae/engine/batches.py", "    mark = torch.zeros(size, dtype=torch.int64)", "    mark = torch.zeros(size - 1, dtype=torch.int64)"),
     "state: a newer version's state accepted": (
         "geogpvae/engine/state.py", 'if int(state.get("version", 0)) > STATE_VERSION:', "if False:"),
 }

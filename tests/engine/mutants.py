@@ -15,6 +15,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "calibration partition" tests/engine/test_calibration.py
     python tests/engine/mutants.py -k "device:" tests/engine/test_device.py
     python tests/engine/mutants.py -k "state:" tests/engine/test_state.py
+    python tests/engine/mutants.py -k "layout:" tests/engine/test_training.py
     python tests/engine/mutants.py -k "batches:" tests/engine/test_batches.py tests/engine/test_device.py
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
 
@@ -209,6 +210,12 @@ MUTANTS = {
         "geogpvae/engine/batches.py", "    return uniq, rank[values] - 1\n", "    return uniq, rank[values]\n"),
     "batches: the marked unique's table one short": (
         "geogpvae/engine/batches.py", "    mark = torch.zeros(size, dtype=torch.int64)", "    mark = torch.zeros(size - 1, dtype=torch.int64)"),
+    "layout: scattered mini-batches drawn at random (before rule 11)": (
+        "geogpvae/engine/training.py", 'batching = "spatial" if lattice or config.batch_for(x.shape[0]) < x.shape[0] else "random"',
+        'batching = "spatial" if lattice else "random"'),
+    "layout: whole-field steps on scattered locations reordered": (
+        "geogpvae/engine/training.py", 'batching = "spatial" if lattice or config.batch_for(x.shape[0]) < x.shape[0] else "random"',
+        'batching = "spatial"'),
     "state: a newer version's state accepted": (
         "geogpvae/engine/state.py", 'if int(state.get("version", 0)) > STATE_VERSION:', "if False:"),
 }

@@ -59,6 +59,12 @@ def test_auto_layout_resolves_by_geometry_and_explicit_choices_win():
     assert resolve_layout(scattered, cfg) == ("random", "random")
     assert resolve_layout(grid, GPVAEConfig(ordering="maxmin", batching="random")) == ("maxmin", "random")
     assert resolve_layout(scattered, GPVAEConfig(batching="spatial")) == ("random", "spatial")
+    # scattered locations trained in mini-batches get compact batches (rule 11); whole-field steps keep theirs
+    assert resolve_layout(scattered, GPVAEConfig(batch_size=64)) == ("random", "spatial")
+    assert resolve_layout(scattered, GPVAEConfig(batch_size=256)) == ("random", "random")
+    many = np.random.default_rng(4).random((3000, 2))
+    assert resolve_layout(many, cfg) == ("random", "spatial")
+    assert resolve_layout(many, GPVAEConfig(batching="random")) == ("random", "random")
 
 
 def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly():
@@ -79,12 +85,22 @@ def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly
     assert plain.stencil is None or len(plain.stencil_offsets) > n_stencils
 
 
-def test_auto_layout_on_scattered_points_is_random():
+def test_auto_layout_on_scattered_points_is_random_for_whole_field_steps_and_compact_for_mini_batches():
     x = np.random.default_rng(3).random((400, 2))
     y, observed = _field(x)
     data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=0),
                          device=torch.device("cpu"), dtype=torch.float64)
     assert data.order is None
+    data = field_data(x, y, observed, GPVAEConfig(neighbours=6, context=0, batch_size=50),
+                      device=torch.device("cpu"), dtype=torch.float64)
+    assert data.order is not None
+    # compact batches: their neighbours overlap, so fewer distinct locations are encoded per batch
+    batches = epoch_batches(data.n, 50, seed=0, epoch=0, order=data.order)
+    assert torch.equal(torch.sort(torch.cat(batches)).values, torch.arange(data.n))
+    compact = np.mean([len(torch.unique(torch.cat([b, data.nbr[b].clamp_min(0).reshape(-1)]))) for b in batches])
+    loose = np.mean([len(torch.unique(torch.cat([b, data.nbr[b].clamp_min(0).reshape(-1)])))
+                     for b in epoch_batches(data.n, 50, seed=0, epoch=0)])
+    assert compact < 0.8 * loose
 
 
 def _context_case(seed=0, n=200, k=3):

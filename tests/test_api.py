@@ -464,7 +464,9 @@ def test_unfitted_imputer_refuses_and_writes_nothing(tmp_path):
 def test_observed_values_are_returned_bit_for_bit(observed, dtype, seed):
     observed[0, 0] = True  # every variable has an observed value
     rng = np.random.default_rng(seed)
-    raw = (rng.normal(size=(5, 6, 2)) * 10.0 ** rng.integers(-8, 8, size=(5, 6, 2))).astype(dtype)
+    # each variable in its own units (1e-8 to 1e8), its values over four orders of magnitude
+    unit = 10.0 ** rng.integers(-8, 8, size=2)
+    raw = (rng.normal(size=(5, 6, 2)) * 10.0 ** rng.integers(-2, 3, size=(5, 6, 2)) * unit).astype(dtype)
     values = np.where(observed, raw, np.nan).astype(dtype)
     ds = xr.Dataset(
         {f"v{j}": (("y", "x"), values[..., j]) for j in range(2)},

@@ -233,6 +233,35 @@ def test_accepted(case):
         assert_observed_exact(ds.isel(x=slice(0, 7)), out.isel(x=slice(0, 7)), ["v0"])
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_constant_variable_filled_with_its_value_and_no_spread(log):
+    # a variable with one value everywhere it is seen: its gaps get that value, std 0, and the
+    # other variables are imputed as usual (before: gaps filled some tenths off, own units)
+    ds, _, names = _constant()
+    out = run_ok(ds, names, transform={"v0": "log"} if log else None)
+    gaps = ds.v0.isnull().values
+    assert gaps.any()
+    assert (out.v0.values[gaps] == 3.25).all()
+    assert (out.v0_std.values[gaps] == 0).all()
+    assert (out.v1_std.values[ds.v1.isnull().values] > 0).all()
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("unit", [1e-170, 1e170])
+def test_tiny_and_huge_units_keep_their_spread(unit, log):
+    # squares of such values leave float64's range; fills and spreads must scale with the unit
+    ds = gauss()
+    kw = {"transform": {"v0": "log"}} if log else {}
+    if log:
+        ds = ds.assign(v0=np.exp(ds.v0))
+    ref = run_ok(ds, ["v0"], **kw)
+    scaled = ds.assign(v0=ds.v0 * unit)
+    out = run_ok(scaled, ["v0"], **kw)
+    gaps = ds.v0.isnull().values
+    np.testing.assert_allclose(out.v0.values[gaps] / unit, ref.v0.values[gaps], rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(out.v0_std.values[gaps] / unit, ref.v0_std.values[gaps], rtol=1e-3)
+
+
 def test_object_and_complex_variables_are_skipped_by_name():
     ds = gauss()
     ds["label"] = (("y", "x"), np.full((8, 8), "a", dtype=object))
@@ -334,9 +363,11 @@ def _option(**kw):
 
 REFUSED = {
     # (make, error type, patterns the message must contain)
-    "outlier 1e160": (_outlier(1e160), InputError, [r"v1", r"1e\+160", r"overflow",
-                                                    r"other units|set the outlying"]),
-    "outliers +-1e155": (_outlier(1e155, 2), InputError, [r"v1", r"overflow"]),
+    "outlier 1e160": (_outlier(1e160), InputError, [r"v1", r"1e\+160", r"dwarf the rest",
+                                                    r"set the outlying values to NaN"]),
+    "outliers +-1e155": (_outlier(1e155, 2), InputError, [r"v1", r"dwarf"]),
+    "outlier 1e8": (_outlier(1e8), InputError, [r"v1", r"1e\+08", r"dwarf"]),
+    "value 1e305": (_outlier(1e305), InputError, [r"v1", r"1e\+305", r"float64 limit"]),
     "infinite value": (_inf_value, InputError, [r"'v1'", r"infinite", r"NaN"]),
     "all-NaN variable": (_all_nan_variable, InputError, [r"'v1'", r"no observed value",
                                                          r"leave it out"]),
@@ -415,7 +446,7 @@ def test_dataarray_refused(no_training):
 
 def test_outlier_refused_before_training_through_the_imputer(no_training):
     ds, _ = _outlier(1e160)()
-    with pytest.raises(InputError, match="v1: observed values as large as 1e\\+160"):
+    with pytest.raises(InputError, match="v1: a few observed values as large as 1e\\+160 dwarf"):
         geogpvae.GPVAEImputer(**KW).fit(ds)
 
 
@@ -532,7 +563,7 @@ def test_observed_values_always_exact(shape, dtype, exponent, offset, missing, s
     rng = np.random.default_rng(seed)
     v = rng.normal(size=shape) * 10.0**exponent + offset * 10.0**exponent
     v[rng.uniform(size=shape) < missing] = np.nan
-    v.flat[rng.integers(v.size)] = rng.normal()  # at least one observed value
+    v.flat[rng.integers(v.size)] = (rng.normal() + offset) * 10.0**exponent  # one observed at least
     ds = xr.Dataset({"v": (("y", "x"), v.astype(dtype))},
                     coords={"y": np.arange(shape[0]) * 2.5, "x": np.arange(shape[1]) * 1.5})
     run_ok(ds, ["v"], neighbours=3)

@@ -496,7 +496,7 @@ def score_hidden(
                 added = "likelihood" if noise == "scaled" else noise  # "scaled" adds the likelihood's
                 if added != base:  # in modelled units the added variance simply adds: no decoding again
                     shift = engine._added_variance(added, vis, len(sub)) - added_base
-                    sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)
+                    sm = sm_base * np.sqrt(1.0 + shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2)
                 if noise == "scaled":  # then the whole predictive variance times the ratio
                     sm = sm * np.sqrt(engine._variance_scale("scaled"))
                 z = (truth[in_regime] - mm) / sm

@@ -30,6 +30,7 @@ from .inputs import (
     centre,
     check_coordinates,
     check_standardised,
+    constant_values,
     real_values,
     standardisation,
 )
@@ -88,6 +89,9 @@ class Prediction:
         variable for log-transformed ones), where the predictive is close to Gaussian.
     source : ndarray of int8, shape (M,)
         Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
+
+    A variable whose observed values are all equal is predicted as that value everywhere, with
+    standard deviation 0.
     """
 
     mean: np.ndarray
@@ -134,6 +138,8 @@ class GPVAEEngine:
         self.train_state: TrainState | None = None
         self.names: list[str] = []
         self.loc = self.scale = None
+        #: each variable's value where every observed one is equal (filled with it, std 0), else NaN
+        self.constant_: np.ndarray | None = None
         self.log = None
         self.lengthscale_: float | None = None
         self.calibration_: np.ndarray | None = None
@@ -293,6 +299,7 @@ class GPVAEEngine:
                 raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
         cfg.check_locations(n)
         self.loc, self.scale = standardisation(values, observed, self.log, self.names)
+        self.constant_ = constant_values(values, observed)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
         self._context_index = None
@@ -737,6 +744,11 @@ class GPVAEEngine:
                               source))
                 bar.update(rows.stop)
         m, s, mm, sm, source = (np.concatenate(p) for p in zip(*parts, strict=True))
+        fixed = np.isfinite(self.constant_) if self.constant_ is not None else np.zeros(m.shape[1], bool)
+        if fixed.any():  # a constant variable: its value, no spread (the model learnt only noise)
+            value = self.constant_[fixed]
+            m[:, fixed], mm[:, fixed] = value, np.where(self.log[fixed], np.log(value), value)
+            s[:, fixed] = sm[:, fixed] = 0.0
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
 
     def _new_locations(self, xq: np.ndarray) -> _Field:

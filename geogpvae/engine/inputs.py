@@ -1,8 +1,8 @@
 """Checks of the engine's inputs and their standardisation (NumPy only).
 
 Every refusal is an :class:`~geogpvae.errors.InputError` that names the problem and the fix:
-non-finite coordinates, complex or non-numeric values, values whose standardisation
-overflows, and values far outside the training field's range.
+non-finite coordinates, complex or non-numeric values, values too large for float64's range,
+and values far outside the training field's range.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ __all__ = [
     "check_coordinates",
     "check_spread",
     "check_standardised",
+    "constant_values",
     "real_values",
     "standardisation",
 ]
@@ -64,6 +65,10 @@ def standardisation(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (1 where 0) of each variable's observed, transformed values.
 
+    Both are computed on the values divided by their largest magnitude, so that neither tiny
+    values (squares below 1e-308 underflow to 0) nor huge ones (squares above 1.8e308
+    overflow) lose their spread.
+
     Raises
     ------
     InputError
@@ -72,26 +77,68 @@ def standardisation(
     safe = np.where(observed & log, values, 1.0)
     mod = np.where(log, np.log(safe), values)
     k = values.shape[1]
+    loc, sd = np.empty(k), np.empty(k)
     with np.errstate(over="ignore", invalid="ignore"):
-        loc = np.array([mod[observed[:, j], j].mean() for j in range(k)])
-        sd = np.array([mod[observed[:, j], j].std() for j in range(k)])
+        for j in range(k):
+            v = mod[observed[:, j], j]
+            size = np.max(np.abs(v))
+            unit = size if 0 < size < np.inf else 1.0
+            loc[j], sd[j] = (v / unit).mean() * unit, (v / unit).std() * unit
     check_spread(mod, observed, loc, sd, names)
     return loc, np.where(sd > 0, sd, 1.0)
+
+
+def constant_values(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Each variable's one observed value where all of them are equal, else NaN; shape (K,).
+
+    Such a variable has nothing to learn: its gaps are filled with that value, with standard
+    deviation 0 (see :meth:`~geogpvae.engine.core.GPVAEEngine.predict`).
+    """
+    out = np.full(values.shape[1], np.nan)
+    for j in range(values.shape[1]):
+        v = values[observed[:, j], j]
+        if v.size and np.all(v == v[0]):
+            out[j] = v[0]
+    return out
+
+
+#: the largest magnitude of a variable's observed (transformed) values: its predictions,
+#: some standard deviations away, must stay below float64's maximum, about 1.8e308
+MAX_MAGNITUDE = 1e300
+
+#: the smallest ratio of a variable's typical spread (median absolute deviation) to its
+#: standard deviation: below it, a few outlying values set the scale and the model's float32
+#: arithmetic (about 7 digits) flattens the rest
+MIN_SPREAD_RATIO = 1e-6
 
 
 def check_spread(
     mod: np.ndarray, observed: np.ndarray, loc: np.ndarray, sd: np.ndarray, names: list[str]
 ) -> None:
-    """Refuse variables whose standardisation overflows (values near or above 1e154)."""
+    """Refuse variables that overflow float64 or whose outliers would flatten the rest.
+
+    That is, observed (transformed) values larger in magnitude than :data:`MAX_MAGNITUDE`, or
+    a median absolute deviation below :data:`MIN_SPREAD_RATIO` times the standard deviation
+    (where it is not 0: a variable with mostly equal values, e.g. zeros, is fine).
+    """
     for j, name in enumerate(names):
-        if np.isfinite(loc[j]) and np.isfinite(sd[j]):
-            continue
-        big = float(np.max(np.abs(mod[observed[:, j], j])))
-        raise InputError(
-            f"{name}: observed values as large as {big:.3g} overflow when standardised (their "
-            "squares exceed the float64 range, about 1.8e308); express the variable in other "
-            "units (e.g. divide it by a power of ten) or set the outlying values to NaN"
-        )
+        v = mod[observed[:, j], j]
+        big = float(np.max(np.abs(v)))
+        if not (np.isfinite(loc[j]) and np.isfinite(sd[j]) and big <= MAX_MAGNITUDE):
+            raise InputError(
+                f"{name}: observed values as large as {big:.3g} leave no room for predictions "
+                "below the float64 limit (about 1.8e308); express the variable in other units "
+                "(e.g. divide it by a power of ten) or set the outlying values to NaN"
+            )
+        unit = big if big > 0 else 1.0
+        typical = float(np.median(np.abs(v / unit - np.median(v / unit)))) * unit
+        if 0 < typical < MIN_SPREAD_RATIO * sd[j]:
+            raise InputError(
+                f"{name}: a few observed values as large as {big:.3g} dwarf the rest (their typical "
+                f"spread is {typical:.3g}); the model's float32 arithmetic would flatten the others: "
+                "set the outlying values to NaN, check their units, or model the variable in log "
+                "space (transform={name: 'log'}) if it spans many orders of magnitude"
+            )
 
 
 def check_standardised(y: np.ndarray, names: list[str]) -> None:

@@ -274,6 +274,10 @@ def predictive_moments(
         mixture's moments there.
     """
     gen = torch.Generator(device=mean.device).manual_seed(int(seed))
+    # variables in very small or very large units (variances beyond float64's range) are
+    # computed in a power of two of their units, exact, and scaled back at the end
+    unit = _power_of_two_units(scale, log)
+    loc, scale = np.asarray(loc) / unit, np.asarray(scale) / unit
     # moments in float64 whatever the model's precision: exp() of log-space mixtures
     # overflows float32 long before float64
     f64 = torch.float64
@@ -305,16 +309,27 @@ def predictive_moments(
             comp = m_model + factor.sqrt() * (comp - m_model)
         nz = noise if noise.dim() == 1 else noise[s : s + chunk]
         v_model = comp.var(0, unbiased=False) + nz
-        m_out, v_out = m_model.clone(), v_model.clone()
+        m_out, sd_out = m_model.clone(), v_model.sqrt()
         if bool(log_t.any()):
             # moments of exp(mixture of N(comp_s, noise)), computed in log space for stability
             log_m1 = torch.logsumexp(comp + 0.5 * nz, 0) - math.log(samples)
             log_m2 = torch.logsumexp(2.0 * comp + 2.0 * nz, 0) - math.log(samples)
-            m1 = torch.exp(log_m1)
-            # E[y^2] - E[y]^2 without cancellation: E[y]^2 (exp(log E[y^2] - 2 log E[y]) - 1)
-            var_exp = torch.exp(2.0 * log_m1) * torch.expm1(torch.clamp(log_m2 - 2.0 * log_m1, min=0.0))
-            m_out = torch.where(log_t, m1, m_out)
-            v_out = torch.where(log_t, var_exp, v_out)
-        for dest, t in zip(out, (m_out, v_out.sqrt(), m_model, v_model.sqrt())):
+            # E[y^2] - E[y]^2 without cancellation: E[y]^2 (exp(log E[y^2] - 2 log E[y]) - 1),
+            # its square root taken in log space (tiny values' variances underflow)
+            log_sd = log_m1 + 0.5 * torch.log(torch.expm1(torch.clamp(log_m2 - 2.0 * log_m1, min=0.0)))
+            m_out = torch.where(log_t, torch.exp(log_m1), m_out)
+            sd_out = torch.where(log_t, torch.exp(log_sd), sd_out)
+        for dest, t in zip(out, (m_out, sd_out, m_model, v_model.sqrt())):
             dest[s : s + chunk] = t.cpu().numpy()
+    for part in out:
+        part *= unit
     return out  # type: ignore[return-value]
+
+
+def _power_of_two_units(scale: np.ndarray, log: np.ndarray) -> np.ndarray:
+    """Per variable, the power of two nearest its standardisation scale where that lies outside
+    1e-100..1e100 (squares would leave float64's range), else 1; 1 for log-modelled variables."""
+    scale = np.asarray(scale, dtype=np.float64)
+    unit = np.exp2(np.round(np.log2(scale)))
+    far = (np.abs(np.log10(scale)) > 100) & ~np.asarray(log, dtype=bool)
+    return np.where(far, unit, 1.0)

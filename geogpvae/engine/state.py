@@ -59,6 +59,7 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "names": list(eng.names),
         "loc": torch.as_tensor(eng.loc, dtype=torch.float64),
         "scale": torch.as_tensor(eng.scale, dtype=torch.float64),
+        "constant": torch.as_tensor(eng.constant_, dtype=torch.float64),
         "log": torch.as_tensor(eng.log, dtype=torch.bool),
         "lengthscale": float(eng.lengthscale_),
         "x_offset": torch.as_tensor(eng.x_offset_, dtype=torch.float64),
@@ -140,6 +141,8 @@ def restore_engine(
     eng.names = list(state["names"])
     eng.loc = state["loc"].numpy()
     eng.scale = state["scale"].numpy()
+    saved = state.get("constant")  # saved before it existed: no variable held constant
+    eng.constant_ = np.full(len(eng.loc), np.nan) if saved is None else saved.numpy()
     eng.log = state["log"].numpy().astype(bool)
     eng.lengthscale_ = float(state["lengthscale"])
     eng.calibration_ = state["calibration"].numpy()

@@ -9,6 +9,7 @@ from geogpvae.engine.inputs import (
     centre,
     check_coordinates,
     check_standardised,
+    constant_values,
     real_values,
     standardisation,
 )
@@ -48,9 +49,26 @@ def test_standardisation_of_observed_values_in_their_space():
     # a constant variable keeps scale 1
     _, scale = standardisation(np.ones((3, 1)), np.ones((3, 1), bool), np.array([False]), ["c"])
     assert scale.tolist() == [1.0]
-    with pytest.raises(InputError, match=r"big: observed values as large as 1e\+200 overflow"):
-        standardisation(np.array([[1e200], [-1e200]]), np.ones((2, 1), bool), np.array([False]),
-                        ["big"])
+
+
+@pytest.mark.parametrize("unit", [1e-170, 1e-300, 1e170, 1e290])
+def test_standardisation_keeps_the_spread_of_tiny_and_huge_values(unit):
+    # squares of these underflow to 0 or overflow to inf; the spread must survive either way
+    values = np.array([[1.0], [3.0], [np.nan], [5.0]]) * unit
+    loc, scale = standardisation(values, np.isfinite(values), np.array([False]), ["v"])
+    np.testing.assert_allclose(loc, [3.0 * unit], rtol=1e-12)
+    np.testing.assert_allclose(scale, [np.std([1.0, 3.0, 5.0]) * unit], rtol=1e-12)
+
+
+def test_values_beyond_float64_headroom_are_refused():
+    with pytest.raises(InputError, match=r"big: observed values as large as 1e\+305 leave no room"):
+        standardisation(np.array([[1e305], [-1e305]]), np.ones((2, 1), bool), np.array([False]), ["big"])
+
+
+def test_constant_values_are_found_per_variable():
+    values = np.array([[2.5, 1.0, np.nan], [np.nan, 1.0, 7.0], [2.5, 1.0 + 1e-15, np.nan]])
+    got = constant_values(values, np.isfinite(values))
+    assert got[0] == 2.5 and np.isnan(got[1]) and got[2] == 7.0
 
 
 def test_standardised_values_far_out_are_refused():

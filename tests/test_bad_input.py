@@ -504,6 +504,31 @@ def test_offset_model_predicts_at_new_locations(tmp_path):
     np.testing.assert_allclose(pb.v0.values, pa.v0.values, rtol=0, atol=2e-2)
 
 
+def test_new_locations_in_other_units_refused(tmp_path):
+    ds = gauss((8, 8), seed=2)
+    ds.x.attrs["units"], ds.y.attrs["units"] = "m", "m"
+    model = geogpvae.GPVAEImputer(**KW).fit(ds)
+    model.save(tmp_path / "m.pt")
+    grid = xr.Dataset(coords={"x": np.linspace(0, 7, 4), "y": np.linspace(0, 7, 3)})
+    for m in (model, geogpvae.GPVAEImputer.load(tmp_path / "m.pt")):
+        same = m.predict(grid.assign_coords(x=grid.x.assign_attrs(units="m")))
+        unlabelled = m.predict(grid)  # no units attribute: taken as the training units
+        np.testing.assert_array_equal(same.v0.values, unlabelled.v0.values)
+        with pytest.raises(InputError, match=r"'x' is in 'km', but the model was trained on 'm'"):
+            m.predict(grid.assign_coords(x=grid.x.assign_attrs(units="km")))
+
+
+def test_dim_labelled_with_strings_uses_positions_and_says_so():
+    ds = gauss((6, 8), seed=3).rename(y="station").drop_vars("station")
+    ds = ds.assign_coords(station=[f"st{i}" for i in range(6)])
+    with pytest.warns(CoordinateWarning, match=r"'station' is labelled with <U3 values \(e.g. 'st0'\)"):
+        out = run_ok(ds, ["v0"])
+    assert out.station.values.tolist() == ds.station.values.tolist()
+    with pytest.warns(CoordinateWarning, match="no coordinate variable"):
+        plain = run_ok(ds.drop_vars("station"), ["v0"])
+    np.testing.assert_array_equal(out.v0.values, plain.v0.values)  # the same positions
+
+
 # --------------------------------------------------------------------------- files
 def _write_raw(ds: xr.Dataset, path, **encoding) -> None:
     ds.to_netcdf(path, encoding=encoding)

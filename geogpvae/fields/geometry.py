@@ -181,10 +181,19 @@ def _cover_dims(
         if d in ds.coords and ds[d].dims == (d,) and _usable(ds[d]):
             out.append((d, coordinate_role(d, ds[d]) or "other"))
             continue
-        _warn(
-            f"dim {d!r} has no coordinate variable: its integer positions 0..{ds.sizes[d] - 1} are "
-            "used as its coordinate (give it one, e.g. ds.assign_coords, for real distances)"
-        )
+        positions = f"its integer positions 0..{ds.sizes[d] - 1} are used as its coordinate"
+        if d in ds.coords:  # labels, e.g. station names: not distances
+            first = np.ravel(ds[d].values)[:1].tolist()
+            _warn(
+                f"dim {d!r} is labelled with {ds[d].dtype} values (e.g. {first[0]!r}), not numbers "
+                f"or times: {positions} (give its locations coordinates on {d!r}, e.g. lat/lon, "
+                "for real distances)"
+            )
+        else:
+            _warn(
+                f"dim {d!r} has no coordinate variable: {positions} (give it one, e.g. "
+                "ds.assign_coords, for real distances)"
+            )
         out.append((d, "index"))
     return out
 
@@ -294,6 +303,9 @@ class Axis:
         Time origin, ISO 8601 (``time``, ``cftime``).
     calendar : str, optional
         Calendar of a cftime coordinate.
+    units : str, optional
+        The ``units`` attribute of a ``linear`` coordinate at training: new locations whose
+        coordinate says other units are refused.
     """
 
     kind: str
@@ -301,6 +313,7 @@ class Axis:
     scale: float = 1.0
     origin: str | None = None
     calendar: str | None = None
+    units: str | None = None
 
     @property
     def width(self) -> int:
@@ -315,6 +328,7 @@ class Axis:
             "scale": float(self.scale),
             "origin": self.origin,
             "calendar": self.calendar,
+            "units": self.units,
         }
 
 
@@ -372,6 +386,7 @@ class Geometry:
                     scale=float(a["scale"]),
                     origin=a.get("origin"),
                     calendar=a.get("calendar"),
+                    units=a.get("units"),  # saved before units were kept: not checked
                 )
                 for a in data["axes"]
             )
@@ -426,7 +441,8 @@ def _make_axis(ds: xr.Dataset, name: str, role: str, scale: float) -> Axis:
     if kind in ("time", "cftime"):
         origin, calendar = _time_origin(ds[name], kind)
         return Axis(kind, (name,), scale, origin, calendar)
-    return Axis(kind or "linear", (name,), scale)
+    units = ds[name].attrs.get("units") if kind is None else None
+    return Axis(kind or "linear", (name,), scale, units=units if isinstance(units, str) else None)
 
 
 def grid_steps(ds: xr.Dataset, chosen: list[tuple[str, str]]) -> dict[str, float] | None:
@@ -588,15 +604,32 @@ def _columns(
                 f"(min {lat.min():g}, max {lat.max():g})"
             )
         return sphere_positions(lon, lat) * axis.scale
+    if axis.kind == "index":  # positions, whatever labels the dim may carry
+        source = source.drop_vars(axis.names[0], errors="ignore")
     raw = _raw(source, axis.names[0], dims, shape, index)
     if axis.kind in ("time", "cftime", "duration"):
         col = _days(raw, axis)
     elif axis.kind == "index":
         col = raw.astype(np.float64)
     else:
+        _check_units(source, axis)
         col = np.asarray(raw, dtype=np.float64)
     _check_finite(axis.names[0], col)
     return (col * axis.scale)[:, None]
+
+
+def _check_units(source: xr.Dataset | xr.DataArray, axis: Axis) -> None:
+    """Refuse a coordinate whose ``units`` attribute differs from the one trained on."""
+    name = axis.names[0]
+    held = name in source.coords or (isinstance(source, xr.Dataset) and name in source.variables)
+    units = source[name].attrs.get("units") if held else None
+    if axis.units is None or not isinstance(units, str):
+        return
+    if units.strip() != axis.units.strip():
+        raise InputError(
+            f"coordinate {name!r} is in {units!r}, but the model was trained on {axis.units!r}: "
+            f"convert it to {axis.units!r} (values and units attribute) first"
+        )
 
 
 def coordinates_at(

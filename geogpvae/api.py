@@ -25,7 +25,13 @@ from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
 from .engine.training import resolve_device
 from .errors import InputError, UnreadableFileError
-from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, add_provenance, imputation_variables
+from .fields.cf import (
+    IMPUTED_SUFFIX,
+    STD_SUFFIX,
+    add_provenance,
+    imputation_variables,
+    label_lon_lat,
+)
 from .fields.geometry import Geometry
 from .fields.io import atomic_torch_save, read_torch_file
 from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
@@ -532,6 +538,9 @@ class GPVAEImputer:
                 options["predict_mode_chosen"] = eng.predict_mode_
             if eng.noise_:  # hidden_variance on: calibration's choice of added variance per regime
                 options["noise_chosen"] = {r: dict(zip(eng.names, v, strict=True)) for r, v in eng.noise_.items()}
+        for axis in self.geometry_.axes:
+            if axis.kind == "sphere":
+                out = label_lon_lat(out, *axis.names)
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load

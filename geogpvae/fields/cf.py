@@ -51,6 +51,7 @@ __all__ = [
     "add_provenance",
     "attr_value",
     "imputation_variables",
+    "label_lon_lat",
     "point_geometry",
     "restore_flag_variables",
 ]
@@ -545,6 +546,44 @@ def point_geometry(ds: xr.Dataset) -> xr.Dataset:
             del attrs["axis"]
             out.variables[name].attrs = attrs
     out.attrs = {**ds.attrs, "featureType": "point"}
+    return out
+
+
+_LON_LAT_ATTRS = (
+    {"standard_name": "longitude", "units": "degrees_east"},
+    {"standard_name": "latitude", "units": "degrees_north"},
+)
+
+
+def label_lon_lat(ds: xr.Dataset, lon: str, lat: str) -> xr.Dataset:
+    """Give the longitude and latitude coordinates their CF ``standard_name`` and ``units``.
+
+    For coordinates recognised as longitude and latitude by their names alone: the output
+    says what they are, and scattered data becomes a CF point collection when written (see
+    :func:`point_geometry`). Attributes already present are kept.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Not modified.
+    lon, lat : str
+        The coordinates' names.
+
+    Returns
+    -------
+    xarray.Dataset
+        A shallow copy (data shared).
+
+    Examples
+    --------
+    >>> ds = xr.Dataset(coords={"lon": ("site", [5.0, 6.0]), "lat": ("site", [46.0, 47.0])})
+    >>> label_lon_lat(ds, "lon", "lat").lat.attrs
+    {'standard_name': 'latitude', 'units': 'degrees_north'}
+    """
+    out = ds.copy(deep=False)
+    for name, attrs in zip((lon, lat), _LON_LAT_ATTRS, strict=True):
+        if name in out.variables:
+            out.variables[name].attrs = {**attrs, **out.variables[name].attrs}
     return out
 
 

@@ -216,6 +216,9 @@ def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
         if kind == "O":
             kind = "M"
     stored = np.dtype(enc["dtype"]) if enc.get("dtype") is not None else None
+    if stored is None and dtype == np.float16:  # netCDF has no half precision: float32 holds it exactly
+        stored = np.dtype(np.float32)
+        enc["dtype"] = stored
 
     if kind in "OSU":  # strings: vlen str (NETCDF4), never compressed, no numeric fill
         _check_object(name, var)

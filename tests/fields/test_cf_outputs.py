@@ -144,6 +144,25 @@ def test_scattered_synthetic_output_round_trips_as_points(tmp_path, checker):
     assert again.attrs["geogpvae_coordinates"] == out.attrs["geogpvae_coordinates"]
 
 
+def test_bare_lon_lat_survey_comes_back_labelled_as_cf_points(tmp_path, checker):
+    # lon/lat found by their names alone: the output says what they are, in CF terms
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=40)
+    v[::7] = np.nan
+    ds = xr.Dataset({"v": ("site", v, {"units": "mg kg-1", "long_name": "cadmium"})},
+                    coords={"lon": ("site", rng.uniform(5, 7, 40)),
+                            "lat": ("site", rng.uniform(46, 47, 40), {"units": "degree_north"})},
+                    attrs={"title": "a survey"})
+    out = geogpvae.impute(ds, epochs=1, **FAST)
+    assert out.lon.attrs == {"standard_name": "longitude", "units": "degrees_east"}
+    assert out.lat.attrs == {"standard_name": "latitude", "units": "degree_north"}  # kept as given
+    assert ds.lon.attrs == {}  # the input is not modified
+    path = geogpvae.to_netcdf(out, tmp_path / "survey.nc")
+    _assert_clean(checker, path)
+    with xr.open_dataset(path) as back:
+        assert back.attrs["featureType"] == "point"
+
+
 # ------------------------------------------------------------------ the rule itself
 def test_point_geometry_leaves_grids_and_declared_features_alone():
     grid = make_gaussian_field((6, 5), n_vars=1)

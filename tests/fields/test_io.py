@@ -174,6 +174,18 @@ def test_float32_stays_float32_and_observed_bits_exact(tmp_path):
                                       ds["tas"].values.view(np.uint32))
 
 
+def test_half_precision_written_as_float32_exactly(tmp_path):
+    # netCDF has no float16: an imputed half-precision field is stored as float32, every
+    # value (NaN gaps included) exactly, rather than failing at the write
+    ds = gridded_time_lat_lon()
+    half = ds.assign(tas=ds.tas.astype(np.float16), tas_std=ds.tas_std.astype(np.float16))
+    io.to_netcdf(half, tmp_path / "h.nc")
+    with xr.open_dataset(tmp_path / "h.nc") as back:
+        assert back["tas"].dtype == np.float32 and back["tas_std"].dtype == np.float32
+        np.testing.assert_array_equal(back["tas"].values, half["tas"].values.astype(np.float32))
+    assert half.tas.dtype == np.float16  # the input keeps its dtype
+
+
 def test_descending_lat_and_time_preserved(tmp_path):
     ds = gridded_time_lat_lon()
     io.to_netcdf(ds, tmp_path / "t.nc")

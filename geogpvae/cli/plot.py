@@ -30,6 +30,11 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
     if kind == "layers":
         da = ds[var]
         if args.axis not in da.dims:  # a single 2-D layer, or an error from layers()
+            if args.layer not in (None, [1]) and da.ndim == 2:
+                raise UsageError(
+                    f"--layer: {var!r} is a 2-D field (dims {', '.join(map(str, da.dims))}), one "
+                    f"layer with no others along {args.axis!r}: leave --layer out (or give 1) to draw it"
+                )
             return plot.layers(ds, var, layer=args.layer, axis=args.axis, truth=truth)
         try:  # the layers are checked here so that a bad one is a usage error (exit 2)
             positions = plot.layer_positions(da, args.axis, args.layer)

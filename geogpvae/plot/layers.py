@@ -195,7 +195,8 @@ def layers(
     axis : str
         Dimension to slice along. The default ``"z"`` gives horizontal layers, and ``"x"``
         or ``"y"`` give vertical sections. A variable with 2 dims, neither of them
-        ``axis``, is drawn as one row without a layer number.
+        ``axis``, is one layer: drawn as one row without a layer number, with ``layer`` None
+        or 1 (any other layer is a ValueError).
     truth : xarray.DataArray or xarray.Dataset, optional
         The complete field on the same grid, or a Dataset that holds ``var``.
     log : bool, optional
@@ -288,8 +289,13 @@ def _layer_selections(da: xr.DataArray, var: str, axis: str, layer: Any) -> list
     """One ``isel`` per row: the requested layers along ``axis``, or one row for a 2-D field."""
     if axis in da.dims:
         return [{axis: k} for k in layer_positions(da, axis, layer)]
-    if da.ndim == 2:
+    if da.ndim == 2 and layer in (None, 1, [1], (1,)):  # one layer: the field itself
         return [{}]
+    if da.ndim == 2:
+        raise ValueError(
+            f"{var!r} is a 2-D field (dims {da.dims}), one layer with no others along {axis!r}: "
+            "leave the layer out (or ask for layer 1) to draw it, or name one of its dims as the axis"
+        )
     raise ValueError(f"{var!r} has dims {da.dims}; axis {axis!r} is not one of them")
 
 

@@ -126,6 +126,18 @@ def test_a_bad_layer_is_a_usage_error(volume_file, tmp_path, capsys, layer, word
     assert not fig.exists()
 
 
+def test_a_layer_of_a_2d_field_is_a_usage_error(volume_file, tmp_path, capsys):
+    flat = geogpvae.open_dataset(volume_file).isel(z=0, drop=True).load()
+    path = geogpvae.to_netcdf(flat, tmp_path / "flat.nc")
+    fig = tmp_path / "f.png"
+    assert main(["plot", str(path), "--var", "v0", "--layer", "3", "-o", str(fig)]) == 2
+    err = capsys.readouterr().err
+    assert "'v0' is a 2-D field (dims y, x), one layer with no others along 'z'" in err
+    assert "Traceback" not in err
+    assert not fig.exists()
+    assert main(["plot", str(path), "--var", "v0", "-o", str(fig), "-q"]) == 0  # the map
+
+
 def test_coord_scale_option_merges_per_axis(tmp_path, capsys):
     ds = make_gaussian_field((4, 6, 5), n_vars=1, extent=(3.0, 50.0, 40.0), seed=4)
     path = geogpvae.to_netcdf(ds, tmp_path / "g.nc")

@@ -18,6 +18,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "layout:" tests/engine/test_training.py
     python tests/engine/mutants.py -k "batches:" tests/engine/test_batches.py tests/engine/test_device.py
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
+    python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -104,8 +105,8 @@ MUTANTS = {
         "geogpvae/engine/calibration.py", "sources = {r: c.partition(\"|\")[0] for r, c in first.items()}",
         "sources = {r: c.partition(\"|\")[0] for r, c in chosen.items()}"),
     "noise: calibration shortcut drops the scale": (
-        "geogpvae/engine/calibration.py", "shift.detach().cpu().double().numpy() * engine.scale**2",
-        "shift.detach().cpu().double().numpy()"),
+        "geogpvae/engine/calibration.py", "shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2",
+        "shift.detach().cpu().double().numpy() / sm_base**2"),
     "noise: per-variable choice applied to the wrong column": (
         "geogpvae/engine/core.py", "torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)",
         "torch.stack([cols[c][:, 0] for j, c in enumerate(kinds)], dim=1)"),
@@ -218,6 +219,24 @@ MUTANTS = {
         'batching = "spatial"'),
     "state: a newer version's state accepted": (
         "geogpvae/engine/state.py", 'if int(state.get("version", 0)) > STATE_VERSION:', "if False:"),
+    "inputs: spread of tiny or huge values computed in their own units": (
+        "geogpvae/engine/inputs.py", "unit = size if 0 < size < np.inf else 1.0", "unit = 1.0"),
+    "inputs: outliers that flatten the rest admitted": (
+        "geogpvae/engine/inputs.py", "if 0 < typical < MIN_SPREAD_RATIO * sd[j]:", "if False:"),
+    "inputs: a constant variable's gaps left to the model": (
+        "geogpvae/engine/core.py", "        if fixed.any():  # a constant variable", "        if False:  # a constant variable"),
+    "inputs: moments of far units computed in them": (
+        "geogpvae/engine/predict.py", "    return np.where(far, unit, 1.0)", "    return np.ones_like(unit)"),
+    "inputs: calibration's added variance squared in the variable's units": (
+        "geogpvae/engine/calibration.py", "sm = sm_base * np.sqrt(1.0 + shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2)",
+        "sm = np.sqrt(sm_base**2 + shift.detach().cpu().double().numpy() * engine.scale**2)"),
+    "inputs: a log variable's spread squared in its units": (
+        "geogpvae/engine/predict.py", "sd_out = torch.where(log_t, torch.exp(log_sd), sd_out)",
+        "sd_out = torch.where(log_t, torch.exp(2.0 * log_sd).sqrt(), sd_out)"),
+    "inputs: new locations' units not checked": (
+        "geogpvae/fields/geometry.py", "        _check_units(source, axis)\n", "\n"),
+    "inputs: a dim's string labels read as its coordinate": (
+        "geogpvae/fields/geometry.py", 'source = source.drop_vars(axis.names[0], errors="ignore")', "pass"),
 }
 
 

@@ -425,6 +425,11 @@ def test_layers_of_a_2d_field():
     assert [ax.get_gid() for ax in panels(fig)] == ["observed", "imputed", "std"]
     assert all("z = 4.2 m" in ax.get_title() for ax in panels(fig))  # the scalar coordinate
     assert_masked_equal(mesh(panels(fig)[1]).get_array(), two_d["porosity"].values)
+    # a layer asked of a field without layers is an error, not the whole field drawn
+    with pytest.raises(ValueError, match=r"'porosity' is a 2-D field .* one layer with no others along 'z'"):
+        plot.layers(two_d, "porosity", layer=3)
+    one = plot.layers(two_d, "porosity", layer=1)  # its one layer
+    assert_masked_equal(mesh(panels(one)[1]).get_array(), two_d["porosity"].values)
 
 
 # --------------------------------------------------------------------------------------

@@ -366,7 +366,7 @@ REFUSED = {
     "outlier 1e160": (_outlier(1e160), InputError, [r"v1", r"1e\+160", r"dwarf the rest",
                                                     r"set the outlying values to NaN"]),
     "outliers +-1e155": (_outlier(1e155, 2), InputError, [r"v1", r"dwarf"]),
-    "outlier 1e8": (_outlier(1e8), InputError, [r"v1", r"1e\+08", r"dwarf"]),
+    "outlier 1e9": (_outlier(1e9), InputError, [r"v1", r"1e\+09", r"dwarf"]),
     "value 1e305": (_outlier(1e305), InputError, [r"v1", r"1e\+305", r"float64 limit"]),
     "infinite value": (_inf_value, InputError, [r"'v1'", r"infinite", r"NaN"]),
     "all-NaN variable": (_all_nan_variable, InputError, [r"'v1'", r"no observed value",

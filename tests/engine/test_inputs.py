@@ -60,6 +60,13 @@ def test_standardisation_keeps_the_spread_of_tiny_and_huge_values(unit):
     np.testing.assert_allclose(scale, [np.std([1.0, 3.0, 5.0]) * unit], rtol=1e-12)
 
 
+def test_values_over_eleven_decades_in_linear_units_are_accepted():
+    # like SPE10's kz in mD (6.7e-8 to 6,000): heavy tails are data, not outliers
+    values = 10.0 ** np.random.default_rng(0).uniform(-7.2, 3.8, size=(10_000, 1))
+    loc, scale = standardisation(values, np.ones_like(values, bool), np.array([False]), ["kz"])
+    assert np.isfinite(loc).all() and np.isfinite(scale).all()
+
+
 def test_values_beyond_float64_headroom_are_refused():
     with pytest.raises(InputError, match=r"big: observed values as large as 1e\+305 leave no room"):
         standardisation(np.array([[1e305], [-1e305]]), np.ones((2, 1), bool), np.array([False]), ["big"])

@@ -73,6 +73,30 @@ def _find_sites(ds: xr.Dataset, da: xr.DataArray, coords: str):
     return None
 
 
+def _curvilinear_dims(ds: xr.Dataset, var: str, coords: str) -> tuple[str, str] | None:
+    """The two dims of a curvilinear grid (lon and lat both 2-D on them) of ``var``, or None."""
+    if coords == "xy" or var not in ds.data_vars:
+        return None
+    dims = set(map(str, ds[var].dims))
+    two_d = {str(n): c for n, c in ds.coords.items() if c.ndim == 2 and set(map(str, c.dims)) <= dims}
+    lon = [c for n, c in two_d.items() if _is_lon(n, c)]
+    lat = [c for n, c in two_d.items() if _is_lat(n, c)]
+    if not lon or not lat or lon[0].dims != lat[0].dims:
+        return None
+    return tuple(str(d) for d in lon[0].dims)  # type: ignore[return-value]
+
+
+def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
+    """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat) as
+    points at its cells' centres; sites on a regular lattice (with ``raster``) as a grid."""
+    dims = _curvilinear_dims(ds, var, coords)
+    if dims is not None:
+        cells = {"_".join(dims): dims}
+        return (ds.stack(cells, create_index=False),
+                None if truth is None else truth.stack(cells, create_index=False), coords)
+    return _lattice_of(f, coords) if raster else None
+
+
 def _lattice_axis(c: np.ndarray) -> tuple[float, float, int] | None:
     """(first, step, count) when the values lie on an evenly spaced line, else None."""
     c = c[np.isfinite(c)]
@@ -192,6 +216,9 @@ def field_map(
       Nothing is ever downloaded. Without them, or without cartopy, the map is drawn all
       the same and a single warning per process says so.
     - Projected x/y data go on plain axes, with an equal aspect when the units agree.
+    - Curvilinear grids (longitude and latitude both 2-D on the variable's dims, as ocean
+      and regional climate models write them) are drawn as points at the cells' centres,
+      like scattered data, on a map.
 
     Parameters
     ----------
@@ -253,11 +280,10 @@ def field_map(
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
-    lattice = _lattice_of(f, coords) if raster else None
-    if lattice is not None:  # sites on a regular lattice (a prediction grid) are a raster
+    redrawn = _redrawn_as(ds, var, truth, f, coords, raster)
+    if redrawn is not None:  # curvilinear cells as points; sites on a lattice as a raster
         kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}
-        return field_map(lattice[0], var, lattice[1], **{**kwargs, "coords": lattice[2],
-                                                        "raster": False})
+        return field_map(redrawn[0], var, redrawn[1], **{**kwargs, "coords": redrawn[2], "raster": False})
     use_log = is_log_variable(f.value) if log is None else bool(log)
     g = _map_geometry(ds, f.value, var, coords, isel)
     p = _map_panels(f, g, std)

@@ -509,6 +509,32 @@ def test_field_map_scattered_lonlat_on_geoaxes():
     fig.canvas.draw()
 
 
+def test_field_map_curvilinear_grid_drawn_at_its_lon_lat():
+    # 2-D lon/lat on (y, x), as ocean and regional climate models write them: the cells are
+    # drawn as points at their centres on a map, not on the grid's index axes
+    pytest.importorskip("cartopy")
+    from cartopy.mpl.geoaxes import GeoAxes
+
+    j, i = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    lon, lat = 5 + 0.2 * i + 0.05 * j, 45 + 0.15 * j - 0.03 * i
+    v = np.sin(lon) + lat / 10
+    flag = np.zeros(v.shape, np.int8)
+    flag[1:3, 2:5] = 1
+    ds = xr.Dataset({"v": (("y", "x"), v), "v_std": (("y", "x"), np.where(flag == 1, 0.1, 0.0)),
+                     "v_imputed": (("y", "x"), flag)},
+                    coords={"lon": (("y", "x"), lon), "lat": (("y", "x"), lat)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # map data may be missing here
+        fig = plot.field_map(ds, "v")
+    axs = panels(fig)
+    assert all(isinstance(ax, GeoAxes) for ax in axs)
+    at = np.column_stack([lon.ravel(), lat.ravel()])
+    np.testing.assert_allclose(_scatter(axs[0], "imputed").get_offsets(), at[flag.ravel() == 1])
+    np.testing.assert_allclose(_scatter(axs[0], "observed").get_array(), v.ravel()[flag.ravel() == 0])
+    assert "lon" in ds.coords and ds.v.dims == ("y", "x")  # the input is not modified
+    fig.canvas.draw()
+
+
 # --------------------------------------------------------------------------------------
 # field_map: grids, projections, the dateline
 # --------------------------------------------------------------------------------------

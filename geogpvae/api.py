@@ -410,6 +410,8 @@ class GPVAEImputer:
             made[name + STD_SUFFIX].attrs.update(self._variance_factors(j))
             for key, var in made.items():
                 out[key] = var
+        if not str(out.attrs.get("title", "")).strip():  # CF 2.6.2: a file says what it holds
+            out.attrs["title"] = f"{', '.join(field.names)} imputed by geogpvae"
         return self._provenance(out)
 
     # ------------------------------------------------------------------ predict

@@ -151,9 +151,11 @@ def test_bare_lon_lat_survey_comes_back_labelled_as_cf_points(tmp_path, checker)
     v[::7] = np.nan
     ds = xr.Dataset({"v": ("site", v, {"units": "mg kg-1", "long_name": "cadmium"})},
                     coords={"lon": ("site", rng.uniform(5, 7, 40)),
-                            "lat": ("site", rng.uniform(46, 47, 40), {"units": "degree_north"})},
-                    attrs={"title": "a survey"})
+                            "lat": ("site", rng.uniform(46, 47, 40), {"units": "degree_north"})})
     out = geogpvae.impute(ds, epochs=1, **FAST)
+    assert out.attrs["title"] == "v imputed by geogpvae" and "title" not in ds.attrs  # none given
+    titled = geogpvae.impute(ds.assign_attrs(title="a survey"), epochs=1, **FAST)
+    assert titled.attrs["title"] == "a survey"  # a title given is kept
     assert out.lon.attrs == {"standard_name": "longitude", "units": "degrees_east"}
     assert out.lat.attrs == {"standard_name": "latitude", "units": "degree_north"}  # kept as given
     assert ds.lon.attrs == {}  # the input is not modified

@@ -252,6 +252,7 @@ class GPVAEImputer:
             transform=self.transform,
             coord_scale=self.coord_scale,
         )
+        _refuse_imputed(ds, field.names)
         self.config_.check_locations(field.values.shape[0])
         return field
 
@@ -729,6 +730,29 @@ def _check_load_device(path: Any, state: Mapping[str, Any], device: str | None) 
 
 
 # --------------------------------------------------------------------------- one call
+def _refuse_imputed(ds: xr.Dataset, names: Sequence[str]) -> None:
+    """Refuse variables whose ``v_imputed`` flags mark filled cells (their holes hold
+    predictions, and imputing them again would lose which values are data), and variables
+    with a ``v_std`` of the user's own (no ``v_imputed`` beside it), which the output would
+    replace."""
+    for n in names:
+        if f"{n}{STD_SUFFIX}" in ds.variables and f"{n}{IMPUTED_SUFFIX}" not in ds.data_vars:
+            raise InputError(
+                f"the input has a variable {n}{STD_SUFFIX} of its own, where the output puts {n}'s "
+                f"predictive standard deviation: rename it (e.g. ds.rename({{{n + STD_SUFFIX!r}: "
+                f"{n + '_sd_measured'!r}}})) or leave {n} out of vars"
+            )
+    filled = [n for n in names if f"{n}{IMPUTED_SUFFIX}" in ds.data_vars
+              and bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]
+    if filled:
+        name = filled[0]
+        raise InputError(
+            f"{', '.join(filled)} already went through impute ({name}{IMPUTED_SUFFIX} is present), so "
+            f"its holes hold predictions, not data: use the data as it was before imputing, or reopen "
+            f"the holes with ds[{name!r}].where(ds[{name + IMPUTED_SUFFIX!r}] != 1)"
+        )
+
+
 def impute(
     ds: xr.Dataset,
     vars: str | Sequence[str] | None = None,

@@ -152,11 +152,6 @@ def validate(
         raise InputError(f"validate: gaps must be 'random' or 'shaped', got {gaps!r}")
     field = GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars)  # checks the options too
     names = list(field.names)
-    filled = [n for n in names if f"{n}_imputed" in ds.data_vars]
-    if filled:
-        raise InputError(
-            f"validate: {', '.join(filled)} already went through impute ({filled[0]}_imputed is present), so its "
-            "holes hold predictions, not data; validate the data as it was before imputing")
     held = _held_out(ds, names, share, seed) if gaps == "random" else _held_out_shaped(field, share, seed)
     dims = {name: ds[name].dims if gaps == "random" else field.dims for name in names}
     for name in names:

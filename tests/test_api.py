@@ -338,6 +338,37 @@ def test_save_keeps_attrs_and_transform(tmp_path, grid):
     assert loaded.geometry_ == imp.geometry_ and loaded.transform == {"k": "log"}
 
 
+def test_model_of_a_time_series_field_loads_and_predicts(tmp_path):
+    # the time axis's origin is saved as plain text: a numpy string would make the model file
+    # unloadable by the safe loader, found only when predict is called
+    ds = make_gaussian_field((4, 5, 5), n_vars=1, seed=0, dims=["time", "y", "x"])
+    ds = ds.assign_coords(time=np.arange("2020-01-01", "2020-01-05", dtype="datetime64[D]").astype("datetime64[ns]"))
+    imp = GPVAEImputer(epochs=2, **FAST).fit(ds)
+    assert type(imp.geometry_.axes[0].origin) is str
+    loaded = GPVAEImputer.load(imp.save(tmp_path / "t.pt"))
+    where = xr.Dataset(coords={"time": ds.time.values[:2], "y": ds.y.values[:3], "x": ds.x.values[:3]})
+    np.testing.assert_array_equal(loaded.predict(where).v0.values, imp.predict(where).v0.values)
+
+
+def test_an_imputed_output_is_not_imputed_again():
+    # its holes hold predictions: imputing it again would mark every value observed, std 0,
+    # and lose which values were data
+    ds = make_gaussian_field((8, 8), missing=0.3, seed=1, n_vars=2)
+    out = impute(ds, ["v0", "v1"], **TINY)
+    with pytest.raises(InputError, match=r"v0, v1 already went through impute \(v0_imputed is present\)"):
+        impute(out, **TINY)
+    reopened = out.assign(v0=out.v0.where(out.v0_imputed != 1))[["v0", "v1"]]  # as the message says
+    assert reopened.v0.isnull().sum() == ds.v0.isnull().sum()
+    nothing_filled = ds.assign(v2_imputed=xr.zeros_like(ds.v0, dtype="int8"), v2=ds.v0.fillna(0.0),
+                               v2_std=xr.zeros_like(ds.v0))
+    impute(nothing_filled, ["v2"], **TINY)  # flags that mark nothing: nothing to lose
+    # a v_std of the user's own (no flags beside it) would be replaced by the output's
+    own = ds.assign(v0_std=ds.v0 * 0 + 0.1)
+    with pytest.raises(InputError, match=r"the input has a variable v0_std of its own.*rename it"):
+        impute(own, ["v0", "v1"], **TINY)
+    impute(own, ["v1"], **TINY)  # v0 left out: its v0_std passes through
+
+
 # ------------------------------------------------------------------ bad input
 def _bad_cases():
     def base():

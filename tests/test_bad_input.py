@@ -238,12 +238,24 @@ def test_constant_variable_filled_with_its_value_and_no_spread(log):
     # a variable with one value everywhere it is seen: its gaps get that value, std 0, and the
     # other variables are imputed as usual (before: gaps filled some tenths off, own units)
     ds, _, names = _constant()
-    out = run_ok(ds, names, transform={"v0": "log"} if log else None)
+    with pytest.warns(UserWarning, match=r"v0: all \d+ observed values are 3.25: its gaps are filled"):
+        out = run_ok(ds, names, transform={"v0": "log"} if log else None)
     gaps = ds.v0.isnull().values
     assert gaps.any()
     assert (out.v0.values[gaps] == 3.25).all()
     assert (out.v0_std.values[gaps] == 0).all()
     assert (out.v1_std.values[ds.v1.isnull().values] > 0).all()
+
+
+def test_one_or_two_observed_values_warn_and_keep_a_spread():
+    # one value says nothing about a variable's spread: no std-0 certainty, and a warning
+    ds = gauss()
+    v = np.full((8, 8), np.nan)
+    v[2, 5] = -1.5
+    ds["v0"] = (("y", "x"), v)
+    with pytest.warns(UserWarning, match=r"v0 has only 1 observed value\(s\), too few to learn its spread"):
+        out = run_ok(ds, ["v0", "v1"])
+    assert (out.v0_std.values[np.isnan(v)] > 0).all()
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -511,7 +523,7 @@ def test_new_locations_in_other_units_refused(tmp_path):
     model.save(tmp_path / "m.pt")
     grid = xr.Dataset(coords={"x": np.linspace(0, 7, 4), "y": np.linspace(0, 7, 3)})
     for m in (model, geogpvae.GPVAEImputer.load(tmp_path / "m.pt")):
-        same = m.predict(grid.assign_coords(x=grid.x.assign_attrs(units="m")))
+        same = m.predict(grid.assign_coords(x=grid.x.assign_attrs(units=" metres")))  # m, spelled out
         unlabelled = m.predict(grid)  # no units attribute: taken as the training units
         np.testing.assert_array_equal(same.v0.values, unlabelled.v0.values)
         with pytest.raises(InputError, match=r"'x' is in 'km', but the model was trained on 'm'"):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InputError
+from ..errors import InputError, warn_caller
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn, median_neighbour_distance
 from .calibration import REGIMES, calibrate, split_mode
@@ -90,8 +90,8 @@ class Prediction:
     source : ndarray of int8, shape (M,)
         Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
 
-    A variable whose observed values are all equal is predicted as that value everywhere, with
-    standard deviation 0.
+    A variable whose observed values (at least :data:`MIN_CONSTANT_VALUES`) are all equal is
+    predicted as that value everywhere, with standard deviation 0.
     """
 
     mean: np.ndarray
@@ -100,6 +100,10 @@ class Prediction:
     std_model: np.ndarray
     source: np.ndarray
 
+
+#: the fewest observed values, all equal, that make a variable constant (filled with that
+#: value, standard deviation 0); one or two values say nothing about a variable's spread
+MIN_CONSTANT_VALUES = 3
 
 #: locations predicted at a time (a multiple of the chunks of :mod:`geogpvae.engine.predict`,
 #: so that a field of up to this many locations is one pass); progress is reported after each
@@ -299,12 +303,26 @@ class GPVAEEngine:
                 raise InputError(f"{self.names[j]} has no observed value; leave it out of the variables to impute")
         cfg.check_locations(n)
         self.loc, self.scale = standardisation(values, observed, self.log, self.names)
-        self.constant_ = constant_values(values, observed)
+        self.constant_ = self._constants(values, observed)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed
         self._context_index = None
         self.n_points_ = n
         return x, y, observed
+
+    def _constants(self, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
+        """:attr:`constant_`, with a warning for each constant variable and each one with
+        fewer than :data:`MIN_CONSTANT_VALUES` observed values (no spread to learn from)."""
+        counts = observed.sum(0)
+        found = np.where(counts >= MIN_CONSTANT_VALUES, constant_values(values, observed), np.nan)
+        for j, name in enumerate(self.names):
+            if np.isfinite(found[j]):
+                warn_caller(f"{name}: all {counts[j]} observed values are {found[j]:g}: its gaps are "
+                            "filled with that value, standard deviation 0")
+            elif counts[j] < MIN_CONSTANT_VALUES:
+                warn_caller(f"{name} has only {counts[j]} observed value(s), too few to learn its spread "
+                            "from: its fills and their standard deviations are rough")
+        return found
 
     def _lengthscale_for(self, x: np.ndarray, resume: dict[str, Any] | None) -> None:
         """The initial lengthscale: saved, given, or the median distance to the H-th neighbour."""
@@ -747,7 +765,7 @@ class GPVAEEngine:
         fixed = np.isfinite(self.constant_) if self.constant_ is not None else np.zeros(m.shape[1], bool)
         if fixed.any():  # a constant variable: its value, no spread (the model learnt only noise)
             value = self.constant_[fixed]
-            m[:, fixed], mm[:, fixed] = value, np.where(self.log[fixed], np.log(value), value)
+            m[:, fixed], mm[:, fixed] = value, [np.log(v) if lg else v for v, lg in zip(value, self.log[fixed])]
             s[:, fixed] = sm[:, fixed] = 0.0
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
 

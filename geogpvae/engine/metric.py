@@ -33,6 +33,7 @@ chosen in the learnt metric.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -116,7 +117,9 @@ def _warm_lengthscales(engine: GPVAEEngine, x: np.ndarray, values: np.ndarray, s
     beta = None if cfg.beta == "auto" else cfg.beta
     warm = GPVAEEngine(cfg.replace(epochs=epochs, calibrate=False, holdout=0.0, beta=beta, lr_schedule="constant",
                                    extra={**cfg.extra, "metric": "fixed"}), progress=False)
-    warm.fit(x, values)
+    with warnings.catch_warnings():  # what the field holds is said once, by the main fit
+        warnings.simplefilter("ignore", UserWarning)
+        warm.fit(x, values)
     ls = getattr(warm.model.kernel, "lengthscale", None)
     if ls is None:
         return None

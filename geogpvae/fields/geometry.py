@@ -326,9 +326,9 @@ class Axis:
             "kind": self.kind,
             "names": list(self.names),
             "scale": float(self.scale),
-            "origin": self.origin,
-            "calendar": self.calendar,
-            "units": self.units,
+            "origin": None if self.origin is None else str(self.origin),
+            "calendar": None if self.calendar is None else str(self.calendar),
+            "units": None if self.units is None else str(self.units),
         }
 
 
@@ -426,7 +426,8 @@ def _time_origin(var: xr.DataArray, kind: str) -> tuple[str, str | None]:
         valid = values[~np.isnat(values)]
         if not valid.size:
             raise InputError(f"coordinate {var.name!r} holds no valid time (all NaT)")
-        return np.datetime_as_string(valid.min().astype("datetime64[ns]"), unit="ns"), None
+        # a plain str: numpy's string type would not load from a saved model (not plain data)
+        return str(np.datetime_as_string(valid.min().astype("datetime64[ns]"), unit="ns")), None
     valid = [v for v in values if v is not None]
     if not valid:
         raise InputError(f"coordinate {var.name!r} holds no valid time")
@@ -618,6 +619,26 @@ def _columns(
     return (col * axis.scale)[:, None]
 
 
+#: spellings of one unit, as UDUNITS accepts them, mapped to one key
+_UNIT_ALIASES = {
+    alias: key
+    for key, aliases in {
+        "m": ("m", "meter", "meters", "metre", "metres"),
+        "km": ("km", "kilometer", "kilometers", "kilometre", "kilometres"),
+        "cm": ("cm", "centimeter", "centimeters", "centimetre", "centimetres"),
+        "ft": ("ft", "foot", "feet"),
+        "degree": ("degree", "degrees", "deg"),
+    }.items()
+    for alias in aliases
+}
+
+
+def _unit_key(units: str) -> str:
+    """``units`` in one spelling (``"metres"`` and ``"m"`` alike), else as written."""
+    text = " ".join(units.strip().lower().split())
+    return _UNIT_ALIASES.get(text, text)
+
+
 def _check_units(source: xr.Dataset | xr.DataArray, axis: Axis) -> None:
     """Refuse a coordinate whose ``units`` attribute differs from the one trained on."""
     name = axis.names[0]
@@ -625,7 +646,7 @@ def _check_units(source: xr.Dataset | xr.DataArray, axis: Axis) -> None:
     units = source[name].attrs.get("units") if held else None
     if axis.units is None or not isinstance(units, str):
         return
-    if units.strip() != axis.units.strip():
+    if _unit_key(units) != _unit_key(axis.units):
         raise InputError(
             f"coordinate {name!r} is in {units!r}, but the model was trained on {axis.units!r}: "
             f"convert it to {axis.units!r} (values and units attribute) first"

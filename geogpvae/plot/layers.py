@@ -74,7 +74,8 @@ def layer_positions(da: xr.DataArray, axis: str, layer: Any = None) -> list[int]
       when there is one (SPE10 keeps the numbers of the full model, 1 at the top, also after
       ``downsample``), else the position counted from 1;
     * a float is a **coordinate value** along ``axis`` (e.g. a depth in metres): the layer
-      whose coordinate is nearest, within half a cell;
+      whose coordinate is nearest, within half a cell (on the boundary between two, the
+      first along ``axis``);
     * a sequence of those gives several layers; ``None`` the first layer.
 
     Parameters

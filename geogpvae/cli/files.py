@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._files import refuse_special_target
+from ..errors import warn_caller
 from .common import _GLOB_CHARS, UsageError
 
 
@@ -35,6 +37,28 @@ def expand_inputs(items: Sequence[str]) -> list[str]:
             raise IsADirectoryError(f"input {item} is a folder, not a NetCDF file")
         files.append(text)
     return files
+
+
+def drop_own_outputs(files: list[str], template: str) -> list[str]:
+    """``files`` without those that another of them writes under the output ``template``.
+
+    A job array whose outputs land in its input folder (``'t*.nc' '{stem}_f.nc'``) would
+    otherwise find the outputs of earlier tasks among its inputs: the sorted list shifts, some
+    tasks impute outputs and some inputs are never imputed. Each file left out is named in a
+    warning. Templates without ``{stem}`` or ``{name}``, or with ``{index}``, are left alone.
+    """
+    used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    if not used & {"stem", "name"} or "index" in used or len(files) < 2:
+        return files
+    kept = list(files)
+    while True:
+        made = {os.path.realpath(f): os.path.realpath(format_output(template, [f], None)) for f in kept}
+        drop = [f for f in kept if any(out == os.path.realpath(f) != src for src, out in made.items())]
+        if not drop:
+            return kept
+        for f in drop:
+            warn_caller(f"leaving out input {f}: it is the output of another input under {template!r}")
+        kept = [f for f in kept if f not in drop]
 
 
 def select_task(
@@ -135,6 +159,7 @@ def check_target(
         raise FileNotFoundError(f"cannot write {what} {path}: folder {folder} does not exist")
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {what} {path}: it is a folder")
+    refuse_special_target(target, what)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{what} {path} already exists; pass --overwrite to replace it")
     if not os.access(folder, os.W_OK):

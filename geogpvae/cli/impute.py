@@ -27,6 +27,7 @@ from .files import (
     _open,
     _same_file,
     check_target,
+    drop_own_outputs,
     expand_inputs,
     format_output,
     select_task,
@@ -56,7 +57,7 @@ def plan_job(settings: Settings, argv: Sequence[str], env: Mapping[str, str] | N
         raise UsageError("--skip-existing and --overwrite contradict each other; give one")
     if settings.resume and not settings.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir (the folder holding the checkpoint)")
-    files = expand_inputs(settings.inputs)
+    files = drop_own_outputs(expand_inputs(settings.inputs), settings.output)
     files, index = select_task(files, settings.task_index, settings.concat_dim, env)
     output = format_output(settings.output, files, index)
     model = format_output(settings.save_model, files, index) if settings.save_model else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +28,11 @@ def _table(files: Sequence[str], scores: Any) -> str:
     return "\n".join(lines)
 
 
+def _json_value(value):
+    """A score as JSON holds it: null where it is NaN (no value scored), which JSON has no word for."""
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """``geogpvae validate``."""
     from ..validation import validate
@@ -43,10 +49,11 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                           coords=settings.coords, mask=settings.mask_var, transform=transform,
                           epochs=settings.epochs, device=settings.device, **options)
     if args.json:
-        rows = {str(v): {k: (scores[k].sel(variable=v).item()) for k in ("n", "rmse", "mae", "nll", "cov95", "z2",
-                                                                      "units")}
+        rows = {str(v): {k: _json_value(scores[k].sel(variable=v).item())
+                         for k in ("n", "rmse", "mae", "nll", "cov95", "z2", "units")}
                 for v in scores.variable.values}
-        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "variables": rows}, indent=2))
+        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "variables": rows}, indent=2,
+                         allow_nan=False))
     else:
         print(_table(files, scores))
     return EXIT_OK

@@ -25,6 +25,7 @@ from typing import Any, Union
 import numpy as np
 import xarray as xr
 
+from .._files import refuse_special_target
 from ..errors import NetCDFReadError, UnreadableFileError
 from .cf import point_geometry, restore_flag_variables
 
@@ -481,6 +482,7 @@ def _check_target(target: Path, overwrite: bool) -> None:
         )
     if target.is_dir():
         raise IsADirectoryError(f"cannot write {target}: it is a folder")
+    refuse_special_target(target)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it")
 

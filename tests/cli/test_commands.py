@@ -465,6 +465,23 @@ def test_job_array_task_processes_its_file(data, tmp_path, monkeypatch):
     assert main([*args, "--task-index", "3"]) == 2
 
 
+def test_job_array_with_outputs_beside_its_inputs_imputes_each_input_once(tmp_path, monkeypatch):
+    # outputs of earlier tasks match the input pattern: they are left out of the sorted list,
+    # so the list does not shift and every input is imputed, once
+    for i in range(3):
+        _write(make_gaussian_field((8, 8), seed=20 + i), tmp_path / f"t{i}.nc")
+    for task in range(3):
+        monkeypatch.setenv("SLURM_ARRAY_TASK_ID", str(task))
+        assert main(["impute", str(tmp_path / "t*.nc"), str(tmp_path / "{stem}_f.nc"), *TINY]) == 0
+    assert sorted(p.name for p in tmp_path.glob("*.nc")) == ["t0.nc", "t0_f.nc", "t1.nc", "t1_f.nc", "t2.nc", "t2_f.nc"]
+    files = sorted(str(p) for p in tmp_path.glob("*.nc"))
+    with pytest.warns(UserWarning, match=r"leaving out input .*t1_f.nc: it is the output of another input"):
+        kept = cli_files.drop_own_outputs(files, str(tmp_path / "{stem}_f.nc"))
+    assert [Path(f).name for f in kept] == ["t0.nc", "t1.nc", "t2.nc"]
+    # an output written to the same name as its input is not "another input's output"
+    assert cli_files.drop_own_outputs(kept, str(tmp_path / "{name}")) == kept
+
+
 def test_task_selection_and_output_names():
     files = ["a.nc", "b.nc", "c.nc"]
     assert cli_files.select_task(files, None, None, {}) == (files, None)

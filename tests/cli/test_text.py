@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -146,3 +148,16 @@ def test_coord_scale_option_merges_per_axis(tmp_path, capsys):
     line = next(v for v in text.splitlines() if v.startswith("model x"))
     # z as given; y and x still in cell steps (50/5 = 10 and 40/4 = 10 units per cell)
     assert "z \u00d7 5;" in line and "y \u00d7 0.1;" in line and "x \u00d7 0.1" in line, line
+
+
+def test_output_that_is_a_link_or_pipe_is_refused_before_training(volume_file, tmp_path, capsys):
+    real = tmp_path / "real.nc"
+    real.write_bytes(b"old")
+    (tmp_path / "link.nc").symlink_to(real)
+    os.mkfifo(tmp_path / "pipe.nc")
+    for name, words in (("link.nc", "it is a symbolic link"), ("pipe.nc", "it is not a regular file")):
+        code = main(["impute", str(volume_file), str(tmp_path / name), "--overwrite", "--epochs", "1", "-q"])
+        err = capsys.readouterr().err
+        assert code == 2 and words in err and "Traceback" not in err, err
+    assert (tmp_path / "link.nc").is_symlink() and real.read_bytes() == b"old"
+    assert stat.S_ISFIFO((tmp_path / "pipe.nc").stat().st_mode)

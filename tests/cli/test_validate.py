@@ -62,3 +62,11 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
 def test_bad_requests_exit_2(field, args, words, capsys):
     assert main(["validate", str(field), *args]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_score_that_is_not_a_number_is_json_null():
+    # JSON has no NaN: a variable with nothing scored reads null, so strict parsers accept it
+    from geogpvae.cli.validate import _json_value
+
+    assert json.dumps([_json_value(float("nan")), _json_value(0.5), _json_value(3), _json_value("mg/kg")],
+                      allow_nan=False) == '[null, 0.5, 3, "mg/kg"]'

@@ -12,6 +12,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -408,6 +409,24 @@ def test_target_is_a_folder(tmp_path):
     (tmp_path / "d.nc").mkdir()
     with pytest.raises(IsADirectoryError):
         io.to_netcdf(scattered(), tmp_path / "d.nc", overwrite=True)
+
+
+def test_links_pipes_and_devices_are_never_replaced(tmp_path):
+    # --overwrite replaces a regular file; a symbolic link, a named pipe or a device would be
+    # turned into a regular file (the link's target left as it was): refused, nothing changed
+    target = tmp_path / "real.nc"
+    target.write_bytes(b"old")
+    link = tmp_path / "link.nc"
+    link.symlink_to(target)
+    with pytest.raises(FileExistsError, match=r"link.nc: it is a symbolic link \(to .*real.nc\)"):
+        io.to_netcdf(scattered(), link, overwrite=True)
+    assert link.is_symlink() and target.read_bytes() == b"old"
+    fifo = tmp_path / "pipe.nc"
+    os.mkfifo(fifo)
+    with pytest.raises(FileExistsError, match="pipe.nc: it is not a regular file"):
+        io.to_netcdf(scattered(), fifo, overwrite=True)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.nc", "pipe.nc", "real.nc"]
 
 
 # ============================================================================ atomicity

@@ -19,6 +19,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "batches:" tests/engine/test_batches.py tests/engine/test_device.py
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
+    python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -235,6 +236,20 @@ MUTANTS = {
         "sd_out = torch.where(log_t, torch.exp(2.0 * log_sd).sqrt(), sd_out)"),
     "inputs: new locations' units not checked": (
         "geogpvae/fields/geometry.py", "        _check_units(source, axis)\n", "\n"),
+    "userpass: a job array's earlier outputs kept among its inputs": (
+        "geogpvae/cli/impute.py", "files = drop_own_outputs(expand_inputs(settings.inputs), settings.output)",
+        "files = expand_inputs(settings.inputs)"),
+    "userpass: links and pipes replaced by an output": (
+        "geogpvae/_files.py", "    if target.is_symlink():", "    if False:"),
+    "userpass: an imputed output imputed again": (
+        "geogpvae/api.py", "and bool((ds[f\"{n}{IMPUTED_SUFFIX}\"] == 1).any())]", "and False]"),
+    "userpass: a user's own v_std replaced": (
+        "geogpvae/api.py", "if f\"{n}{STD_SUFFIX}\" in ds.variables and", "if False and"),
+    "userpass: a saved time origin left a numpy string": (
+        "geogpvae/fields/geometry.py", 'return str(np.datetime_as_string(valid.min().astype("datetime64[ns]"), unit="ns")), None',
+        'return np.datetime_as_string(valid.min().astype("datetime64[ns]"), unit="ns"), None'),
+    "userpass: one observed value held constant": (
+        "geogpvae/engine/core.py", "MIN_CONSTANT_VALUES = 3", "MIN_CONSTANT_VALUES = 1"),
     "inputs: a dim's string labels read as its coordinate": (
         "geogpvae/fields/geometry.py", 'source = source.drop_vars(axis.names[0], errors="ignore")', "pass"),
 }

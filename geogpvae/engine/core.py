@@ -90,6 +90,8 @@ class Prediction:
     source : ndarray of int8, shape (M,)
         Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
 
+    Notes
+    -----
     A variable whose observed values (at least :data:`MIN_CONSTANT_VALUES`) are all equal is
     predicted as that value everywhere, with standard deviation 0.
     """

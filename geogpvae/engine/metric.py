@@ -124,6 +124,12 @@ def _warm_lengthscales(engine: GPVAEEngine, x: np.ndarray, values: np.ndarray, s
     if ls is None:
         return None
     ls = ls.detach().cpu().double().numpy()
+    if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+        raise FloatingPointError(
+            f"training diverged in the warm-up that learns the metric (lengthscales "
+            f"{np.array2string(ls.ravel()[:4], precision=3)}); try a smaller lr, dtype='float64', "
+            "or extra={'metric': 'fixed'}"
+        )
     return ls if ls.ndim == 2 and ls.shape[1] == x.shape[1] else None
 
 

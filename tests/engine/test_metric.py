@@ -175,3 +175,14 @@ def test_projection_of_the_remaining_rounds():
     assert metric._may_reach(np.array([1.0, 1.1]), step, 0, 1.09)
     assert metric._may_reach(step, step, 2, 2.4) and not metric._may_reach(step, step, 2, 2.5)
     assert metric.spread([4.0, 1.0, 2.0]) == 4.0
+
+
+def test_a_warm_up_that_diverges_says_so():
+    # lr far too large: the warm-up's lengthscales collapse; the error names the divergence
+    # and what to try, not the metric's internal check of its inputs
+    import geogpvae
+    from geogpvae.datasets import make_gaussian_field
+
+    ds = make_gaussian_field((10, 10), n_vars=2, seed=1)
+    with pytest.raises(FloatingPointError, match=r"training diverged in the warm-up .* try a smaller lr"):
+        geogpvae.impute(ds, epochs=2, lr=1e9, progress=False)

@@ -247,6 +247,17 @@ def test_constant_variable_filled_with_its_value_and_no_spread(log):
     assert (out.v1_std.values[ds.v1.isnull().values] > 0).all()
 
 
+def test_negative_constant_filled_without_a_numeric_warning():
+    # a constant below zero (not log-modelled) must not reach a logarithm on its way out
+    ds = gauss()
+    ds["v0"] = ds.v0.where(ds.v0.isnull(), -2.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.warns(UserWarning, match="observed values are -2.5"):
+            out = run_ok(ds, ["v0", "v1"])
+    assert (out.v0.values[ds.v0.isnull().values] == -2.5).all()
+
+
 def test_one_or_two_observed_values_warn_and_keep_a_spread():
     # one value says nothing about a variable's spread: no std-0 certainty, and a warning
     ds = gauss()

@@ -564,6 +564,11 @@ def _check_finite(name: str, column: np.ndarray) -> None:
         )
 
 
+def _holds(source: xr.Dataset | xr.DataArray, name: str) -> bool:
+    """Whether ``source`` has a coordinate (or, a Dataset, a variable) called ``name``."""
+    return name in source.coords or (isinstance(source, xr.Dataset) and name in source.variables)
+
+
 def _raw(
     source: xr.Dataset | xr.DataArray,
     name: str,
@@ -572,7 +577,7 @@ def _raw(
     index: np.ndarray,
 ) -> np.ndarray:
     """One coordinate's values (or a dim's positions) at the flat ``index`` of ``shape``."""
-    if name in source.coords or (isinstance(source, xr.Dataset) and name in source.variables):
+    if _holds(source, name):
         var = source[name]
     elif name in dims:
         var = xr.DataArray(np.arange(shape[list(dims).index(name)]), dims=(name,))
@@ -642,8 +647,7 @@ def _unit_key(units: str) -> str:
 def _check_units(source: xr.Dataset | xr.DataArray, axis: Axis) -> None:
     """Refuse a coordinate whose ``units`` attribute differs from the one trained on."""
     name = axis.names[0]
-    held = name in source.coords or (isinstance(source, xr.Dataset) and name in source.variables)
-    units = source[name].attrs.get("units") if held else None
+    units = source[name].attrs.get("units") if _holds(source, name) else None
     if axis.units is None or not isinstance(units, str):
         return
     if _unit_key(units) != _unit_key(axis.units):

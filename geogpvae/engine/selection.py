@@ -224,6 +224,13 @@ def select_kl_factor(
     """
     fitting = dataclasses.replace(data, check=None)  # no stopping rule inside the selection
     best = Selection(factor=None)
+    asked = []  # a stop request seen after a candidate's last epoch counts too
+
+    def stop() -> bool:
+        if should_stop is not None and should_stop():
+            asked.append(True)
+        return bool(asked)
+
     rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
     with Progress(progress if rank == 0 else False, len(factors) * epochs, "selection",
                   unit="epochs") as bar:
@@ -234,14 +241,14 @@ def select_kl_factor(
                 bar.update(i * epochs + state.epoch, f"beta x{factor:g} loss {state.history['loss'][-1]:.5g}")
 
             try:
-                state = train(model, fitting, config, progress=False, callback=shown, should_stop=should_stop,
+                state = train(model, fitting, config, progress=False, callback=shown, should_stop=stop,
                               pause_at=epochs)
             except FloatingPointError:
                 if factor == factors[-1] and best.factor is None:
                     raise
                 best.scores[factor] = math.inf  # diverged: not a candidate
                 continue
-            if state.epoch < epochs and not state.done:  # interrupted
+            if asked or (state.epoch < epochs and not state.done):  # interrupted
                 return Selection(factor=None, scores=best.scores)
             score = check_score(model, data, state, seed=config.seed, shape=shape)
             best.scores[factor] = score

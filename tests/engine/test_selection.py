@@ -143,6 +143,23 @@ def test_fit_chooses_records_and_continues_on_every_value(field):
     assert set(two.kl_scores_) == {0.5, 0.2} and two.kl_factor_ in (0.5, 0.2)
 
 
+@pytest.mark.parametrize("epochs", [2, 8])
+def test_a_stop_asked_in_a_candidates_last_epoch_interrupts_the_selection(field, epochs):
+    # a 2-epoch fit gives each candidate one epoch: the only poll comes after the last epoch
+    # (a signal there used to be ignored, and the run went on to its end)
+    opts = dict(epochs=epochs, calibrate=False, seed=2, progress=False, **SMALL)
+    cfg = GPVAEConfig(epochs=epochs, **SMALL)
+    n = selection_epochs(epochs, selection_share(cfg, field.points.shape[0]))
+    polls = {"n": 0}
+
+    def stop():  # asked during the first candidate's last epoch
+        polls["n"] += 1
+        return polls["n"] >= n
+
+    stopped = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop)
+    assert stopped.interrupted and stopped.kl_factor_ is None and stopped.train_state.epoch == 0
+
+
 def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):
     opts = dict(epochs=8, calibrate=False, seed=2, progress=False, **SMALL)
     full = GPVAEEngine(**opts).fit(field.points, field.values)

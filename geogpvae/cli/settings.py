@@ -254,13 +254,22 @@ def _relative_to(value: str | list[str], folder: Path) -> str | list[str]:
     return [one(v) for v in value] if isinstance(value, list) else one(value)
 
 
-def _lift(top: dict[str, Any], options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Move options that have their own flag to the top level (the flag wins)."""
+def _lift(
+    top: dict[str, Any], options: dict[str, Any], on_command_line: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Move options that have their own flag to the top level; the same setting given both
+    ways with two values (in the file, or on the command line) is a usage error."""
     options = dict(options)
     lifted = {}
     for key, name in _OPTION_ALIASES.items():
         if key in options:
             lifted[name] = _CONVERT[name](options.pop(key), key)
+            if name in top and top[name] != lifted[name]:
+                flag = "--" + name.replace("_", "-")
+                given = (f"on the command line as {flag} {top[name]} and --option {key}={lifted[name]}"
+                         if on_command_line else
+                         f"in the config file as {name} = {top[name]!r} and [options] {key} = {lifted[name]!r}")
+                raise UsageError(f"{name} is given twice, {given}: give it once")
     return {**lifted, **top}, options
 
 
@@ -291,8 +300,8 @@ def resolve_settings(args: argparse.Namespace, *, needs_output: bool) -> Setting
         Whether the last positional path is the output (``impute``) or all are inputs.
     """
     config = read_config(args.config) if getattr(args, "config", None) else {}
-    file_top, file_opts = _lift(config, config.pop("options", {}))
-    cli_top, cli_opts = _lift(_cli_values(args), _cli_options(args))
+    file_top, file_opts = _lift(config, config.pop("options", {}), on_command_line=False)
+    cli_top, cli_opts = _lift(_cli_values(args), _cli_options(args), on_command_line=True)
     top = {**file_top, **cli_top}
     settings = Settings(options=_deep_merge(file_opts, cli_opts))
     for key, value in top.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,25 @@ DTYPES = ("float32", "float64")
 FULL_BATCH = 1024  # fields up to this many locations train on full batches by default
 STEP_BUDGET = 1000  # optimiser steps of the default training budget
 MAX_STEPS = 4000  # the most steps the stopping rule may take
+#: Keys of ``extra``: settings for tuning runs and experiments, each read where it is used.
+EXTRA_OPTIONS = {
+    "chunk": "run length of compact mini-batches (config.py)",
+    "context_hiding": "'auto', true or false (engine/training.py)",
+    "context_hiding_share": "share of hidden values taken out of the context (engine/training.py)",
+    "holdout": "'random': held-out values at random even where gaps cluster (engine/holdout.py)",
+    "kl_factors": "the beta candidates of beta='auto' (engine/selection.py)",
+    "metric": "'auto' or 'fixed': neighbours re-chosen after a warm-up or not (engine/metric.py)",
+    "metric_min_ratio": "engine/metric.py",
+    "metric_rounds": "engine/metric.py",
+    "metric_steps": "engine/metric.py",
+    "noise_lr": "learning-rate multiple of the noise variances (engine/training.py)",
+    "noise_rule": "engine/calibration.py",
+    "nugget_bounds": "engine/nugget.py",
+    "selection_score": "'auto', 'nll' or 'mean' (engine/selection.py)",
+    "selection_share": "share of the budget each beta candidate trains (engine/selection.py)",
+    "stop_rule": "settings of the stopping rule (engine/stopping.py)",
+    "stretches": "neighbour stretches of calibration (engine/calibration.py)",
+}
 
 
 @dataclass
@@ -197,6 +217,9 @@ class GPVAEConfig:
         Floating-point type of the model.
     neighbour_backend : {"auto", "kdtree", "faiss"}
         Nearest-neighbour search backend.
+    extra : dict
+        Settings for tuning runs and experiments (keys in :data:`EXTRA_OPTIONS`; an unknown
+        key is refused). Empty by default.
     """
 
     engine: str = "spa"
@@ -237,9 +260,9 @@ class GPVAEConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.context, (int, bool)):
-            self.context = tuple(int(v) for v in self.context)
-        self.encoder_hidden = tuple(int(v) for v in self.encoder_hidden)
-        self.decoder_hidden = tuple(int(v) for v in self.decoder_hidden)
+            self.context = _integers(self.context, "context", "an integer or a list of integers, e.g. 8 or [8, 16]")
+        self.encoder_hidden = _integers(self.encoder_hidden, "encoder_hidden", "a list of integers, e.g. [128, 128]")
+        self.decoder_hidden = _integers(self.decoder_hidden, "decoder_hidden", "a list of integers, e.g. [128, 128]")
         self.validate()
 
     # ------------------------------------------------------------------ checks
@@ -261,6 +284,14 @@ class GPVAEConfig:
         if not isinstance(self.extra, dict):
             raise TypeError(f"extra must be a table of options (a dict), got {self.extra!r}; "
                             "on the command line e.g. --option extra.selection_score=mean")
+        unknown = sorted(set(self.extra) - set(EXTRA_OPTIONS))
+        if unknown:
+            import difflib
+
+            close = [m for k in unknown for m in difflib.get_close_matches(str(k), EXTRA_OPTIONS, n=1, cutoff=0.8)]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"unknown extra option(s) {', '.join(map(str, unknown))}{hint}; "
+                             f"known: {', '.join(EXTRA_OPTIONS)}")
         if "selection_score" in self.extra:  # an option of beta="auto" (engine/selection.py)
             from .selection import SELECTION_SCORES
 
@@ -466,6 +497,17 @@ class GPVAEConfig:
         if isinstance(self.kernel, str):
             return self.kernel
         return _spec_text(_kernel_spec(self.kernel))
+
+
+def _integers(value: Any, name: str, form: str) -> tuple[int, ...]:
+    """A list or tuple of integers as a tuple; anything else (a string, a number, floats) is a
+    TypeError that shows the expected form."""
+    ok = isinstance(value, (list, tuple)) and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value)
+    if not ok:
+        raise TypeError(f"{name} must be {form} "
+                        f"(on the command line --option {name}=[...]), got {value!r}")
+    return tuple(int(v) for v in value)
 
 
 def _kernel_spec(kernel: Any) -> dict[str, Any]:

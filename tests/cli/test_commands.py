@@ -204,6 +204,10 @@ def test_option_values_are_toml_or_json_literals():
         ("bad_option_value", ["batch_size"]),
         ("bad_selection_score", ["unknown selection_score 'rmse'", "auto, nll, mean"]),
         ("extra_not_a_table", ["extra must be a table", "--option extra.selection_score=mean"]),
+        ("extra_misspelt", ["unknown extra option(s) selection_scor", "did you mean selection_score?"]),
+        ("widths_as_text", ["encoder_hidden must be a list of integers", "--option encoder_hidden=[...]"]),
+        ("seed_twice", ["seed is given twice", "--seed 5 and --option seed=3", "give it once"]),
+        ("seed_twice_in_file", ["seed is given twice", "seed = 1 and [options] seed = 2"]),
         ("out_exists", ["already exists", "--overwrite"]),
         ("out_is_in", ["is the input file", "never writes over"]),
         ("out_links_to_in", ["is the input file"]),
@@ -228,6 +232,10 @@ def test_bad_input_exits_2_with_one_line(case, words, data, tmp_path, capsys, mo
         "bad_option_value": [grid, str(out), "--option", "batch_size=-3"],
         "bad_selection_score": [grid, str(out), "--option", "extra.selection_score=rmse"],
         "extra_not_a_table": [grid, str(out), "--option", "extra={selection_score=mean}"],
+        "extra_misspelt": [grid, str(out), "--option", "extra.selection_scor=mean"],
+        "widths_as_text": [grid, str(out), "--option", "encoder_hidden=64,64"],
+        "seed_twice": [grid, str(out), "--seed", "5", "--option", "seed=3"],
+        "seed_twice_in_file": [grid, str(out), "--config", str(tmp_path / "seeds.toml")],
         "out_exists": [grid, str(data["out"])],
         "out_is_in": [grid, grid, "--overwrite"],
         "out_links_to_in": [grid, str(tmp_path / "link.nc"), "--overwrite"],
@@ -243,6 +251,8 @@ def test_bad_input_exits_2_with_one_line(case, words, data, tmp_path, capsys, mo
         (tmp_path / "link.nc").symlink_to(grid)
     if case == "bad_config_key":
         (tmp_path / "bad.toml").write_text('colour = "red"\n')
+    if case == "seed_twice_in_file":
+        (tmp_path / "seeds.toml").write_text("seed = 1\n[options]\nseed = 2\n")
     if case == "cuda_missing" and torch.cuda.is_available():
         pytest.skip("CUDA is available here")
     monkeypatch.setattr(GPVAEImputer, "fit_field", _no_training)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -40,10 +41,28 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
     )
 
 
+#: The library's messages name its arguments; the command shows its own flags instead.
+_CLI_WORDS = (
+    (re.compile(r"transform=\{'([^']+)': 'log'\}"), r"--log-vars \1"),
+    (re.compile(r"coords=\['x', 'y'\]"), "--coords x,y"),
+    (re.compile(r"leave coords=None"), "leave --coords out"),
+    (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
+    (re.compile(r"vars=\[\.\.\.\]"), "--vars"),
+    (re.compile(r"\(mask=\)"), "(--mask-var)"),
+)
+
+
+def cli_words(text: str) -> str:
+    """``text`` on one line, with the library's argument names replaced by the command's flags."""
+    text = " ".join(str(text).split())
+    for pattern, flag in _CLI_WORDS:
+        text = pattern.sub(flag, text)
+    return text
+
+
 def _one_line(err: BaseException) -> str:
     text = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
-    text = " ".join(str(text).split())
-    return text or type(err).__name__
+    return cli_words(text) or type(err).__name__
 
 
 class Reporter:
@@ -62,7 +81,7 @@ def _plain_warnings() -> Iterator[None]:
     """Show warnings as one line ``geogpvae: warning: ...``."""
 
     def show(message, category, filename, lineno, file=None, line=None):
-        print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+        print(f"{PROG}: warning: {cli_words(str(message))}", file=sys.stderr, flush=True)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

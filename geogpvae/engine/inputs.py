@@ -17,6 +17,7 @@ __all__ = [
     "check_spread",
     "check_standardised",
     "constant_values",
+    "input_warnings",
     "real_values",
     "standardisation",
 ]
@@ -138,7 +139,7 @@ def check_spread(
                 f"{name}: a few observed values as large as {big:.3g} dwarf the rest (their typical "
                 f"spread is {typical:.3g}); the model's float32 arithmetic would flatten the others: "
                 "set the outlying values to NaN, check their units, or model the variable in log "
-                "space (transform={name: 'log'}) if it spans many orders of magnitude"
+                f"space (transform={{{name!r}: 'log'}}) if it spans many orders of magnitude"
             )
 
 
@@ -152,3 +153,41 @@ def check_standardised(y: np.ndarray, names: list[str]) -> None:
             f"{names[j]}: values lie more than 1e15 standard deviations from the training "
             "values (different units?); convert them to the units of the training field"
         )
+
+
+#: Magnitudes that files use to mark a missing value (9, 99, ... 999999999 and the ends of the
+#: 16- and 32-bit integers), with either sign
+MISSING_CODES = frozenset([10.0**k - 1 for k in range(1, 10)] + [32767.0, 32768.0, 65535.0,
+                                                                    2147483647.0, 2147483648.0])
+
+#: the ratio of the 99th to the 1st percentile of a positive variable above which a warning
+#: proposes a log transform (three orders of magnitude across the bulk of the values)
+HEAVY_TAIL_RATIO = 1e3
+
+
+def input_warnings(values: np.ndarray, observed: np.ndarray, log: np.ndarray, names: list[str]) -> list[str]:
+    """Texts of warnings about observed values that look like a mistake, one per finding.
+
+    * a value such as -999 or 9999 (:data:`MISSING_CODES`) that lies beyond the others by more
+      than their whole range: a missing-value code taken for data, since the file does not say
+      it is one (no ``_FillValue`` or ``missing_value`` attribute);
+    * a positive variable not log-transformed whose 1st to 99th percentiles span more than
+      :data:`HEAVY_TAIL_RATIO`: a log transform usually serves it better.
+    """
+    out = []
+    for j, name in enumerate(names):
+        v = values[observed[:, j], j]
+        codes = np.isin(np.abs(v), list(MISSING_CODES))
+        for code in np.unique(v[codes]):
+            rest = v[v != code]
+            if rest.size >= 2 and min(abs(code - rest.min()), abs(code - rest.max())) > np.ptp(rest):
+                out.append(f"{name}: {int((v == code).sum())} observed value(s) are {code:g}, far outside the "
+                           f"others ({rest.min():g} to {rest.max():g}): if {code:g} marks a missing value, "
+                           "set the variable's _FillValue or missing_value attribute, or replace it with NaN")
+        if not log[j] and v.size >= 10 and v.min() > 0:
+            low, high = np.percentile(v, [1, 99])
+            if high > HEAVY_TAIL_RATIO * low:
+                out.append(f"{name}: positive values spanning {np.log10(high / low):.1f} orders of magnitude "
+                           f"(1st to 99th percentile {low:.3g} to {high:.3g}): consider modelling it in log "
+                           f"space (transform={{{name!r}: 'log'}})")
+    return out

@@ -560,7 +560,7 @@ def _check_finite(name: str, column: np.ndarray) -> None:
         raise InputError(
             f"coordinate {name!r} is NaN or infinite at {int(bad.sum())} of the locations to "
             "model (NaT for a missing time); "
-            "every location needs finite coordinates: fix them, or leave those cells out with mask="
+            "every location needs finite coordinates: fix them, or leave those cells out with a mask (mask=)"
         )
 
 

@@ -161,3 +161,20 @@ def test_output_that_is_a_link_or_pipe_is_refused_before_training(volume_file, t
         assert code == 2 and words in err and "Traceback" not in err, err
     assert (tmp_path / "link.nc").is_symlink() and real.read_bytes() == b"old"
     assert stat.S_ISFIFO((tmp_path / "pipe.nc").stat().st_mode)
+
+
+def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, capsys):
+    import numpy as np
+    import xarray as xr
+
+    from geogpvae.cli.common import cli_words
+
+    # scattered values without coordinates: the library says coords=[...], the command --coords
+    path = tmp_path / "sites.nc"
+    xr.Dataset({"v": ("site", np.r_[np.arange(9.0), np.nan])}).to_netcdf(path)
+    assert main(["impute", str(path), str(tmp_path / "out.nc"), "--epochs", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--coords x,y" in err and "coords=[" not in err
+    assert cli_words("leave the cells out with a mask (mask=)") == "leave the cells out with a mask (--mask-var)"
+    assert cli_words("pass vars=[...] to choose") == "pass --vars to choose"
+    assert cli_words("or model it in log space (transform={'kz': 'log'})") == "or model it in log space (--log-vars kz)"

@@ -20,6 +20,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
+    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -252,6 +253,22 @@ MUTANTS = {
         "geogpvae/engine/core.py", "MIN_CONSTANT_VALUES = 3", "MIN_CONSTANT_VALUES = 1"),
     "inputs: a dim's string labels read as its coordinate": (
         "geogpvae/fields/geometry.py", 'source = source.drop_vars(axis.names[0], errors="ignore")', "pass"),
+    "pass18: a stop asked after a candidate's last epoch ignored": (
+        "geogpvae/engine/selection.py", "if asked or (state.epoch < epochs and not state.done):",
+        "if state.epoch < epochs and not state.done:"),
+    "pass18: unknown extra keys accepted": (
+        "geogpvae/engine/config.py", "        if unknown:\n            import difflib", "        if False:\n            import difflib"),
+    "pass18: a flag and its --option silently disagree": (
+        "geogpvae/cli/settings.py", "if name in top and top[name] != lifted[name]:", "if False:"),
+    "pass18: any iterable taken as layer widths": (
+        "geogpvae/engine/config.py", "    ok = isinstance(value, (list, tuple)) and all(",
+        "    value = [int(v) for v in value]\n    ok = isinstance(value, (list, tuple)) and all("),
+    "pass18: CLI messages keep the library's argument names": (
+        "geogpvae/cli/common.py", "        text = pattern.sub(flag, text)", "        pass"),
+    "pass18: a possible missing-value code warned wherever it lies": (
+        "geogpvae/engine/inputs.py", "abs(code - rest.max())) > np.ptp(rest):", "abs(code - rest.max())) >= 0:"),
+    "pass18: a log transform proposed for variables with zeros": (
+        "geogpvae/engine/inputs.py", "v.size >= 10 and v.min() > 0:", "v.size >= 10 and v.min() >= 0:"),
 }
 
 

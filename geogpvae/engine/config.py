@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..errors import InputError
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
@@ -259,6 +261,10 @@ class GPVAEConfig:
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):  # NumPy scalars (e.g. seeds from np.arange) as Python numbers
+            value = getattr(self, f.name)
+            if isinstance(value, np.generic) and isinstance(value, (np.integer, np.floating, np.bool_)):
+                setattr(self, f.name, value.item())
         if not isinstance(self.context, (int, bool)):
             self.context = _integers(self.context, "context", "an integer or a list of integers, e.g. 8 or [8, 16]")
         self.encoder_hidden = _integers(self.encoder_hidden, "encoder_hidden", "a list of integers, e.g. [128, 128]")
@@ -330,7 +336,7 @@ class GPVAEConfig:
         self._check_extra()
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
-        ints = {"neighbours": 0, "train_samples": 1, "samples": 1}
+        ints = {"neighbours": 0, "train_samples": 1, "samples": 1, "seed": 0}
         if self.batch_size is not None:
             ints["batch_size"] = 1
         if not isinstance(self.context, tuple):

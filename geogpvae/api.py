@@ -388,9 +388,17 @@ class GPVAEImputer:
             Bad input, as for :meth:`fit`.
         """
         self._require_fit()
-        field = stack_field(
-            ds, self.vars_, self.geometry_, self._transforms, self.mask if mask is _UNSET else mask
-        )
+        try:
+            field = stack_field(
+                ds, self.vars_, self.geometry_, self._transforms, self.mask if mask is _UNSET else mask
+            )
+        except InputError as err:
+            if mask is _UNSET and self.mask is not None and str(err).startswith("mask"):
+                raise InputError(
+                    f"the imputer's mask (given when it was made) does not fit this Dataset ({err}); "
+                    "pass mask= for this Dataset, or mask=None to model all of it"
+                ) from None
+            raise
         return self._assemble(ds, field, self._predict_field(field))
 
     def _assemble(self, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dataset:
@@ -441,7 +449,7 @@ class GPVAEImputer:
             A coordinate is missing or not finite.
         """
         self._require_fit()
-        x, dims, coords = _locations(locations, self.geometry_)
+        x, dims, coords = _locations(locations, self.geometry_, self.vars_)
         pred = self.engine_.predict(x)
         shape = tuple(int(locations.sizes[d]) for d in dims)
         data_vars: dict[str, xr.DataArray] = {}

@@ -300,6 +300,34 @@ def test_predict_on_a_grid_from_scattered_training(fitted):
     np.testing.assert_allclose(turned.v0.transpose("x", "y").values, pred.v0.values, atol=0.2)
 
 
+def test_a_fitted_grid_model_on_stacked_slices_and_other_grids(grid):
+    imp = GPVAEImputer(**TINY).fit(grid)
+    # slices along a dim the model has no coordinate for would be taken as the same locations
+    days = xr.concat([grid, grid + 5.0], dim="time").assign_coords(time=[0, 1])
+    with pytest.raises(InputError, match=r"dim 'time' \(2 long\) along which none of the model's coordinates \(y, x\)"):
+        imp.impute(days)
+    imp.impute(days.isel(time=[0]))  # one slice: nothing mixed
+    # predict keeps a Dataset variable's dim order (it followed the model's axes)
+    turned = grid.transpose("x", "y")
+    assert imp.predict(turned).v0.dims == ("x", "y") and imp.predict(grid).v0.dims == grid.v0.dims
+    with pytest.raises(InputError, match=r"coordinates are scalars"):
+        imp.predict(xr.Dataset(coords={"x": 0.5, "y": 0.5}))
+    # the imputer's own mask on another grid: the message says so and how to go on
+    masked = GPVAEImputer(mask=grid.x < grid.x.median(), **TINY).fit(grid)
+    other = make_gaussian_field((9, 8), missing=0.4, seed=5)
+    with pytest.raises(InputError, match=r"the imputer's mask \(given when it was made\) does not fit .*mask=None"):
+        masked.impute(other)
+    assert masked.impute(other, mask=None).v0.notnull().all()
+
+
+def test_numpy_seeds_are_seeds_and_bad_ones_are_refused(grid):
+    a = impute(grid, seed=np.int64(2), **TINY)
+    np.testing.assert_array_equal(a.v0.values, impute(grid, seed=2, **TINY).v0.values)
+    for bad in (-1, 1.5, None):
+        with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
+            GPVAEImputer(seed=bad)
+
+
 def test_save_load_identical_predictions(fitted, sites, tmp_path):
     path = fitted.save(tmp_path / "model.pt")
     assert torch.load(path, weights_only=True)["format"] == "geogpvae-imputer"  # plain values only

@@ -560,7 +560,8 @@ def _check_finite(name: str, column: np.ndarray) -> None:
         raise InputError(
             f"coordinate {name!r} is NaN or infinite at {int(bad.sum())} of the locations to "
             "model (NaT for a missing time); "
-            "every location needs finite coordinates: fix them, or leave those cells out with a mask (mask=)"
+            "every location needs finite coordinates: fix them, or leave those locations out (drop "
+            "them from the locations to predict at; when imputing, exclude them with a mask (mask=))"
         )
 
 
@@ -677,7 +678,29 @@ def coordinates_at(
     """
     if not geometry.axes:
         return np.zeros((len(index), 0))
+    _check_spanned(source, geometry, dims, shape)
     return np.concatenate([_columns(source, a, dims, shape, index) for a in geometry.axes], axis=1)
+
+
+def _check_spanned(
+    source: xr.Dataset | xr.DataArray, geometry: Geometry, dims: Sequence[str], shape: Sequence[int]
+) -> None:
+    """Refuse a dim (longer than 1) along which none of the model's coordinates varies: its
+    slices would be taken for values at the same locations."""
+    spanned = set()
+    for axis in geometry.axes:
+        for name in axis.names:
+            held = axis.kind != "index" and _holds(source, name)
+            spanned.update(map(str, source[name].dims) if held else [name])
+    for dim, size in zip(dims, shape):
+        if str(dim) not in spanned and size > 1:
+            names = ", ".join(n for a in geometry.axes for n in a.names)
+            raise InputError(
+                f"the variables have a dim {dim!r} ({size} long) along which none of the model's "
+                f"coordinates ({names}) varies: its slices would be taken for values at the same "
+                f"locations. Impute them one at a time, e.g. xr.concat([imputer.impute(ds.isel({dim}=i)) "
+                f"for i in range({size})], dim={dim!r}), or fit a model on coordinates that include {dim!r}"
+            )
 
 
 # --------------------------------------------------------------------------- variables

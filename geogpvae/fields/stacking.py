@@ -656,7 +656,9 @@ def prepare_field(
 
 
 # --------------------------------------------------------------------------- new locations
-def _location_dims(source: xr.Dataset | xr.DataArray, geometry: Geometry) -> tuple[str, ...]:
+def _location_dims(
+    source: xr.Dataset | xr.DataArray, geometry: Geometry, variables: Sequence[str] = ()
+) -> tuple[str, ...]:
     found: list[str] = []
     for name in geometry.names:
         if name in source.coords or (isinstance(source, xr.Dataset) and name in source.variables):
@@ -670,14 +672,23 @@ def _location_dims(source: xr.Dataset | xr.DataArray, geometry: Geometry) -> tup
                 f"(their coordinates: {have})"
             )
         found += [d for d in dims if d not in found]
-    if isinstance(source, xr.DataArray):
-        order = [str(d) for d in source.dims if str(d) in found]
+    template = source
+    if isinstance(source, xr.Dataset):  # a variable on these dims: the first trained one, else any
+        names = [v for v in variables if v in source.data_vars] + list(source.data_vars)
+        template = next((source[v] for v in names if set(found) <= set(map(str, source[v].dims))), None)
+    if template is not None:
+        order = [str(d) for d in template.dims if str(d) in found]
         found = order + [d for d in found if d not in order]
+    if not found:
+        raise InputError(
+            "the locations' coordinates are scalars (one point without a dim): give them along "
+            "a dim, e.g. xr.Dataset(coords={'x': ('site', [0.5]), 'y': ('site', [0.5])})"
+        )
     return tuple(found)
 
 
 def locations(
-    source: xr.Dataset | xr.DataArray, geometry: Geometry
+    source: xr.Dataset | xr.DataArray, geometry: Geometry, variables: Sequence[str] = ()
 ) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any]]:
     """Model coordinates of new locations, e.g. a grid or a list of sites.
 
@@ -689,14 +700,17 @@ def locations(
         coordinates along one dim.
     geometry : Geometry
         The trained model's.
+    variables : sequence of str, optional
+        The trained variables: in a Dataset, the first of them on the locations' dims sets
+        their order.
 
     Returns
     -------
     x : ndarray of float64, shape (M, D)
         In C order over ``dims``.
     dims : tuple of str
-        Dims of the locations: those of a DataArray's in its order, else in the order the
-        coordinates come in the geometry.
+        Dims of the locations, in the order of a DataArray's dims, of a Dataset's variable on
+        them (one of ``variables`` first), else of the coordinates in the geometry.
     coords : dict
         The coordinates of ``source`` that lie on ``dims`` (for the output).
 
@@ -709,7 +723,7 @@ def locations(
         raise TypeError(
             f"locations must be an xarray Dataset or DataArray, got {type(source).__name__}"
         )
-    dims = _location_dims(source, geometry)
+    dims = _location_dims(source, geometry, variables)
     sizes = _sizes(source)
     shape = tuple(sizes[d] for d in dims)
     x = coordinates_at(source, geometry, dims, shape, np.arange(int(np.prod(shape))))

@@ -96,8 +96,42 @@ def _truth_array(truth: Any, var: str, like: xr.DataArray) -> xr.DataArray | Non
     truth = truth.transpose(*like.dims)
     if truth.shape != like.shape:
         raise ValueError(f"truth has shape {truth.shape}, the field has {like.shape}")
-    # same grid: take the field's coordinates so that positional selection agrees
+    truth = _matched(truth, like)
+    # same locations: take the field's coordinates so that positional selection agrees
     return truth.assign_coords({d: like[d] for d in like.dims if d in like.coords})
+
+
+def _matched(truth: xr.DataArray, like: xr.DataArray) -> xr.DataArray:
+    """``truth`` in the field's order along each dim, matched on the coordinates both hold along
+    it (a grid's axis, or a survey's x and y); ValueError where they are not the same
+    locations. A truth without coordinates is taken in the field's order."""
+    for dim in like.dims:
+        names = [str(n) for n, c in like.coords.items() if c.dims == (dim,)
+                 and n in truth.coords and truth[n].dims == (dim,)]
+        if not names:
+            continue
+        mine = [np.asarray(like[n].values) for n in names]
+        theirs = [np.asarray(truth[n].values) for n in names]
+        if all(_same(a, b) for a, b in zip(mine, theirs)):
+            continue
+        to_mine, to_theirs = np.lexsort(mine[::-1]), np.lexsort(theirs[::-1])
+        if not all(_same(a[to_mine], b[to_theirs]) for a, b in zip(mine, theirs)):
+            raise ValueError(
+                f"truth's {', '.join(names)} along {dim!r} are not the field's: the truth must be "
+                "at the same locations (in any order)"
+            )
+        order = np.empty_like(to_mine)
+        order[to_mine] = to_theirs
+        truth = truth.isel({dim: order})
+    return truth
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal coordinate values: to float32's round-off for floats (a file may store them so)."""
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        scale = max(float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0)), 1e-300)
+        return bool(np.allclose(a, b, rtol=1e-6, atol=1e-6 * scale, equal_nan=True))
+    return bool(np.array_equal(a, b))
 
 
 def _is_lon(name: str, c: xr.DataArray | None) -> bool:

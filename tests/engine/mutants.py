@@ -20,7 +20,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
-    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py
+    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -269,6 +269,15 @@ MUTANTS = {
         "geogpvae/engine/inputs.py", "abs(code - rest.max())) > np.ptp(rest):", "abs(code - rest.max())) >= 0:"),
     "pass18: a log transform proposed for variables with zeros": (
         "geogpvae/engine/inputs.py", "v.size >= 10 and v.min() > 0:", "v.size >= 10 and v.min() >= 0:"),
+    "pass18: slices along a dim without coordinates taken as the same locations": (
+        "geogpvae/fields/geometry.py", "    _check_spanned(source, geometry, dims, shape)\n", "\n"),
+    "pass18: a truth paired with the field by position": (
+        "geogpvae/plot/conventions.py", "    truth = _matched(truth, like)\n", "\n"),
+    "pass18: predict ignores a Dataset variable's dim order": (
+        "geogpvae/fields/stacking.py", "template = next((source[v] for v in names if set(found) <= set(map(str, source[v].dims))), None)",
+        "template = None"),
+    "pass18: NumPy seeds kept as NumPy integers": (
+        "geogpvae/engine/config.py", "                setattr(self, f.name, value.item())", "                pass"),
 }
 
 

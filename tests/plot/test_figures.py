@@ -767,6 +767,24 @@ def test_interval_coverage_calibrated_and_overconfident():
         0.673, abs=0.025)
 
 
+def test_a_truth_is_matched_to_the_field_by_its_coordinates():
+    ds, truth = _gaussian_case(n=400)
+    ds = ds.assign_coords(x=("cell", np.linspace(0.0, 1.0, 400)), y=("cell", np.cos(np.arange(400.0))))
+    truth = truth.assign_coords(x=ds.x, y=ds.y)
+    cov = plot.interval_coverage(ds, "v", truth)
+    # the same sites in another order (a truth file sorted by y), and with float32 coordinates
+    assert plot.interval_coverage(ds, "v", truth.sortby("y")) == cov
+    assert plot.interval_coverage(ds, "v", truth.assign_coords(y=truth.y.astype("float32"))) == cov
+    with pytest.raises(ValueError, match=r"truth's x, y along 'cell' are not the field's"):
+        plot.interval_coverage(ds, "v", truth.assign_coords(x=truth.x + 5.0))
+    # a grid whose truth runs the other way along y (as latitudes often do)
+    grid = xr.Dataset({k: (("y", "x"), ds[k].values.reshape(20, 20)) for k in ("v", "v_std", "v_imputed")},
+                      coords={"y": np.arange(20.0), "x": np.arange(20.0)})
+    gtruth = xr.DataArray(truth.values.reshape(20, 20), dims=("y", "x"), coords=grid.coords)
+    assert plot.interval_coverage(grid, "v", gtruth) == cov
+    assert plot.interval_coverage(grid, "v", gtruth.isel(y=slice(None, None, -1))) == cov
+
+
 @pytest.mark.parametrize("point", ["median", "mean"])
 def test_interval_coverage_log_space(point):
     rng = np.random.default_rng(4)

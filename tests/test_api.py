@@ -341,6 +341,9 @@ def test_save_load_identical_predictions(fitted, sites, tmp_path):
         assert _same_bits(a[v].values, b[v].values)
     assert loaded.vars_ == fitted.vars_ and loaded.dims_ == fitted.dims_ == ("site",)
     assert loaded.history == fitted.history
+    assert set(a.attrs) == set(b.attrs)  # e.g. geogpvae_clustered_gaps, once lost on loading
+    for key in set(a.attrs) - {"history"}:
+        np.testing.assert_array_equal(a.attrs[key], b.attrs[key], err_msg=key)
     # never overwritten unless asked; the file stays as it was
     before = path.read_bytes()
     with pytest.raises(FileExistsError, match="overwrite=True"):

@@ -81,7 +81,8 @@ examples:
   {PROG} plot spe10_filled.nc --var kx --layer 22,26,41 -o kx_layers.png
   {PROG} plot soil_filled.nc --var Cd --map -o cd_map.pdf
   {PROG} plot demo.nc --var v0 --uncertainty -o v0_std.png
-Without --layer/--map/--uncertainty: layers for 3-D variables, a map otherwise.
+Without --layer/--map/--uncertainty: layers for 3-D variables, a map otherwise (a
+profile along the coordinate for a 1-D grid: a transect, a time series or a well log).
 """
 
 _DEMO_EPILOG = f"""\

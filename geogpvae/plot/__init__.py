@@ -39,6 +39,7 @@ from .cartography import find_map_shapefile, map_data_dirs
 from .history import training_history
 from .layers import layer_positions, layers
 from .maps import field_map
+from .profiles import profile
 from .style import is_log_variable, label_for, make_norm, pretty_units, robust_limits
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "make_norm",
     "map_data_dirs",
     "pretty_units",
+    "profile",
     "robust_limits",
     "training_history",
     "uncertainty",

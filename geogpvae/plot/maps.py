@@ -219,6 +219,8 @@ def field_map(
     - Curvilinear grids (longitude and latitude both 2-D on the variable's dims, as ocean
       and regional climate models write them) are drawn as points at the cells' centres,
       like scattered data, on a map.
+    - A field with one dim and no sites (a transect, a time series, a well log) has no map:
+      it is drawn by :func:`~geogpvae.plot.profile` instead.
 
     Parameters
     ----------
@@ -280,6 +282,10 @@ def field_map(
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
+    if f.value.ndim == 1 and _find_sites(ds, f.value, coords) is None:  # a transect, series or log
+        from .profiles import profile
+
+        return profile(ds, var, truth, log=log, figsize=figsize)
     redrawn = _redrawn_as(ds, var, truth, f, coords, raster)
     if redrawn is not None:  # curvilinear cells as points; sites on a lattice as a raster
         kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}

@@ -604,6 +604,20 @@ def test_plot_writes_a_figure(extra, name, data, tmp_path):
     assert list(tmp_path.glob(".*.tmp")) == []
 
 
+def test_plot_of_a_one_dimensional_file_is_a_profile(tmp_path):
+    import pandas as pd
+
+    days = pd.date_range("2024-01-01", periods=40)
+    level = np.sin(np.arange(40) / 5.0)
+    level[12:18] = np.nan
+    src = tmp_path / "series.nc"
+    xr.Dataset({"level": ("time", level, {"units": "m"})}, coords={"time": days}).to_netcdf(src)
+    out, fig = tmp_path / "filled.nc", tmp_path / "level.png"
+    assert main(["impute", str(src), str(out), "--epochs", "3", "--neighbours", "4", "-q"]) == 0
+    assert main(["plot", str(out), "-o", str(fig), "-q"]) == 0
+    assert fig.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_plot_refuses_bad_requests(data, tmp_path, capsys):
     fig = tmp_path / "f.png"
     assert main(["plot", str(data["out"]), "--var", "zz", "-o", str(fig)]) == 2

@@ -20,7 +20,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
-    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -278,6 +278,10 @@ MUTANTS = {
         "template = None"),
     "pass18: NumPy seeds kept as NumPy integers": (
         "geogpvae/engine/config.py", "                setattr(self, f.name, value.item())", "                pass"),
+    "pass18: the profile band in linear units for log variables": (
+        "geogpvae/plot/profiles.py", "    if not is_log_variable(f.value):\n", "    if True:\n"),
+    "pass18: a saved model forgets which gaps cluster": (
+        "geogpvae/engine/state.py", '        "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],\n', ""),
 }
 
 

@@ -1150,3 +1150,54 @@ def test_std_colour_map_keeps_clear_of_the_grey_of_empty_cells():
     colours = std.cmap(np.linspace(0, 1, 64))[:, :3]
     # no colour of the map is as light and as grey as the masked cells
     assert np.min(np.abs(colours - grey).sum(axis=1)) > 0.25
+
+
+def _profile_case(vertical: bool = False, log: bool = False):
+    """A 1-D output as impute writes it: observed values with std 0, imputed ones with a std."""
+    n = 60
+    where = np.arange(n, dtype=float)
+    truth = 2.0 + np.sin(where / 6.0)
+    flag = np.zeros(n, dtype=np.int8)
+    flag[20:30] = 1
+    sd = np.where(flag == 1, 0.3, 0.0)
+    value = np.where(flag == 1, 2.0, truth)
+    attrs = {"units": "m", "long_name": "level"}
+    if log:
+        attrs["geogpvae_transform"] = "log"
+    dim = "depth" if vertical else "x"
+    coord = {"positive": "down", "units": "m"} if vertical else {"units": "km"}
+    ds = xr.Dataset({"v": (dim, value, attrs), "v_std": (dim, sd), "v_imputed": (dim, flag)},
+                    coords={dim: (dim, where, coord)})
+    return ds, xr.DataArray(truth, dims=dim, coords={dim: where})
+
+
+def test_profile_of_a_one_dimensional_field():
+    ds, truth = _profile_case()
+    fig = plot.profile(ds, "v", truth=truth)
+    (ax,) = fig.axes
+    lines = {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
+    assert {"observed", "imputed", "band", "truth"} <= set(lines)
+    np.testing.assert_array_equal(lines["imputed"].get_xdata(), np.arange(20.0, 30.0))
+    assert len(lines["observed"].get_xdata()) == 50
+    # the band: 1.96 std either side where imputed, no width where observed
+    (path,) = lines["band"].get_paths()
+    x, y = path.vertices.T
+    assert y[(x >= 20) & (x <= 29)].max() == pytest.approx(2.0 + 1.96 * 0.3, abs=1e-3)
+    assert y[(x >= 20) & (x <= 29)].min() == pytest.approx(2.0 - 1.96 * 0.3, abs=1e-3)
+    at = (x == 40.0)  # observed: the band closes on the value
+    assert y[at].min() == pytest.approx(y[at].max()) == pytest.approx(truth.values[40])
+    assert ax.get_ylabel() == "level [m]" and ax.get_xlabel().startswith("x")
+    # field_map has no map of a transect: it draws the profile
+    assert {a.get_gid() for a in plot.field_map(ds, "v").axes} == {"profile"}
+    with pytest.raises(ValueError, match=r"one-dimensional"):
+        plot.profile(_gaussian_case()[0].expand_dims(t=2), "v")
+
+
+def test_profile_of_a_well_log_runs_down_and_log_bands_are_asymmetric():
+    ds, _ = _profile_case(vertical=True, log=True)
+    ax = plot.profile(ds, "v").axes[0]
+    assert ax.yaxis_inverted() and ax.get_xscale() == "log"
+    (band,) = [a for a in ax.get_children() if a.get_gid() == "band"]
+    value, depth = band.get_paths()[0].vertices.T
+    gap = value[(depth >= 20) & (depth <= 29)]
+    assert gap.max() - 2.0 > 2.0 - gap.min() + 0.05 > 0.05  # exp(mu +- z s) around the median 2

@@ -1,0 +1,131 @@
+"""Profiles of one-dimensional fields: a transect, a time series or a well log, with its band."""
+
+from __future__ import annotations
+
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from ..fields.cf import log_moments
+from .conventions import _axis_label, _coord, _Field, _is_vertical, _positive_down, _status
+from .style import _plt, _units_suffix, is_log_variable
+
+__all__ = ["profile"]
+
+
+def profile(
+    ds: xr.Dataset,
+    var: str,
+    truth: xr.DataArray | xr.Dataset | None = None,
+    *,
+    level: float = 0.95,
+    log: bool | None = None,
+    figsize: tuple[float, float] | None = None,
+) -> Figure:
+    """The imputed values of a one-dimensional field along its coordinate, with their band.
+
+    Observed values are dots, imputed ones triangles, joined by a thin line; the shaded band
+    is the central predictive interval at ``level`` (Gaussian in the modelling space: for a
+    log variable ``exp(mu +- z s)``, so it is asymmetric). With ``truth`` the true values are
+    a dashed line. A vertical coordinate (depth, level, ``z``) runs down the figure, deeper
+    values lower where its ``positive`` attribute is ``"down"``, as in a well log.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The output of :func:`geogpvae.impute` or ``GPVAEImputer.predict`` for a field with
+        one dim, e.g. ``(time,)``, ``(x,)`` or ``(depth,)``.
+    var : str
+        Name of the imputed variable.
+    truth : xarray.DataArray or xarray.Dataset, optional
+        The true values at the same locations (matched on the coordinate), or a Dataset
+        that holds ``var``.
+    level : float
+        Nominal level of the band, in (0, 1).
+    log : bool, optional
+        Logarithmic value axis; default: for variables modelled in log space.
+    figsize : tuple of float, optional
+        In inches; default 7 x 3.2 (3.2 x 6 for a vertical coordinate).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One axes with gid ``"profile"``; the artists have gids ``"observed"``,
+        ``"imputed"``, ``"band"`` and ``"truth"``.
+
+    Raises
+    ------
+    ValueError
+        ``var`` is not one-dimensional, or ``level`` is not in (0, 1).
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level!r}")
+    f = _Field(ds, var, truth)
+    if f.value.ndim != 1:
+        raise ValueError(f"profile draws a one-dimensional field; {var!r} has dims {f.value.dims}: "
+                         "use field_map or layers")
+    dim = str(f.value.dims[0])
+    where = _positions(f.value, dim)
+    value = np.asarray(f.value.values, dtype=float)
+    low, high = _band(f, value, level)
+    observed, imputed, _ = _status(f.value, f.std, f.flag)
+    vertical = _is_vertical(dim, _coord(f.value, dim))
+    fig = _plt().figure(figsize=figsize or ((3.2, 6.0) if vertical else (7.0, 3.2)), layout="constrained")
+    ax = fig.add_subplot(gid="profile")
+
+    def xy(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return (b, a) if vertical else (a, b)
+
+    band = ax.fill_betweenx if vertical else ax.fill_between
+    band(where, low, high, color="C0", alpha=0.25, linewidth=0, label=f"{level:.0%} interval", gid="band")
+    ax.plot(*xy(where, value), color="0.4", linewidth=0.8, zorder=2)
+    if f.truth is not None:
+        ax.plot(*xy(where, np.asarray(f.truth.values, dtype=float)), "k--", linewidth=1.0, label="truth",
+                gid="truth", zorder=3)
+    ax.plot(*xy(where[observed], value[observed]), "o", color="C0", markersize=3.5, label="observed",
+            gid="observed", zorder=4)
+    ax.plot(*xy(where[imputed], value[imputed]), "^", color="C1", markeredgecolor="k", markeredgewidth=0.5,
+            markersize=4.5, label="imputed", gid="imputed", zorder=5)
+    _label_axes(ax, f, dim, vertical, is_log_variable(f.value) if log is None else bool(log))
+    ax.legend(fontsize="small", loc="best")
+    ax.set_title(f.name)
+    return fig
+
+
+def _positions(da: xr.DataArray, dim: str) -> np.ndarray:
+    """The coordinate's values where they are numbers or times, else the positions."""
+    c = _coord(da, dim)
+    values = None if c is None else np.asarray(c.values)
+    if values is not None and (np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.datetime64)):
+        return values
+    return np.arange(da.sizes[dim])
+
+
+def _band(f: Any, value: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Lower and upper ends of the central interval (the value itself where the std is 0)."""
+    if f.std is None:
+        return value, value
+    sdev = np.asarray(f.std.transpose(*f.value.dims).values, dtype=float)
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    if not is_log_variable(f.value):
+        return value - z * sdev, value + z * sdev
+    point = str(f.value.attrs.get("geogpvae_point_estimate", "median"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mu, s = log_moments(value, sdev, point)
+        return np.exp(mu - z * s), np.exp(mu + z * s)
+
+
+def _label_axes(ax: Any, f: Any, dim: str, vertical: bool, log: bool) -> None:
+    label = f.name + _units_suffix(f.value.attrs.get("units"))
+    value_axis, place_axis = (ax.xaxis, ax.yaxis) if vertical else (ax.yaxis, ax.xaxis)
+    value_axis.set_label_text(label)
+    place_axis.set_label_text(_axis_label(f.value, dim))
+    if log:
+        (ax.set_xscale if vertical else ax.set_yscale)("log")
+        value_axis.set_minor_formatter(NullFormatter())  # 2 x 10^-1 labels crowd a narrow axis
+    if vertical and _positive_down(_coord(f.value, dim)):
+        ax.invert_yaxis()

@@ -34,6 +34,7 @@ import geogpvae
 from geogpvae.datasets import load_jura
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import reference_line
 from _requires import require
 
 Z95 = 1.959964
@@ -169,6 +170,7 @@ def main() -> None:
     print(f"Jura: Cd hidden at {val.sum()} validation sites, scored in mg/kg; "
           f"machine {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads; "
           f"geogpvae {geogpvae.__version__}")
+    print(reference_line(), flush=True)
     results = []
     for engine in [e for e in args.engines.split(",") if e]:
         extra = dict(options)

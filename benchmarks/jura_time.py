@@ -32,6 +32,7 @@ import torch
 import geogpvae
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import reference_line
 from jura import task
 
 
@@ -50,6 +51,7 @@ def per_step(work, options: dict, repeats: int = 5, clock=time.perf_counter) -> 
         ms.append(1e3 * (times[0] - times[1]) / 300)
     print(f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}; "
           f"options {json.dumps(options)}")
+    print(reference_line())
     what = "CPU" if clock is time.process_time else "wall"
     print(f"milliseconds ({what}) per training step:", ", ".join(f"{v:.2f}" for v in ms), f"; median {np.median(ms):.2f}")
 
@@ -76,6 +78,7 @@ def main() -> None:
         seconds.append(time.perf_counter() - start)
     print(f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}; "
           f"options {json.dumps(options)}")
+    print(reference_line())
     print("seconds per call:", ", ".join(f"{s:.2f}" for s in seconds), f"; mean {np.mean(seconds):.2f}")
 
 

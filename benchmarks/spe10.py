@@ -44,6 +44,7 @@ import geogpvae
 from geogpvae.datasets import load_spe10
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import reference_line
 from _requires import require
 
 CHANNELS = {"full": ["porosity", "log_kx", "log_ky", "log_kz"], "honest": ["porosity", "log_kx", "log_kz"]}
@@ -275,6 +276,7 @@ def main() -> None:
           f"{(~keep).sum()} values dropped ({(~keep.any(-1)).sum()} cells fully dropped)")
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, {dev}; "
           f"geogpvae {geogpvae.__version__}, torch {torch.__version__}")
+    print(reference_line(), flush=True)
     results = []
     if not args.references_only:
         mean, std, info = run_gpvae(ds, names, truth, keep, args)

@@ -28,6 +28,7 @@ import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,6 +37,9 @@ from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.training import field_data, resolve_device, resolve_layout
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import reference_line
 
 
 def machine(device: str) -> str:
@@ -127,6 +131,7 @@ def main() -> None:
         print(json.dumps(one_engine(args)))
         return
     print(f"machine: {machine(args.device)}")
+    print(reference_line(), flush=True)
     print(f"field: {args.shape.replace(',', ' x ')} grid, 4 variables, 50% missing; options {args.options}", flush=True)
     engines = ["spa", "hpa"] if args.engine == "both" else [args.engine]
     for engine in engines:

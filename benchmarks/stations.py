@@ -58,6 +58,7 @@ import geogpvae
 from geogpvae.datasets.stations import make_station_network
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import reference_line
 from _requires import require
 
 Z95 = 1.959964
@@ -268,6 +269,7 @@ def main() -> None:
     print(f"Station network ({args.split} split, network seeds {seeds}, model seed offset {args.model_seed_offset}); "
           f"machine {platform.machine()} {platform.processor() or ''}, {torch.get_num_threads()} threads; "
           f"geogpvae {geogpvae.__version__}, torch {torch.__version__}")
+    print(reference_line(), flush=True)
     results = run(seeds, methods, json.loads(args.network), json.loads(args.options), args.model_seed_offset)
     print(f"\n{'method':50s} {'RMSE':>15s} {'MAE':>15s} {'NLL':>15s} {'cov95':>15s} {'s/run':>7s}")
     for r in results:

@@ -273,7 +273,9 @@ def _search_order_text() -> str:
 def _not_found(
     dataset: str, folder: Path, how: str, missing: Sequence[str]
 ) -> DataFileNotFoundError:
-    if not folder.is_dir():
+    if folder.parent.is_file():
+        what = f"the data directory {folder.parent} is a file, not a folder"
+    elif not folder.is_dir():
         what = f"the folder {folder} does not exist"
     else:
         what = f"{folder} lacks " + ", ".join(missing)

@@ -320,6 +320,14 @@ def test_missing_directory_is_explained(tmp_path: Path) -> None:
     assert "por_perm_case2a.zip" in msg and "https://www.spe.org/web/csp/datasets/set02.htm" in msg
 
 
+def test_a_data_directory_that_is_a_file_is_named_so(tmp_path: Path, monkeypatch) -> None:
+    afile = tmp_path / "datasets.tar"
+    afile.write_text("not a folder\n")
+    monkeypatch.setenv("GEOGPVAE_DATA_DIR", str(afile))
+    with pytest.raises(DataFileNotFoundError, match=r"the data directory .*datasets.tar is a file, not a folder"):
+        load_jura()
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "jura").mkdir()
     (tmp_path / "jura" / "jura_pred.csv").write_text("x\n")

@@ -52,7 +52,7 @@ def reference_seconds(repeats: int = REPEATS) -> float:
 
 def reference_line() -> str:
     """One line: the reference workload's seconds on the current threads."""
-    return (f"reference workload: {reference_seconds():.3f} s on {torch.get_num_threads()} threads "
+    return (f"reference workload: {reference_seconds():.3f} s (wall clock) on {torch.get_num_threads()} threads "
             "(benchmarks/_machine.py; divide timings by it to compare days or machines)")
 
 

@@ -40,6 +40,7 @@ def per_step(work, options: dict, repeats: int = 5, clock=time.perf_counter) -> 
     """Print the milliseconds per whole-field training step (see the module's docstring)."""
     call = dict(vars=["Ni", "Zn", "Cd"], neighbours=10, seed=0, progress=False, beta=1.0, calibrate=False)
     call.update(options)
+    print(reference_line(), flush=True)
     geogpvae.impute(work, **{**call, "epochs": 20})  # warm-up
     ms = []
     for _ in range(repeats):
@@ -51,7 +52,6 @@ def per_step(work, options: dict, repeats: int = 5, clock=time.perf_counter) -> 
         ms.append(1e3 * (times[0] - times[1]) / 300)
     print(f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}; "
           f"options {json.dumps(options)}")
-    print(reference_line())
     what = "CPU" if clock is time.process_time else "wall"
     print(f"milliseconds ({what}) per training step:", ", ".join(f"{v:.2f}" for v in ms), f"; median {np.median(ms):.2f}")
 
@@ -71,6 +71,7 @@ def main() -> None:
     if args.per_step:
         per_step(work, options, clock=time.process_time if args.cpu_time else time.perf_counter)
         return
+    print(reference_line(), flush=True)
     seconds = []
     for seed in range(args.seeds):
         start = time.perf_counter()
@@ -78,7 +79,6 @@ def main() -> None:
         seconds.append(time.perf_counter() - start)
     print(f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}; "
           f"options {json.dumps(options)}")
-    print(reference_line())
     print("seconds per call:", ", ".join(f"{s:.2f}" for s in seconds), f"; mean {np.mean(seconds):.2f}")
 
 

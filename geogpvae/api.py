@@ -385,13 +385,15 @@ class GPVAEImputer:
         Raises
         ------
         InputError
-            Bad input, as for :meth:`fit`.
+            Bad input, as for :meth:`fit`; a dim of ``ds`` that the training field did not
+            have and along which none of the model's coordinates varies (time steps or members
+            of a model fitted on one snapshot: impute them one at a time); the imputer's own
+            ``mask`` not fitting ``ds`` (pass ``mask=``).
         """
         self._require_fit()
         try:
-            field = stack_field(
-                ds, self.vars_, self.geometry_, self._transforms, self.mask if mask is _UNSET else mask
-            )
+            field = stack_field(ds, self.vars_, self.geometry_, self._transforms,
+                                self.mask if mask is _UNSET else mask, trained_dims=self.dims_)
         except InputError as err:
             if mask is _UNSET and self.mask is not None and str(err).startswith("mask"):
                 raise InputError(
@@ -437,16 +439,19 @@ class GPVAEImputer:
         Returns
         -------
         xarray.Dataset
-            On the locations' dims and coordinates: for each variable ``v`` its predictive
-            mean ``v`` (for log variables the mean of the back-transformed predictive) and
-            ``v_std``, with the training variable's attributes, in its float dtype; the
+            On the locations' dims (in the order of a DataArray's dims, of a Dataset's
+            variable on them, else of the model's coordinates) and coordinates: for each
+            variable ``v`` its predictive mean ``v`` (for log variables the mean of the
+            back-transformed predictive) and ``v_std``, with the training variable's attributes, in its float dtype; the
             calibration and provenance attributes are those of :func:`impute` (at new
             locations the ``unobserved`` factor applies).
 
         Raises
         ------
         InputError
-            A coordinate is missing or not finite.
+            A coordinate is missing or not finite, or every coordinate is a scalar (a scalar
+            coordinate alongside others applies to every location, e.g. a time picked with
+            ``isel``).
         """
         self._require_fit()
         x, dims, coords = _locations(locations, self.geometry_, self.vars_)
@@ -543,7 +548,7 @@ class GPVAEImputer:
             options["threads"] = str(eng.threads_)
             if eng.kl_factor_ is not None:  # what beta="auto" chose, as a multiple of the base weight
                 options["kl_factor"] = float(eng.kl_factor_)
-            if len(eng.clustered_gaps_) == len(self.vars_):  # known after a fit in this session
+            if len(eng.clustered_gaps_) == len(self.vars_):  # known after a fit (or loaded; not in older files)
                 options["clustered_gaps"] = [v for v, c in zip(self.vars_, eng.clustered_gaps_) if c]
             if eng.predict_mode_ is not None:  # predict_mode="auto": calibration's choice per regime
                 options["predict_mode_chosen"] = eng.predict_mode_

@@ -320,12 +320,32 @@ def test_a_fitted_grid_model_on_stacked_slices_and_other_grids(grid):
     assert masked.impute(other, mask=None).v0.notnull().all()
 
 
+def test_a_model_with_time_imputes_one_time_step_and_named_coordinates_keep_their_choice():
+    rng = np.random.default_rng(2)
+    values = rng.normal(size=(6, 9, 8))
+    values[rng.random(values.shape) < 0.3] = np.nan
+    ds = xr.Dataset({"v": (("time", "y", "x"), values)},
+                    coords={"time": np.arange(6.0), "y": np.arange(9.0), "x": np.arange(8.0)})
+    imp = GPVAEImputer(**TINY).fit(ds)
+    # a scalar time (isel) is every location's time: the same values as the slice of the whole
+    one = imp.impute(ds.isel(time=2))
+    assert one.v.dims == ("y", "x") and one.v.notnull().all()
+    np.testing.assert_allclose(imp.predict(ds.isel(time=2)).v.values, imp.predict(ds).v.isel(time=2).values,
+                               atol=1e-5)
+    # fitted on y, x only by the user's choice: its own time dim stays duplicate points
+    flat = GPVAEImputer(coords=["y", "x"], **TINY).fit(ds)
+    assert flat.impute(ds).v.notnull().all()
+
+
 def test_numpy_seeds_are_seeds_and_bad_ones_are_refused(grid):
     a = impute(grid, seed=np.int64(2), **TINY)
     np.testing.assert_array_equal(a.v0.values, impute(grid, seed=2, **TINY).v0.values)
     for bad in (-1, 1.5, None):
         with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
             GPVAEImputer(seed=bad)
+    with pytest.raises(ValueError, match=r"seed must be below 2\*\*63"):
+        GPVAEImputer(seed=2**64)
+    assert GPVAEImputer(**{**TINY, "encoder_hidden": np.array([8, 8])}).config_.encoder_hidden == (8, 8)
 
 
 def test_save_load_identical_predictions(fitted, sites, tmp_path):

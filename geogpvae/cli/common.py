@@ -44,6 +44,7 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
 #: The library's messages name its arguments; the command shows its own flags instead.
 _CLI_WORDS = (
     (re.compile(r"transform=\{'([^']+)': 'log'\}"), r"--log-vars \1"),
+    (re.compile(r"transform=\{'([^']+)': None\}"), r"--option transform.\1=none"),
     (re.compile(r"coords=\['x', 'y'\]"), "--coords x,y"),
     (re.compile(r"leave coords=None"), "leave --coords out"),
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),

@@ -266,7 +266,8 @@ def _lift(
             lifted[name] = _CONVERT[name](options.pop(key), key)
             if name in top and top[name] != lifted[name]:
                 flag = "--" + name.replace("_", "-")
-                given = (f"on the command line as {flag} {top[name]} and --option {key}={lifted[name]}"
+                shown = [",".join(v) if isinstance(v, list) else v for v in (top[name], lifted[name])]
+                given = (f"on the command line as {flag} {shown[0]} and --option {key}={shown[1]}"
                          if on_command_line else
                          f"in the config file as {name} = {top[name]!r} and [options] {key} = {lifted[name]!r}")
                 raise UsageError(f"{name} is given twice, {given}: give it once")

@@ -286,6 +286,18 @@ class GPVAEConfig:
                 "'cuda', 'cuda:N' or 'mps'"
             )
 
+    def _check_run_settings(self) -> None:
+        """epochs, seed, threads and device."""
+        self._check_epochs_and_device()
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.seed >= 2**63:  # seeds are offset and combined in 64-bit generators
+            raise ValueError(f"seed must be below 2**63, got {self.seed}")
+        if self.threads is not None and (
+            not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
+        ):
+            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
+
     def _check_extra(self) -> None:
         if not isinstance(self.extra, dict):
             raise TypeError(f"extra must be a table of options (a dict), got {self.extra!r}; "
@@ -336,7 +348,7 @@ class GPVAEConfig:
         self._check_extra()
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
-        ints = {"neighbours": 0, "train_samples": 1, "samples": 1, "seed": 0}
+        ints = {"neighbours": 0, "train_samples": 1, "samples": 1}
         if self.batch_size is not None:
             ints["batch_size"] = 1
         if not isinstance(self.context, tuple):
@@ -347,11 +359,7 @@ class GPVAEConfig:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         if self.latent_dim is not None and (not isinstance(self.latent_dim, int) or self.latent_dim < 1):
             raise ValueError(f"latent_dim must be a positive integer or None, got {self.latent_dim!r}")
-        if self.threads is not None and (
-            not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
-        ):
-            raise ValueError(f"threads must be a positive integer or None, got {self.threads!r}")
-        self._check_epochs_and_device()
+        self._check_run_settings()
         positive = {"outputscale": self.outputscale, "kernel_lr": self.kernel_lr}
         if self.noise is not None:
             positive["noise"] = self.noise
@@ -506,8 +514,10 @@ class GPVAEConfig:
 
 
 def _integers(value: Any, name: str, form: str) -> tuple[int, ...]:
-    """A list or tuple of integers as a tuple; anything else (a string, a number, floats) is a
-    TypeError that shows the expected form."""
+    """A list, tuple or 1-D integer array of integers as a tuple; anything else (a string, a
+    number, floats) is a TypeError that shows the expected form."""
+    if isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+        value = value.tolist()
     ok = isinstance(value, (list, tuple)) and all(
         isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value)
     if not ok:

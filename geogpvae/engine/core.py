@@ -31,7 +31,7 @@ from .inputs import (
     check_coordinates,
     check_standardised,
     constant_values,
-    input_warnings,
+    missing_code_warnings,
     real_values,
     standardisation,
 )
@@ -307,7 +307,7 @@ class GPVAEEngine:
         cfg.check_locations(n)
         self.loc, self.scale = standardisation(values, observed, self.log, self.names)
         self.constant_ = self._constants(values, observed)
-        for text in input_warnings(values, observed, self.log, self.names):
+        for text in missing_code_warnings(values, observed, self.names):
             warn_caller(text)
         y = self._to_model_space(values, observed)
         self._x, self._y, self._observed = x, y, observed

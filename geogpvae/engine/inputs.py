@@ -17,7 +17,7 @@ __all__ = [
     "check_spread",
     "check_standardised",
     "constant_values",
-    "input_warnings",
+    "missing_code_warnings",
     "real_values",
     "standardisation",
 ]
@@ -155,39 +155,32 @@ def check_standardised(y: np.ndarray, names: list[str]) -> None:
         )
 
 
-#: Magnitudes that files use to mark a missing value (9, 99, ... 999999999 and the ends of the
-#: 16- and 32-bit integers), with either sign
-MISSING_CODES = frozenset([10.0**k - 1 for k in range(1, 10)] + [32767.0, 32768.0, 65535.0,
+#: Magnitudes that files use to mark a missing value (999, 9999, ... 999999999 and the ends
+#: of the 16- and 32-bit integers), with either sign; 9 and 99 are too often real values
+MISSING_CODES = frozenset([10.0**k - 1 for k in range(3, 10)] + [32767.0, 32768.0, 65535.0,
                                                                     2147483647.0, 2147483648.0])
 
-#: the ratio of the 99th to the 1st percentile of a positive variable above which a warning
-#: proposes a log transform (three orders of magnitude across the bulk of the values)
-HEAVY_TAIL_RATIO = 1e3
+def missing_code_warnings(values: np.ndarray, observed: np.ndarray, names: list[str]) -> list[str]:
+    """Texts of warnings about values that look like a missing-value code taken for data.
 
-
-def input_warnings(values: np.ndarray, observed: np.ndarray, log: np.ndarray, names: list[str]) -> list[str]:
-    """Texts of warnings about observed values that look like a mistake, one per finding.
-
-    * a value such as -999 or 9999 (:data:`MISSING_CODES`) that lies beyond the others by more
-      than their whole range: a missing-value code taken for data, since the file does not say
-      it is one (no ``_FillValue`` or ``missing_value`` attribute);
-    * a positive variable not log-transformed whose 1st to 99th percentiles span more than
-      :data:`HEAVY_TAIL_RATIO`: a log transform usually serves it better.
+    That is a value such as -999 or 9999 (:data:`MISSING_CODES`) lying beyond the variable's
+    other values (codes left out) by more than their whole range: the file does not say it
+    marks a missing value (no ``_FillValue`` or ``missing_value`` attribute), so it counts as
+    data. One text per variable, naming every such code.
     """
     out = []
     for j, name in enumerate(names):
         v = values[observed[:, j], j]
-        codes = np.isin(np.abs(v), list(MISSING_CODES))
-        for code in np.unique(v[codes]):
-            rest = v[v != code]
-            if rest.size >= 2 and min(abs(code - rest.min()), abs(code - rest.max())) > np.ptp(rest):
-                out.append(f"{name}: {int((v == code).sum())} observed value(s) are {code:g}, far outside the "
-                           f"others ({rest.min():g} to {rest.max():g}): if {code:g} marks a missing value, "
-                           "set the variable's _FillValue or missing_value attribute, or replace it with NaN")
-        if not log[j] and v.size >= 10 and v.min() > 0:
-            low, high = np.percentile(v, [1, 99])
-            if high > HEAVY_TAIL_RATIO * low:
-                out.append(f"{name}: positive values spanning {np.log10(high / low):.1f} orders of magnitude "
-                           f"(1st to 99th percentile {low:.3g} to {high:.3g}): consider modelling it in log "
-                           f"space (transform={{{name!r}: 'log'}})")
+        is_code = np.isin(np.abs(v), list(MISSING_CODES))
+        rest = v[~is_code]
+        if rest.size < 2:
+            continue
+        low, high, spread = rest.min(), rest.max(), np.ptp(rest)
+        found = [c for c in np.unique(v[is_code]) if min(abs(c - low), abs(c - high)) > spread]
+        if found:
+            codes = ", ".join(f"{c:g} ({int((v == c).sum())} values)" for c in found)
+            out.append(f"{name}: {codes} far outside the other values ({low:g} to {high:g}): if "
+                       f"{found[0]:g} marks a missing value, make it NaN, e.g. "
+                       f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {found[0]:g}), or give "
+                       "the variable a _FillValue or missing_value attribute in its file")
     return out

@@ -61,6 +61,7 @@ __all__ = [
     "Axis",
     "Geometry",
     "build_geometry",
+    "check_spanned",
     "choose_coordinates",
     "coordinate_role",
     "coordinates_at",
@@ -584,6 +585,8 @@ def _raw(
         var = xr.DataArray(np.arange(shape[list(dims).index(name)]), dims=(name,))
     else:
         raise InputError(f"coordinate {name!r} (used by the model) is missing")
+    if var.ndim == 0:  # a scalar coordinate (one time step picked by isel): every location's
+        return np.full(len(index), var.values[()])
     missing = [str(d) for d in var.dims if d not in dims]
     if missing:
         raise InputError(
@@ -665,7 +668,8 @@ def coordinates_at(
     shape: Sequence[int],
     index: np.ndarray,
 ) -> np.ndarray:
-    """``x`` at the flat ``index`` of the grid ``shape`` over ``dims``.
+    """``x`` at the flat ``index`` of the grid ``shape`` over ``dims``; a scalar (0-d)
+    coordinate gives every location its value.
 
     Returns
     -------
@@ -678,22 +682,35 @@ def coordinates_at(
     """
     if not geometry.axes:
         return np.zeros((len(index), 0))
-    _check_spanned(source, geometry, dims, shape)
     return np.concatenate([_columns(source, a, dims, shape, index) for a in geometry.axes], axis=1)
 
 
-def _check_spanned(
-    source: xr.Dataset | xr.DataArray, geometry: Geometry, dims: Sequence[str], shape: Sequence[int]
+def check_spanned(
+    source: xr.Dataset | xr.DataArray,
+    geometry: Geometry,
+    dims: Sequence[str],
+    shape: Sequence[int],
+    trained_dims: Sequence[str] = (),
 ) -> None:
-    """Refuse a dim (longer than 1) along which none of the model's coordinates varies: its
-    slices would be taken for values at the same locations."""
+    """Refuse a dim (longer than 1) along which none of a trained model's coordinates varies.
+
+    A fitted model imputing a new Dataset would take the slices along such a dim (time steps,
+    ensemble members) for values at the same locations and mix them. Dims of the training
+    field (``trained_dims``) are accepted: when fitting, named coordinates that leave a dim
+    out are the user's choice, and its slices are duplicate points.
+
+    Raises
+    ------
+    InputError
+        Naming the dim and how to impute its slices one at a time.
+    """
     spanned = set()
     for axis in geometry.axes:
         for name in axis.names:
             held = axis.kind != "index" and _holds(source, name)
             spanned.update(map(str, source[name].dims) if held else [name])
     for dim, size in zip(dims, shape):
-        if str(dim) not in spanned and size > 1:
+        if str(dim) not in spanned and size > 1 and dim not in trained_dims:
             names = ", ".join(n for a in geometry.axes for n in a.names)
             raise InputError(
                 f"the variables have a dim {dim!r} ({size} long) along which none of the model's "

@@ -45,13 +45,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ..errors import InputError, warn_caller
 from .geometry import (
     Geometry,
     _is_numeric,
     _take,
     _warn,
     build_geometry,
+    check_spanned,
     choose_coordinates,
     coordinates_at,
 )
@@ -558,6 +559,8 @@ def stack_field(
     geometry: Geometry,
     transforms: Mapping[str, str | None],
     mask: xr.DataArray | str | None = None,
+    *,
+    trained_dims: Sequence[str] | None = None,
 ) -> Field:
     """The :class:`Field` of ``names`` with a given geometry (e.g. one a model was trained with).
 
@@ -570,6 +573,10 @@ def stack_field(
     transforms : mapping of str to str or None
     mask : DataArray or str, optional
         The domain (see :func:`domain_mask`).
+    trained_dims : sequence of str, optional
+        Given when ``geometry`` is a fitted model's and ``ds`` data for it: the training
+        field's dims. Another dim along which none of the coordinates varies is refused (see
+        :func:`~geogpvae.fields.geometry.check_spanned`).
 
     Returns
     -------
@@ -578,7 +585,8 @@ def stack_field(
     Raises
     ------
     InputError
-        Any of the input problems listed in :func:`prepare_field`.
+        Any of the input problems listed in :func:`prepare_field`; with ``trained_dims``, a
+        dim none of the coordinates spans.
     """
     missing = [n for n in names if n not in ds.data_vars]
     if missing:
@@ -592,10 +600,34 @@ def stack_field(
     shape = tuple(_sizes(ds)[d] for d in dims)
     domain = domain_mask(ds, mask, dims, template=ds[names[0]])
     index = np.flatnonzero(domain.reshape(-1))
+    if trained_dims is not None:
+        check_spanned(ds, geometry, dims, shape, trained_dims)
     x = coordinates_at(ds, geometry, dims, shape, index)
     values, originals = _stack_values(ds, names, dims, shape, index)
     _check_values(values, names, transforms, masked=mask is not None, originals=originals)
     return Field(names, dims, shape, domain, x, values, dict(transforms), geometry, originals)
+
+
+#: the ratio of the 99th to the 1st percentile of a positive variable above which a warning
+#: proposes a log transform (four orders of magnitude across the bulk of the values)
+HEAVY_TAIL_RATIO = 1e4
+
+
+def heavy_tail_warnings(values: np.ndarray, names: list[str]) -> list[str]:
+    """Texts of warnings proposing a log transform: for each positive variable (at least ten
+    observed values, NaN missing) whose 1st to 99th percentiles differ by more than a factor
+    :data:`HEAVY_TAIL_RATIO`."""
+    out = []
+    for j, name in enumerate(names):
+        v = values[np.isfinite(values[:, j]), j]
+        if v.size >= 10 and v.min() > 0:
+            low, high = np.percentile(v, [1, 99])
+            if high > HEAVY_TAIL_RATIO * low:
+                out.append(f"{name}: positive values spanning {np.log10(high / low):.1f} orders of magnitude "
+                           f"(1st to 99th percentile {low:.3g} to {high:.3g}): consider modelling it in log "
+                           f"space (transform={{{name!r}: 'log'}}), or say transform={{{name!r}: None}} "
+                           "to keep it linear without this warning")
+    return out
 
 
 def prepare_field(
@@ -652,7 +684,13 @@ def prepare_field(
     transforms = parse_transforms(transform, names)
     chosen = choose_coordinates(ds, dims, coords)
     geometry = build_geometry(ds, chosen, coord_scale)
-    return stack_field(ds, names, geometry, transforms, mask)
+    field = stack_field(ds, names, geometry, transforms, mask)
+    # a log transform proposed for heavy-tailed variables, unless the user chose their transform
+    chosen_by_user = set(names) if isinstance(transform, str) else set(transform or ())
+    linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
+    for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
+        warn_caller(text)
+    return field
 
 
 # --------------------------------------------------------------------------- new locations
@@ -717,7 +755,8 @@ def locations(
     Raises
     ------
     InputError
-        A coordinate is missing or not finite.
+        A coordinate is missing or not finite, or every coordinate is a scalar (a scalar
+        coordinate alongside others applies to every location).
     """
     if not isinstance(source, (xr.Dataset, xr.DataArray)):
         raise TypeError(

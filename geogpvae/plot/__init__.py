@@ -1,4 +1,4 @@
-"""Figures for imputed fields: layers, maps, calibration and training curves.
+"""Figures for imputed fields: layers, maps, profiles, calibration and training curves.
 
 Every public plotting function takes the Dataset that :func:`geogpvae.impute` returns and
 gives back a :class:`matplotlib.figure.Figure`. None of them calls ``plt.show()``, and

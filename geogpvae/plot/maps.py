@@ -220,7 +220,8 @@ def field_map(
       and regional climate models write them) are drawn as points at the cells' centres,
       like scattered data, on a map.
     - A field with one dim and no sites (a transect, a time series, a well log) has no map:
-      it is drawn by :func:`~geogpvae.plot.profile` instead.
+      it is drawn by :func:`~geogpvae.plot.profile` instead (with ``truth``, ``log`` and
+      ``figsize``; the map options do not apply).
 
     Parameters
     ----------

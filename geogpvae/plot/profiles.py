@@ -28,7 +28,8 @@ def profile(
 ) -> Figure:
     """The imputed values of a one-dimensional field along its coordinate, with their band.
 
-    Observed values are dots, imputed ones triangles, joined by a thin line; the shaded band
+    Observed values are dots, imputed ones triangles, joined by a thin line in the order of the
+    coordinate (positions where it is not numbers or NumPy times, e.g. cftime dates); the shaded band
     is the central predictive interval at ``level`` (Gaussian in the modelling space: for a
     log variable ``exp(mu +- z s)``, so it is asymmetric). With ``truth`` the true values are
     a dashed line. A vertical coordinate (depth, level, ``z``) runs down the figure, deeper
@@ -69,10 +70,12 @@ def profile(
         raise ValueError(f"profile draws a one-dimensional field; {var!r} has dims {f.value.dims}: "
                          "use field_map or layers")
     dim = str(f.value.dims[0])
-    where = _positions(f.value, dim)
-    value = np.asarray(f.value.values, dtype=float)
-    low, high = _band(f, value, level)
-    observed, imputed, _ = _status(f.value, f.std, f.flag)
+    where, by_position = _positions(f.value, dim)
+    order = np.argsort(where, kind="stable")  # a transect stored out of order is drawn in order
+    where = where[order]
+    value = np.asarray(f.value.values, dtype=float)[order]
+    low, high = (a[order] for a in _band(f, np.asarray(f.value.values, dtype=float), level))
+    observed, imputed = (a[order] for a in _status(f.value, f.std, f.flag)[:2])
     vertical = _is_vertical(dim, _coord(f.value, dim))
     fig = _plt().figure(figsize=figsize or ((3.2, 6.0) if vertical else (7.0, 3.2)), layout="constrained")
     ax = fig.add_subplot(gid="profile")
@@ -84,25 +87,26 @@ def profile(
     band(where, low, high, color="C0", alpha=0.25, linewidth=0, label=f"{level:.0%} interval", gid="band")
     ax.plot(*xy(where, value), color="0.4", linewidth=0.8, zorder=2)
     if f.truth is not None:
-        ax.plot(*xy(where, np.asarray(f.truth.values, dtype=float)), "k--", linewidth=1.0, label="truth",
+        ax.plot(*xy(where, np.asarray(f.truth.values, dtype=float)[order]), "k--", linewidth=1.0, label="truth",
                 gid="truth", zorder=3)
     ax.plot(*xy(where[observed], value[observed]), "o", color="C0", markersize=3.5, label="observed",
             gid="observed", zorder=4)
     ax.plot(*xy(where[imputed], value[imputed]), "^", color="C1", markeredgecolor="k", markeredgewidth=0.5,
             markersize=4.5, label="imputed", gid="imputed", zorder=5)
-    _label_axes(ax, f, dim, vertical, is_log_variable(f.value) if log is None else bool(log))
+    _label_axes(ax, f, dim, vertical, is_log_variable(f.value) if log is None else bool(log), by_position)
     ax.legend(fontsize="small", loc="best")
     ax.set_title(f.name)
     return fig
 
 
-def _positions(da: xr.DataArray, dim: str) -> np.ndarray:
-    """The coordinate's values where they are numbers or times, else the positions."""
+def _positions(da: xr.DataArray, dim: str) -> tuple[np.ndarray, bool]:
+    """The coordinate's values where they are numbers or NumPy times, else the positions
+    (e.g. cftime dates or labels); and whether positions were taken."""
     c = _coord(da, dim)
     values = None if c is None else np.asarray(c.values)
     if values is not None and (np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.datetime64)):
-        return values
-    return np.arange(da.sizes[dim])
+        return values, False
+    return np.arange(da.sizes[dim]), True
 
 
 def _band(f: Any, value: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -119,11 +123,11 @@ def _band(f: Any, value: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarr
         return np.exp(mu - z * s), np.exp(mu + z * s)
 
 
-def _label_axes(ax: Any, f: Any, dim: str, vertical: bool, log: bool) -> None:
+def _label_axes(ax: Any, f: Any, dim: str, vertical: bool, log: bool, by_position: bool) -> None:
     label = f.name + _units_suffix(f.value.attrs.get("units"))
     value_axis, place_axis = (ax.xaxis, ax.yaxis) if vertical else (ax.yaxis, ax.xaxis)
     value_axis.set_label_text(label)
-    place_axis.set_label_text(_axis_label(f.value, dim))
+    place_axis.set_label_text(f"position along {dim}" if by_position else _axis_label(f.value, dim))
     if log:
         (ax.set_xscale if vertical else ax.set_yscale)("log")
         value_axis.set_minor_formatter(NullFormatter())  # 2 x 10^-1 labels crowd a narrow axis

@@ -178,3 +178,4 @@ def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, c
     assert cli_words("leave the cells out with a mask (mask=)") == "leave the cells out with a mask (--mask-var)"
     assert cli_words("pass vars=[...] to choose") == "pass --vars to choose"
     assert cli_words("or model it in log space (transform={'kz': 'log'})") == "or model it in log space (--log-vars kz)"
+    assert cli_words("or say transform={'kz': None} to keep") == "or say --option transform.kz=none to keep"

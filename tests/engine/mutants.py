@@ -20,7 +20,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "neighbours:" tests/gp/test_neighbours.py
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
-    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py
+    python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -266,11 +266,21 @@ MUTANTS = {
     "pass18: CLI messages keep the library's argument names": (
         "geogpvae/cli/common.py", "        text = pattern.sub(flag, text)", "        pass"),
     "pass18: a possible missing-value code warned wherever it lies": (
-        "geogpvae/engine/inputs.py", "abs(code - rest.max())) > np.ptp(rest):", "abs(code - rest.max())) >= 0:"),
+        "geogpvae/engine/inputs.py", "min(abs(c - low), abs(c - high)) > spread]", "min(abs(c - low), abs(c - high)) >= 0]"),
+    "pass18: missing-value codes counted among the other values": (
+        "geogpvae/engine/inputs.py", "        rest = v[~is_code]\n", "        rest = v\n"),
+    "pass18: 9 and 99 taken for missing-value codes": (
+        "geogpvae/engine/inputs.py", "for k in range(3, 10)]", "for k in range(1, 10)]"),
     "pass18: a log transform proposed for variables with zeros": (
-        "geogpvae/engine/inputs.py", "v.size >= 10 and v.min() > 0:", "v.size >= 10 and v.min() >= 0:"),
+        "geogpvae/fields/stacking.py", "v.size >= 10 and v.min() > 0:", "v.size >= 10 and v.min() >= 0:"),
+    "pass18: a log transform proposed though the user chose none": (
+        "geogpvae/fields/stacking.py", "and n not in chosen_by_user]", "]"),
     "pass18: slices along a dim without coordinates taken as the same locations": (
-        "geogpvae/fields/geometry.py", "    _check_spanned(source, geometry, dims, shape)\n", "\n"),
+        "geogpvae/fields/stacking.py", "        check_spanned(ds, geometry, dims, shape, trained_dims)\n", "        pass\n"),
+    "pass18: a training field's own unspanned dim refused": (
+        "geogpvae/fields/geometry.py", "and size > 1 and dim not in trained_dims:", "and size > 1:"),
+    "pass18: a scalar coordinate not broadcast": (
+        "geogpvae/fields/geometry.py", "    if var.ndim == 0:  # a scalar", "    if False:  # a scalar"),
     "pass18: a truth paired with the field by position": (
         "geogpvae/plot/conventions.py", "    truth = _matched(truth, like)\n", "\n"),
     "pass18: predict ignores a Dataset variable's dim order": (
@@ -280,6 +290,8 @@ MUTANTS = {
         "geogpvae/engine/config.py", "                setattr(self, f.name, value.item())", "                pass"),
     "pass18: the profile band in linear units for log variables": (
         "geogpvae/plot/profiles.py", "    if not is_log_variable(f.value):\n", "    if True:\n"),
+    "pass18: a profile drawn in stored order": (
+        "geogpvae/plot/profiles.py", 'order = np.argsort(where, kind="stable")', "order = np.arange(len(where))"),
     "pass18: a saved model forgets which gaps cluster": (
         "geogpvae/engine/state.py", '        "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],\n', ""),
 }

@@ -10,7 +10,7 @@ from geogpvae.engine.inputs import (
     check_coordinates,
     check_standardised,
     constant_values,
-    input_warnings,
+    missing_code_warnings,
     real_values,
     standardisation,
 )
@@ -87,23 +87,16 @@ def test_standardised_values_far_out_are_refused():
 
 def test_a_missing_value_code_among_the_data_is_named():
     rng = np.random.default_rng(0)
-    v = rng.uniform(0.0, 100.0, (50, 3))
-    v[:4, 0] = -9999.0  # a code beyond the others: warned
+    v = rng.uniform(0.0, 100.0, (50, 4))
+    v[:4, 0] = -9999.0  # codes beyond the others: warned, both of them
+    v[4:6, 0] = 9999.0
     v[:3, 1] = -999.0  # inside the others' range (say, depths down to -2000 m): data
     v[:, 1] *= 20
     v[3:, 1] -= 2000
-    v[:2, 2] = 99.0  # at the top of its range: data
-    (text,) = input_warnings(v, np.isfinite(v), np.zeros(3, bool), ["a", "b", "c"])
-    assert text.startswith("a: 4 observed value(s) are -9999, far outside the others")
-    assert "_FillValue or missing_value" in text
-
-
-def test_heavy_tailed_positive_values_get_a_log_transform_proposed():
-    rng = np.random.default_rng(1)
-    v = np.exp(rng.normal(0.0, 2.5, (300, 2)))  # 1st to 99th percentile: about 5 decades
-    v[:, 1] = rng.uniform(1.0, 500.0, 300)  # under 3 decades: no warning
-    (text,) = input_warnings(v, np.isfinite(v), np.zeros(2, bool), ["kx", "phi"])
-    assert text.startswith("kx: positive values spanning") and "transform={'kx': 'log'}" in text
-    assert input_warnings(v, np.isfinite(v), np.array([True, False]), ["kx", "phi"]) == []
-    v[0, 0] = 0.0  # a zero: no log transform possible, none proposed
-    assert input_warnings(v, np.isfinite(v), np.zeros(2, bool), ["kx", "phi"]) == []
+    v[:, 2] *= 10
+    v[:2, 2] = 999.0  # at the top of the others' range (0 to 1000): data
+    v[:, 3] /= 50
+    v[0, 3] = 99.0  # far out, but 99 (like 9) is too often a real value to be called a code
+    (text,) = missing_code_warnings(v, np.isfinite(v), ["a", "b", "c", "d"])
+    assert text.startswith("a: -9999 (4 values), 9999 (2 values) far outside the other values")
+    assert "ds['a'] = ds['a'].where(ds['a'] != -9999)" in text and "_FillValue" in text

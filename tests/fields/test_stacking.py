@@ -393,3 +393,23 @@ def test_cell_steps_only_for_even_plain_number_grids():
     )
     t["sst"][0, 0] = np.nan
     assert all(a.scale == 1.0 for a in prepare_field(t, "sst").geometry.axes)
+
+
+def test_a_log_transform_is_proposed_for_heavy_tails_unless_the_user_chose():
+    rng = np.random.default_rng(1)
+    kx = np.exp(rng.normal(0.0, 2.5, 300))  # 1st to 99th percentile: about 5.6 decades
+    depth = rng.uniform(3.0, 5000.0, 300)  # 3.2 decades: kept linear without a word
+    phi = kx / kx.max()
+    phi[0] = 0.0  # a zero: no log transform possible, none proposed
+    ds = xr.Dataset({"kx": ("site", kx), "depth": ("site", depth), "phi": ("site", phi)},
+                    coords={"x": ("site", rng.uniform(0, 1, 300)), "y": ("site", rng.uniform(0, 1, 300))})
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        prepare_field(ds)
+    (text,) = [str(w.message) for w in seen]
+    assert text.startswith("kx: positive values spanning 5.") and "transform={'kx': 'log'}" in text
+    assert "transform={'kx': None} to keep it linear" in text
+    for chosen in ({"kx": None}, {"kx": "log"}, "none"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            prepare_field(ds, transform=chosen)

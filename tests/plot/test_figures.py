@@ -1187,6 +1187,11 @@ def test_profile_of_a_one_dimensional_field():
     at = (x == 40.0)  # observed: the band closes on the value
     assert y[at].min() == pytest.approx(y[at].max()) == pytest.approx(truth.values[40])
     assert ax.get_ylabel() == "level [m]" and ax.get_xlabel().startswith("x")
+    # a transect stored out of order is drawn along its coordinate, the same line
+    shuffled = ds.isel(x=np.random.default_rng(0).permutation(60))
+    again = {a.get_gid(): a for a in plot.profile(shuffled, "v", truth=truth).axes[0].get_children() if a.get_gid()}
+    np.testing.assert_array_equal(again["truth"].get_xydata(), lines["truth"].get_xydata())
+    np.testing.assert_array_equal(again["imputed"].get_xdata(), np.arange(20.0, 30.0))
     # field_map has no map of a transect: it draws the profile
     assert {a.get_gid() for a in plot.field_map(ds, "v").axes} == {"profile"}
     with pytest.raises(ValueError, match=r"one-dimensional"):

@@ -50,6 +50,9 @@ _CLI_WORDS = (
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
     (re.compile(r"vars=\[\.\.\.\]"), "--vars"),
     (re.compile(r"\(mask=\)"), "(--mask-var)"),
+    (re.compile(r"make it NaN, e\.g\. ds\[.*?\]\.where\(.*?\), or give the variable a "
+                r"_FillValue or missing_value attribute in its file"),
+     "give the variable a _FillValue or missing_value attribute in the file (e.g. with ncatted)"),
 )
 
 

@@ -312,6 +312,8 @@ def test_a_fitted_grid_model_on_stacked_slices_and_other_grids(grid):
     assert imp.predict(turned).v0.dims == ("x", "y") and imp.predict(grid).v0.dims == grid.v0.dims
     with pytest.raises(InputError, match=r"coordinates are scalars"):
         imp.predict(xr.Dataset(coords={"x": 0.5, "y": 0.5}))
+    with pytest.raises(InputError, match=r"drop them from the locations to predict at"):  # predict takes no mask
+        imp.predict(xr.Dataset(coords={"x": ("site", [0.5, np.nan]), "y": ("site", [0.5, 0.5])}))
     # the imputer's own mask on another grid: the message says so and how to go on
     masked = GPVAEImputer(mask=grid.x < grid.x.median(), **TINY).fit(grid)
     other = make_gaussian_field((9, 8), missing=0.4, seed=5)

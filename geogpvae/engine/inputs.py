@@ -166,7 +166,20 @@ def missing_code_warnings(values: np.ndarray, observed: np.ndarray, names: list[
     That is a value such as -999 or 9999 (:data:`MISSING_CODES`) lying beyond the variable's
     other values (codes left out) by more than their whole range: the file does not say it
     marks a missing value (no ``_FillValue`` or ``missing_value`` attribute), so it counts as
-    data. One text per variable, naming every such code.
+    data.
+
+    Parameters
+    ----------
+    values : ndarray of float64, shape (N, K)
+        The variables' values in their own units.
+    observed : ndarray of bool, shape (N, K)
+        Where ``values`` are observed.
+    names : list of str, length K
+
+    Returns
+    -------
+    list of str
+        One text per variable with such codes, naming every one of them.
     """
     out = []
     for j, name in enumerate(names):

@@ -699,6 +699,17 @@ def check_spanned(
     field (``trained_dims``) are accepted: when fitting, named coordinates that leave a dim
     out are the user's choice, and its slices are duplicate points.
 
+    Parameters
+    ----------
+    source : xarray.Dataset or xarray.DataArray
+        The new data, holding the model's coordinates.
+    geometry : Geometry
+        The fitted model's.
+    dims, shape : sequence of str, sequence of int
+        The variables' dims and their lengths.
+    trained_dims : sequence of str
+        The training field's dims.
+
     Raises
     ------
     InputError

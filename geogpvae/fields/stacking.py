@@ -614,9 +614,20 @@ HEAVY_TAIL_RATIO = 1e4
 
 
 def heavy_tail_warnings(values: np.ndarray, names: list[str]) -> list[str]:
-    """Texts of warnings proposing a log transform: for each positive variable (at least ten
-    observed values, NaN missing) whose 1st to 99th percentiles differ by more than a factor
-    :data:`HEAVY_TAIL_RATIO`."""
+    """Texts of warnings proposing a log transform.
+
+    Parameters
+    ----------
+    values : ndarray of float, shape (N, K)
+        The variables' values in their own units, NaN where missing.
+    names : list of str, length K
+
+    Returns
+    -------
+    list of str
+        One text for each positive variable (at least ten observed values) whose 1st and 99th
+        percentiles differ by more than a factor :data:`HEAVY_TAIL_RATIO`.
+    """
     out = []
     for j, name in enumerate(names):
         v = values[np.isfinite(values[:, j]), j]

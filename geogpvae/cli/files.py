@@ -11,7 +11,7 @@ from typing import Any
 
 from .._files import refuse_special_target
 from ..errors import warn_caller
-from .common import _GLOB_CHARS, UsageError
+from .common import _GLOB_CHARS, UsageError, _one_line
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
@@ -164,6 +164,26 @@ def check_target(
         raise FileExistsError(f"{what} {path} already exists; pass --overwrite to replace it")
     if not os.access(folder, os.W_OK):
         raise PermissionError(f"cannot write {what} {path}: folder {folder} is not writable")
+
+
+def unfinished_reason(path: str) -> str | None:
+    """Why the existing file ``path`` is not a finished geogpvae output; None when it is.
+
+    A finished output is a NetCDF file that opens and carries the ``geogpvae_version``
+    global attribute, which every output of ``impute``, ``predict`` and ``demo`` has (it
+    is set before the file is written, and files are moved into place only once
+    complete). Used by ``--skip-existing``, so that a resubmitted job array does not take
+    an empty, truncated or foreign file for a finished one.
+    """
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(path, "r") as nc:
+            if "geogpvae_version" not in nc.ncattrs():
+                return "it has no geogpvae_version attribute, so geogpvae did not write it"
+    except OSError as err:
+        return f"it cannot be read as NetCDF ({_one_line(err)})"
+    return None
 
 
 def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:

@@ -31,6 +31,7 @@ from .files import (
     expand_inputs,
     format_output,
     select_task,
+    unfinished_reason,
     write_output,
 )
 from .settings import Settings, resolve_settings
@@ -386,6 +387,13 @@ def cmd_impute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     settings = resolve_settings(args, needs_output=True)
     job = plan_job(settings, argv)
     if settings.skip_existing and Path(job.output).exists():
+        reason = unfinished_reason(job.output)
+        if reason is not None:
+            raise UsageError(
+                f"{job.output} exists but is not a finished output: {reason}; --skip-existing "
+                "skips only finished outputs. Remove it, or pass --overwrite instead of "
+                "--skip-existing to replace it"
+            )
         Reporter(settings.quiet)(f"{job.output} exists: skipping (--skip-existing)")
         return EXIT_OK
     check_job_targets(job)

@@ -179,7 +179,8 @@ _IMPUTE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
     ("--overwrite", {"default": None, "help": "replace an existing OUT, model file or "
                      "checkpoint (never the input)"}),
     ("--skip-existing", {"action": "store_true", "default": None, "help": "do nothing (exit 0) "
-                         "when OUT exists, e.g. in a rerun job array"}),
+                         "when OUT is a finished output, e.g. in a rerun job array; another "
+                         "file at OUT (empty, truncated, not from geogpvae) exits 2"}),
     ("--save-model", {"metavar": "M.pt", "help": "also save the trained model"}),
     ("--task-index", {"type": int, "metavar": "I", "help": "process only file I (0-based) of the "
                       "sorted input list (default: $SLURM_ARRAY_TASK_ID with several files)"}),

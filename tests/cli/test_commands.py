@@ -288,16 +288,40 @@ def test_other_failures_exit_1(data, tmp_path, capsys, monkeypatch):
     assert not (tmp_path / "o.nc").exists()
 
 
-def test_overwrite_only_when_asked(data, tmp_path):
+def test_overwrite_only_when_asked(data, tmp_path, capsys):
     out = tmp_path / "out.nc"
     out.write_bytes(b"old")
     args = ["impute", str(data["grid"]), str(out), *TINY]
     assert main(args) == 2
     assert out.read_bytes() == b"old"
-    assert main([*args, "--skip-existing"]) == 0
+    # a file that is not a finished output is neither skipped nor replaced
+    assert main([*args, "--skip-existing"]) == 2
+    assert "not a finished output" in _error_line(capsys)
     assert out.read_bytes() == b"old"
     assert main([*args, "--overwrite"]) == 0
     assert out.read_bytes()[:4] == b"\x89HDF"
+    written = out.read_bytes()
+    assert main([*args, "--skip-existing"]) == 0
+    assert out.read_bytes() == written
+
+
+@pytest.mark.parametrize("content", ["empty", "truncated", "foreign"])
+def test_skip_existing_refuses_an_unfinished_output(data, tmp_path, capsys, monkeypatch, content):
+    """A resubmitted array must not take a broken or foreign OUT for a finished one."""
+    out = tmp_path / "out.nc"
+    if content == "foreign":
+        xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(out)
+    else:
+        xr.Dataset({"v": ("x", np.arange(3.0))}).to_netcdf(out, engine="netcdf4")
+        whole = out.read_bytes()
+        out.write_bytes(b"" if content == "empty" else whole[: len(whole) // 2])
+    before = out.read_bytes()
+    monkeypatch.setattr(GPVAEImputer, "fit_field", _no_training)
+    assert main(["impute", str(data["grid"]), str(out), *TINY, "--skip-existing"]) == 2
+    line = _error_line(capsys)
+    assert "not a finished output" in line and "--overwrite" in line
+    assert ("geogpvae_version" in line) == (content == "foreign")
+    assert out.read_bytes() == before
 
 
 # =========================================================================== checkpoints

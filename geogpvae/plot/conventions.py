@@ -42,6 +42,10 @@ class _Field:
         self.std = ds[std_name] if std_name in ds.variables else None
         self.flag = ds[flag_name] if flag_name in ds.variables else None
         self.truth = _truth_array(truth, var, self.value)
+        if self.value.dtype.kind in "fc" and not np.isfinite(self.value.values).any():
+            raise ValueError(
+                f"{var!r} has no value anywhere (every entry is NaN): there is nothing to draw"
+            )
 
     @property
     def name(self) -> str:

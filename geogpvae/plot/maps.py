@@ -325,6 +325,16 @@ def field_map(
     return fig
 
 
+def _empty_slice_message(da: xr.DataArray, var: str, g: _MapGeometry) -> str:
+    """Why a slice of a field that has values elsewhere cannot be drawn, and where to look."""
+    other = [d for d in da.dims if d not in g.spatial]
+    finite = np.isfinite(da.transpose(*other, *g.spatial).values)
+    first = np.argwhere(finite.reshape(finite.shape[: len(other)] + (-1,)).any(axis=-1))[0]
+    hint = ", ".join(f"{d!r}: {int(i)}" for d, i in zip(other, first, strict=True))
+    return (f"{var!r} has no value in the slice drawn ({', '.join(g.notes)}); "
+            f"the first slice with values is isel={{{hint}}}")
+
+
 _MAP_TITLES = {**PANEL_TITLES, "imputed": "imputed field"}
 
 
@@ -461,6 +471,8 @@ def _map_panels(f: _Field, g: _MapGeometry, std: bool) -> _MapPanels:
     unknown = flag is None and sdev is None
     predicted_only = flag is None and bool(imp.any()) and not obs.any()
     panels: dict[str, np.ma.MaskedArray] = {"imputed": np.ma.masked_invalid(value)}
+    if not panels["imputed"].count():
+        raise ValueError(_empty_slice_message(f.value, f.var, g))
     if tru is not None:
         panels["truth"] = np.ma.masked_invalid(np.asarray(tru, dtype=float))
     if "std" in unc_keys:

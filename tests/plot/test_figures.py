@@ -1206,3 +1206,40 @@ def test_profile_of_a_well_log_runs_down_and_log_bands_are_asymmetric():
     value, depth = band.get_paths()[0].vertices.T
     gap = value[(depth >= 20) & (depth <= 29)]
     assert gap.max() - 2.0 > 2.0 - gap.min() + 0.05 > 0.05  # exp(mu +- z s) around the median 2
+
+
+# --------------------------------------------------------------------------------------
+# fields with nothing to draw
+# --------------------------------------------------------------------------------------
+
+
+def _empty_fields() -> dict[str, xr.Dataset]:
+    grid = {"y": np.arange(4.0), "x": np.arange(5.0)}
+    return {
+        "grid": xr.Dataset({"v": (("y", "x"), np.full((4, 5), np.nan))}, coords=grid),
+        "sites": xr.Dataset({"v": ("site", np.full(5, np.nan))},
+                            coords={"x": ("site", np.arange(5.0)), "y": ("site", np.arange(5.0) ** 2)}),
+        "line": xr.Dataset({"v": ("x", np.full(5, np.nan))}, coords={"x": np.arange(5.0)}),
+        "volume": xr.Dataset({"v": (("z", "y", "x"), np.full((3, 4, 5), np.nan))},
+                             coords={"z": np.arange(3.0), **grid}),
+    }
+
+
+@pytest.mark.parametrize("kind", ["grid", "sites", "line", "volume"])
+def test_a_field_without_any_value_is_refused_not_drawn_empty(kind):
+    """An all-NaN variable used to give empty panels with a made-up 0-1 colour bar."""
+    ds = _empty_fields()[kind]
+    draw = plot.layers if kind == "volume" else plot.field_map
+    with pytest.raises(ValueError, match="'v' has no value anywhere"):
+        draw(ds, "v")
+
+
+def test_an_empty_slice_names_the_first_slice_with_values():
+    ds = _empty_fields()["volume"]
+    ds["v"][2, 1:3] = 1.5
+    with pytest.raises(ValueError, match=r"no value in the slice drawn \(z = 0\).*isel=\{'z': 2\}"):
+        plot.field_map(ds, "v")
+    fig = plot.field_map(ds, "v", isel={"z": 2})
+    mesh = next(c for c in fig.axes[0].collections if isinstance(c, QuadMesh))
+    assert np.ma.count(mesh.get_array()) == 10
+    plt.close(fig)

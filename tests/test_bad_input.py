@@ -448,7 +448,8 @@ REFUSED = {
     "different dims": (_named(lambda d: d.assign(w=d.v0.isel(x=0)), vars=["v0", "w"]),
                        InputError, [r"'w'", r"different dims"]),
     "variable twice": (_option(vars=["v0", "v0"]), InputError, [r"twice"]),
-    "mask unknown": (_option(mask="nope"), InputError, [r"'nope'"]),
+    "mask unknown": (_option(mask="nope"), InputError,
+                     [r"'nope'", r"data variables: v0, v1, v2; coordinates other than the dims: none\)"]),
     "scattered without coordinates": (
         lambda: (xr.Dataset({"v": ("site", np.r_[np.arange(9.0), np.nan])}), {}), InputError,
         [r"coords="]),

@@ -329,9 +329,11 @@ def domain_mask(
         return np.ones(shape, dtype=bool)
     if isinstance(mask, str):
         if mask not in ds.variables:
+            coords = [str(n) for n in ds.coords if n not in ds.dims]
             raise InputError(
-                f"mask {mask!r} is not a variable of the Dataset; available: "
-                f"{', '.join(map(str, ds.variables))}"
+                f"mask {mask!r} is not a variable of the Dataset (data variables: "
+                f"{', '.join(map(str, ds.data_vars)) or 'none'}; coordinates other than the "
+                f"dims: {', '.join(coords) or 'none'})"
             )
         label, da = f"mask {mask!r}", ds[mask]
     elif isinstance(mask, xr.DataArray):

@@ -358,13 +358,17 @@ class GPVAEImputer:
     def _predict_field(self, field: Field) -> Prediction:
         if field.fingerprint() == self._fingerprint:
             return self.engine_.predict()
+        rows = self.engine_.training_rows(field.x, field.values)
+        if rows is not None:  # the training field, re-sorted, transposed or read back as float32
+            return self.engine_.predict().take(rows)
         return self.engine_.predict(field.x, field.values)
 
     def impute(self, ds: xr.Dataset, *, mask: xr.DataArray | str | None = _UNSET) -> xr.Dataset:
         """Fill the holes of the trained variables in ``ds``.
 
         When ``ds`` holds the training field (same locations inside the domain, same
-        observed values) the trained field's posterior is used; otherwise the new field is
+        observed values, in any order of dims and rows and to float32's precision) the
+        trained field's posterior is used; otherwise the new field is
         imputed with the trained model: its own observed values are encoded and its holes
         are predicted from its own neighbours.
 

@@ -20,6 +20,8 @@ A map of its modules, in the order a fit goes through them:
 * :mod:`~geogpvae.engine.calibration`: the variance calibration after training;
 * :mod:`~geogpvae.engine.targets` and :mod:`~geogpvae.engine.predict`: the locations to
   predict, their latent posteriors and the predictive moments;
+* :mod:`~geogpvae.engine.same_field`: the training field recognised in another row order or
+  through float32, so that it gets the fitted posterior back;
 * :mod:`~geogpvae.engine.state`: saving and restoring a fitted engine;
 * :mod:`~geogpvae.engine.progress`: progress bars of the long stages.
 """

@@ -40,6 +40,7 @@ from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
 from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
 from .progress import Progress
+from .same_field import matching_rows
 from .selection import (
     KL_FACTORS,
     SELECTION_HOLDOUT,
@@ -102,6 +103,10 @@ class Prediction:
     mean_model: np.ndarray
     std_model: np.ndarray
     source: np.ndarray
+
+    def take(self, rows: np.ndarray) -> Prediction:
+        """The prediction at ``rows`` (integer indices along the first axis), in that order."""
+        return Prediction(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
 
 #: the fewest observed values, all equal, that make a variable constant (filled with that
@@ -470,6 +475,31 @@ class GPVAEEngine:
             hidden_variance=cfg.hidden_variance if cfg.mask_rate > 0 else False,
         )
         return model.to(device=self.device, dtype=self.dtype)
+
+    def training_rows(self, x: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+        """The training row that each row of a field repeats, or None for another field.
+
+        Parameters
+        ----------
+        x : ndarray, shape (N, D)
+            Locations, in the units the engine was fitted with.
+        values : ndarray, shape (N, K)
+            Values, NaN where missing.
+
+        Returns
+        -------
+        ndarray of int, shape (N,), or None
+            A permutation ``rows`` such that ``predict().take(rows)`` is the training
+            field's prediction at ``x``, when ``(x, values)`` is the training field in
+            another row order or rounded to float32 (see
+            :func:`~geogpvae.engine.same_field.matching_rows`); None otherwise, or when
+            the engine was saved without its training field.
+        """
+        if self._x is None or self._data is None:
+            return None
+        modelled = self._y * self.scale + self.loc
+        own = np.where(self._observed, np.where(self.log, np.exp(modelled), modelled), np.nan)
+        return matching_rows(self._x / self.x_scale_ + self.x_offset_, own, x, values)
 
     # ------------------------------------------------------------------ fields and posteriors
     def _training_field(self) -> _Field:

@@ -40,6 +40,7 @@ from .style import (
     _cmap,
     _colourbar,
     _coord_note,
+    _corners,
     _draw_domain,
     _edges,
     _fmt_value,
@@ -73,8 +74,8 @@ def _find_sites(ds: xr.Dataset, da: xr.DataArray, coords: str):
     return None
 
 
-def _curvilinear_dims(ds: xr.Dataset, var: str, coords: str) -> tuple[str, str] | None:
-    """The two dims of a curvilinear grid (lon and lat both 2-D on them) of ``var``, or None."""
+def _curvilinear_coords(ds: xr.Dataset, var: str, coords: str) -> tuple[xr.DataArray, xr.DataArray] | None:
+    """``(lon, lat)`` of a curvilinear grid (both 2-D, on dims of ``var``), or None."""
     if coords == "xy" or var not in ds.data_vars:
         return None
     dims = set(map(str, ds[var].dims))
@@ -83,14 +84,35 @@ def _curvilinear_dims(ds: xr.Dataset, var: str, coords: str) -> tuple[str, str] 
     lat = [c for n, c in two_d.items() if _is_lat(n, c)]
     if not lon or not lat or lon[0].dims != lat[0].dims:
         return None
-    return tuple(str(d) for d in lon[0].dims)  # type: ignore[return-value]
+    return lon[0], lat[0]
+
+
+def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc.
+
+    That is a grid with at least two cells along each dim, finite centres, and no step of
+    90 degrees of longitude or more between neighbouring cells once the longitudes are
+    taken within 180 degrees of the middle cell's: regional grids, across the dateline too.
+    Global grids (with their seam or the fold of a tripolar grid) and grids with NaN
+    centres give None, and are drawn as points.
+    """
+    h, v = np.asarray(lon.values, dtype=float), np.asarray(lat.values, dtype=float)
+    if min(h.shape) < 2 or not (np.isfinite(h).all() and np.isfinite(v).all()):
+        return None
+    middle = h[h.shape[0] // 2, h.shape[1] // 2]
+    h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0
+    if max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
+        return None
+    return h, v
 
 
 def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
-    """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat) as
-    points at its cells' centres; sites on a regular lattice (with ``raster``) as a grid."""
-    dims = _curvilinear_dims(ds, var, coords)
-    if dims is not None:
+    """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat)
+    that cannot be drawn as cells as points at its cells' centres; sites on a regular
+    lattice (with ``raster``) as a grid."""
+    found = _curvilinear_coords(ds, var, coords)
+    if found is not None and _mesh_centres(*found) is None:
+        dims = tuple(str(d) for d in found[0].dims)
         cells = {"_".join(dims): dims}
         return (ds.stack(cells, create_index=False),
                 None if truth is None else truth.stack(cells, create_index=False), coords)
@@ -217,8 +239,10 @@ def field_map(
       the same and a single warning per process says so.
     - Projected x/y data go on plain axes, with an equal aspect when the units agree.
     - Curvilinear grids (longitude and latitude both 2-D on the variable's dims, as ocean
-      and regional climate models write them) are drawn as points at the cells' centres,
-      like scattered data, on a map.
+      and regional climate models write them) are drawn as cells on a map, with corners
+      midway between neighbouring centres, in one piece across the dateline. Global ones
+      (a seam, or the fold of a tripolar grid) and ones with NaN centres are drawn as points
+      at the cells' centres, like scattered data.
     - A field with one dim and no sites (a transect, a time series, a well log) has no map:
       it is drawn by :func:`~geogpvae.plot.profile` instead (with ``truth``, ``log`` and
       ``figsize``; the map options do not apply).
@@ -382,7 +406,11 @@ def _other_dims(
 
 @dataclass
 class _MapGeometry:
-    """Where the values of a map go: horizontal/vertical centres, names and the slice shown."""
+    """Where the values of a map go: horizontal/vertical centres, names and the slice shown.
+
+    ``hc`` and ``vc`` are 1-D for grids and sites, 2-D (on ``spatial``) for the cells of a
+    curvilinear grid, with longitudes on one arc.
+    """
 
     sites: Any
     spatial: tuple[str, ...]
@@ -416,6 +444,12 @@ class _MapGeometry:
 def _map_geometry(
     ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, isel: Mapping[str, int] | None
 ) -> _MapGeometry:
+    curvilinear = _curvilinear_coords(ds, var, coords)
+    mesh = _mesh_centres(*curvilinear) if curvilinear is not None else None
+    if mesh is not None:  # cells drawn on their 2-D corners
+        spatial = tuple(str(d) for d in curvilinear[0].dims)
+        sel, notes = _other_dims(da, spatial, isel)
+        return _MapGeometry(None, spatial, sel, notes, *mesh, *curvilinear, True, None)
     sites = _find_sites(ds, da, coords)
     spatial = _spatial_dims(ds, da, var, coords, sites)
     sel, notes = _other_dims(da, spatial, isel)
@@ -528,8 +562,9 @@ class _MapView:
     @classmethod
     def choose(cls, g: _MapGeometry, projection: Any) -> _MapView:
         hedges = vedges = None
-        if g.sites is None:
-            hedges, vedges = _edges(g.hc), _edges(g.vc)
+        if g.sites is None:  # the edges of a grid, or the corners of a curvilinear one
+            edges = _corners if g.hc.ndim == 2 else _edges
+            hedges, vedges = edges(g.hc), edges(g.vc)
             if g.is_lonlat:
                 vedges = np.clip(vedges, -90.0, 90.0)
             h0, h1 = float(np.min(hedges)), float(np.max(hedges))

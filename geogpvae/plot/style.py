@@ -233,17 +233,24 @@ def _draw_domain(ax, hedges, vedges, inside: np.ndarray, **kwargs) -> None:
 
 
 def _outline(ax, hedges, vedges, mask: np.ndarray, **kwargs) -> None:
-    """Outline the cells where ``mask`` is set along the cell edges (a LineCollection)."""
+    """Outline the cells where ``mask`` is set along the cell edges (a LineCollection).
+
+    ``hedges`` and ``vedges`` are the 1-D edges of a rectilinear grid, or the 2-D corners,
+    shape (ny + 1, nx + 1), of a curvilinear one.
+    """
     from matplotlib.collections import LineCollection
 
+    h, v = np.asarray(hedges, dtype=float), np.asarray(vedges, dtype=float)
+    if h.ndim == 1:
+        h, v = np.broadcast_arrays(h[None, :], v[:, None])
     m = np.pad(np.asarray(mask, dtype=bool), 1)
     segments = []
-    rows, cols = np.nonzero(m[1:-1, 1:] != m[1:-1, :-1])  # vertical edges, at hedges[cols]
+    rows, cols = np.nonzero(m[1:-1, 1:] != m[1:-1, :-1])  # edges between columns cols - 1, cols
     for i, j in zip(rows, cols, strict=True):
-        segments.append([(hedges[j], vedges[i]), (hedges[j], vedges[i + 1])])
-    rows, cols = np.nonzero(m[1:, 1:-1] != m[:-1, 1:-1])  # horizontal edges, at vedges[rows]
+        segments.append([(h[i, j], v[i, j]), (h[i + 1, j], v[i + 1, j])])
+    rows, cols = np.nonzero(m[1:, 1:-1] != m[:-1, 1:-1])  # edges between rows rows - 1, rows
     for i, j in zip(rows, cols, strict=True):
-        segments.append([(hedges[j], vedges[i]), (hedges[j + 1], vedges[i])])
+        segments.append([(h[i, j], v[i, j]), (h[i, j + 1], v[i, j + 1])])
     if segments:
         lc = LineCollection(segments, colors="k", linewidths=0.45, alpha=0.8, zorder=3,
                             **kwargs)
@@ -262,6 +269,17 @@ def _edges(centres: np.ndarray) -> np.ndarray:
         return np.array([c[0] - 0.5, c[0] + 0.5])
     mid = 0.5 * (c[1:] + c[:-1])
     return np.concatenate([[2 * c[0] - mid[0]], mid, [2 * c[-1] - mid[-1]]])
+
+
+def _corners(centres: np.ndarray) -> np.ndarray:
+    """Cell corners, shape (ny + 1, nx + 1), from the 2-D centres of a curvilinear grid.
+
+    An inner corner is the mean of the four centres around it; the outer ones extend the
+    grid by half a cell, linearly, so a rectilinear grid gets the edges of :func:`_edges`.
+    At least two cells are needed along each axis.
+    """
+    padded = np.pad(np.asarray(centres, dtype=float), 1, mode="reflect", reflect_type="odd")
+    return 0.25 * (padded[:-1, :-1] + padded[1:, :-1] + padded[:-1, 1:] + padded[1:, 1:])
 
 
 def _coord_note(name: str, coord: xr.DataArray | None, value: Any) -> str:

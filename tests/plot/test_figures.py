@@ -509,30 +509,77 @@ def test_field_map_scattered_lonlat_on_geoaxes():
     fig.canvas.draw()
 
 
-def test_field_map_curvilinear_grid_drawn_at_its_lon_lat():
-    # 2-D lon/lat on (y, x), as ocean and regional climate models write them: the cells are
-    # drawn as points at their centres on a map, not on the grid's index axes
-    pytest.importorskip("cartopy")
-    from cartopy.mpl.geoaxes import GeoAxes
-
-    j, i = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
-    lon, lat = 5 + 0.2 * i + 0.05 * j, 45 + 0.15 * j - 0.03 * i
-    v = np.sin(lon) + lat / 10
+def _curvilinear(lon, lat) -> tuple[xr.Dataset, np.ndarray]:
+    """A field on a curvilinear grid, 2-D lon/lat on (y, x), with a block of imputed cells."""
+    v = np.sin(np.radians(lon) * 8) + lat / 10
     flag = np.zeros(v.shape, np.int8)
     flag[1:3, 2:5] = 1
     ds = xr.Dataset({"v": (("y", "x"), v), "v_std": (("y", "x"), np.where(flag == 1, 0.1, 0.0)),
                      "v_imputed": (("y", "x"), flag)},
                     coords={"lon": (("y", "x"), lon), "lat": (("y", "x"), lat)})
+    return ds, flag
+
+
+def _drawn(ds):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # map data may be missing here
         fig = plot.field_map(ds, "v")
-    axs = panels(fig)
+    return fig, panels(fig)
+
+
+def test_field_map_curvilinear_grid_drawn_as_cells_at_its_lon_lat():
+    # 2-D lon/lat on (y, x), as regional climate and ocean models write them: the cells are
+    # drawn on a map around their centres (corners midway between them), crossing the
+    # dateline as one piece, not on the grid's index axes
+    pytest.importorskip("cartopy")
+    from cartopy.mpl.geoaxes import GeoAxes
+
+    j, i = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    lon, lat = 179.5 + 0.2 * i + 0.05 * j, 45 + 0.15 * j - 0.03 * i
+    ds, flag = _curvilinear(np.where(lon > 180, lon - 360, lon), lat)
+    fig, axs = _drawn(ds)
     assert all(isinstance(ax, GeoAxes) for ax in axs)
-    at = np.column_stack([lon.ravel(), lat.ravel()])
-    np.testing.assert_allclose(_scatter(axs[0], "imputed").get_offsets(), at[flag.ravel() == 1])
-    np.testing.assert_allclose(_scatter(axs[0], "observed").get_array(), v.ravel()[flag.ravel() == 0])
+    mesh = next(c for c in axs[0].collections if isinstance(c, QuadMesh) and c.get_gid() == "imputed")
+    corners = mesh.get_coordinates()  # (ny + 1, nx + 1, 2), longitudes on one arc
+    assert corners.shape == (6, 8, 2)
+    assert np.ptp(corners[..., 0]) < 3  # one arc across the dateline, either side of it
+    inner = 179.5 + 0.2 * (i[1:, 1:] - 0.5) + 0.05 * (j[1:, 1:] - 0.5)
+    np.testing.assert_allclose(_turns(corners[1:-1, 1:-1, 0] - inner), 0.0, atol=1e-9)
+    np.testing.assert_allclose(_turns(corners[0, 0, 0] - (179.5 - 0.1 - 0.025)), 0.0, atol=1e-9)
+    np.testing.assert_allclose(corners[0, 0, 1], 45 - 0.075 + 0.015)
+    np.testing.assert_allclose(mesh.get_array().ravel(), ds.v.values.ravel())
+    # the hidden block is outlined along its cells' sides: 3 + 3 + 2 + 2 of them
+    outline = next(c for c in axs[0].collections if c.get_gid() == "outline")
+    assert len(outline.get_segments()) == 10
+    std = next(c for c in axs[1].collections if isinstance(c, QuadMesh) and c.get_gid() == "std")
+    assert np.ma.count(std.get_array()) == int(flag.sum())
     assert "lon" in ds.coords and ds.v.dims == ("y", "x")  # the input is not modified
     fig.canvas.draw()
+
+
+@pytest.mark.parametrize("case", ["global", "NaN centres"])
+def test_field_map_curvilinear_grid_drawn_as_points_where_cells_cannot_be(case):
+    # a global grid (its seam, or the fold of a tripolar grid) or one with NaN centres (land
+    # in some ocean models) is drawn as points at the centres that exist
+    pytest.importorskip("cartopy")
+    j, i = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    lon, lat = (-180 + 60 * i + 2 * j, -60 + 30 * j) if case == "global" else (5 + 0.2 * i, 45 + 0.15 * j + 0 * i)
+    lat = lat.astype(float)
+    if case == "NaN centres":
+        lon = lon.astype(float)
+        lon[0, 0] = lat[0, 0] = np.nan
+    ds, flag = _curvilinear(lon, lat)
+    fig, axs = _drawn(ds)
+    assert not [c for c in axs[0].collections if isinstance(c, QuadMesh)]
+    drawn = _scatter(axs[0], "imputed").get_offsets()
+    np.testing.assert_allclose(_turns(drawn[:, 0] - lon[flag == 1]), 0.0, atol=1e-9)
+    np.testing.assert_allclose(drawn[:, 1], lat[flag == 1])
+    fig.canvas.draw()
+
+
+def _turns(dlon):
+    """Longitude differences brought into [-180, 180): 0 for the same meridian."""
+    return np.mod(np.asarray(dlon) + 180.0, 360.0) - 180.0
 
 
 # --------------------------------------------------------------------------------------

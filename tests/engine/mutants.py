@@ -21,6 +21,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "inputs:" tests/engine/test_inputs.py tests/test_bad_input.py
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
     python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -294,6 +295,34 @@ MUTANTS = {
         "geogpvae/plot/profiles.py", 'order = np.argsort(where, kind="stable")', "order = np.arange(len(where))"),
     "pass18: a saved model forgets which gaps cluster": (
         "geogpvae/engine/state.py", '        "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],\n', ""),
+    "pass19: --skip-existing skips any file at OUT": (
+        "geogpvae/cli/impute.py", "        if reason is not None:\n            raise UsageError(",
+        "        if False:\n            raise UsageError("),
+    "pass19: a foreign NetCDF file taken for a finished output": (
+        "geogpvae/cli/files.py", 'if "geogpvae_version" not in nc.ncattrs():', "if False:"),
+    "pass19: an all-NaN field drawn as empty panels": (
+        "geogpvae/plot/conventions.py", 'self.value.dtype.kind in "fc" and not np.isfinite', 'False and not np.isfinite'),
+    "pass19: an empty slice drawn as empty panels": (
+        "geogpvae/plot/maps.py", '    if not panels["imputed"].count():\n', "    if False:\n"),
+    "pass19: the training field matched without its values": (
+        "geogpvae/engine/same_field.py", "    return rows if _columns_agree(ref_values[rows], values, vtol, rtol) else None",
+        "    return rows"),
+    "pass19: repeated locations matched to one row": (
+        "geogpvae/engine/same_field.py", " or np.unique(rows).size != len(rows):", ":"),
+    "pass19: float32 copies not recognised": (
+        "geogpvae/engine/same_field.py", "SAME_FIELD_RTOL = 1e-6", "SAME_FIELD_RTOL = 1e-9"),
+    "pass19: a recognised copy given the training rows in their own order": (
+        "geogpvae/api.py", "return self.engine_.predict().take(rows)", "return self.engine_.predict()"),
+    "pass19: a location off by more than the tolerance matched": (
+        "geogpvae/engine/same_field.py", "distance_upper_bound=1.0)", "distance_upper_bound=1e9)"),
+    "pass19: a regional curvilinear grid drawn as points": (
+        "geogpvae/plot/maps.py", "if found is not None and _mesh_centres(*found) is None:", "if found is not None:"),
+    "pass19: a global curvilinear grid drawn as cells across its seam": (
+        "geogpvae/plot/maps.py", "for a in (0, 1)) >= 90.0:", "for a in (0, 1)) >= 1e9:"),
+    "pass19: outer corners of a curvilinear grid at its outer centres": (
+        "geogpvae/plot/style.py", 'mode="reflect", reflect_type="odd")', 'mode="edge")'),
+    "pass19: curvilinear longitudes not brought onto one arc": (
+        "geogpvae/plot/maps.py", "    h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0\n", ""),
 }
 
 

@@ -335,7 +335,8 @@ def _plot_parser(subs: Any) -> None:
     )
     kind.add_argument("--map", action="store_true", help="a map of the field and its std")
     kind.add_argument("--uncertainty", action="store_true", help="uncertainty panels")
-    p.add_argument("--axis", default="z", help="dim to slice layers along (default z)")
+    p.add_argument("--axis", help="dim to slice layers along (default: z, else the first dim "
+                   "that is not horizontal, e.g. time or depth)")
     p.add_argument("--truth", metavar="TRUTH.nc", help="the complete field, for error panels")
     p.add_argument(
         "-o", "--output", required=True, metavar="FIG", help="figure file (.png, .pdf, ...)"

@@ -24,11 +24,26 @@ def _plot_kind(args: argparse.Namespace, ndim: int) -> str:
     return "layers" if ndim >= 3 else "map"
 
 
+def _layer_axis(da: Any, given: str | None) -> str:
+    """``--axis``, else ``z``, else the variable's first dim that is not horizontal."""
+    if given is not None:
+        return given
+    if "z" in da.dims or da.ndim < 3:
+        return "z"
+    from ..plot.conventions import _coord, _is_lat, _is_lon, _is_x, _is_y
+
+    def horizontal(dim: str) -> bool:
+        return any(test(dim, _coord(da, dim)) for test in (_is_lon, _is_lat, _is_x, _is_y))
+
+    return next((str(d) for d in da.dims if not horizontal(str(d))), str(da.dims[0]))
+
+
 def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) -> Any:
     from .. import plot
 
     if kind == "layers":
         da = ds[var]
+        args.axis = _layer_axis(da, args.axis)
         if args.axis not in da.dims:  # a single 2-D layer, or an error from layers()
             if args.layer not in (None, [1]) and da.ndim == 2:
                 raise UsageError(
@@ -92,20 +107,21 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 f"variable {var!r} is not in {args.input}; available: "
                 f"{', '.join(map(str, ds.data_vars))}"
             )
-        truth = None
-        if args.truth:
-            truth = _open(expand_inputs([args.truth]), None)
-        kind = _plot_kind(args, ds[var].ndim)
-        fig = _figure(ds, var, kind, args, truth)
+        truth = _open(expand_inputs([args.truth]), None) if args.truth else None
         try:
-            _save_figure(fig, out, args.dpi)
-        finally:
-            import matplotlib.pyplot as plt
+            kind = _plot_kind(args, ds[var].ndim)
+            fig = _figure(ds, var, kind, args, truth)
+            along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""
+            try:
+                _save_figure(fig, out, args.dpi)
+            finally:
+                import matplotlib.pyplot as plt
 
-            plt.close(fig)
+                plt.close(fig)
+        finally:
             if truth is not None:
                 truth.close()
-    Reporter(args.quiet)(f"wrote {args.output} ({kind} of {var})")
+    Reporter(args.quiet)(f"wrote {args.output} ({kind} of {var}{along})")
     return EXIT_OK
 
 

@@ -642,6 +642,24 @@ def test_plot_of_a_one_dimensional_file_is_a_profile(tmp_path):
     assert fig.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_of_a_time_series_of_maps_slices_along_time(tmp_path, capsys):
+    """A (time, y, x) output has no z: the default layers run along its first non-horizontal dim."""
+    rng = np.random.default_rng(0)
+    value = rng.standard_normal((3, 5, 6))
+    flag = (rng.random(value.shape) < 0.3).astype(np.int8)
+    src = tmp_path / "series_filled.nc"
+    xr.Dataset({"v": (("time", "y", "x"), value), "v_std": (("time", "y", "x"), 0.1 * flag),
+                "v_imputed": (("time", "y", "x"), flag)},
+               coords={"time": np.arange(3.0), "y": np.arange(5.0), "x": np.arange(6.0)}).to_netcdf(src)
+    capsys.readouterr()
+    assert main(["plot", str(src), "-o", str(tmp_path / "a.png")]) == 0
+    assert "(layers of v along time)" in capsys.readouterr().err
+    assert main(["plot", str(src), "--layer", "2,3", "-o", str(tmp_path / "b.png")]) == 0
+    assert "along time" in capsys.readouterr().err
+    assert main(["plot", str(src), "--axis", "y", "-o", str(tmp_path / "c.png")]) == 0
+    assert "(layers of v along y)" in capsys.readouterr().err
+
+
 def test_plot_refuses_bad_requests(data, tmp_path, capsys):
     fig = tmp_path / "f.png"
     assert main(["plot", str(data["out"]), "--var", "zz", "-o", str(fig)]) == 2

@@ -323,6 +323,8 @@ MUTANTS = {
         "geogpvae/plot/style.py", 'mode="reflect", reflect_type="odd")', 'mode="edge")'),
     "pass19: curvilinear longitudes not brought onto one arc": (
         "geogpvae/plot/maps.py", "    h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0\n", ""),
+    "pass19: plot layers along z by default whatever the dims": (
+        "geogpvae/cli/plot.py", 'if "z" in da.dims or da.ndim < 3:', "if True:"),
 }
 
 

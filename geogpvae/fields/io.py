@@ -28,6 +28,7 @@ import xarray as xr
 from .._files import refuse_special_target
 from ..errors import NetCDFReadError, UnreadableFileError
 from .cf import point_geometry, restore_flag_variables
+from .joining import open_several
 
 __all__ = [
     "CF_VERSION",
@@ -821,6 +822,10 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     given (or sorted-glob) order when it is given (``combine="nested"``), else by their
     coordinates (``combine="by_coords"``). Indexes of other dimensions must match exactly
     (``join="exact"``): tiles that do not line up raise instead of being padded with NaN.
+    A variable that is not joined (a station coordinate, a static field) must be the same
+    in every file, or an :class:`~geogpvae.errors.InputError` says which differs; a variable
+    missing from some files, and files joined out of order along ``concat_dim``, are warned
+    about (see :mod:`geogpvae.fields.joining`).
 
     Integer flag variables (``flag_values``/``flag_meanings`` with an integer stored dtype
     and a ``_FillValue``, such as ``v_imputed``) come back in their stored integer dtype
@@ -854,6 +859,8 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
         ``OSError`` and a ``ValueError``.
     ValueError
         A file is not NetCDF (the message names it), or no paths were given.
+    InputError
+        Several files disagree on a variable that is not joined.
     """
     files = _expand(paths)
     if len(files) == 1:
@@ -870,28 +877,8 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
         except ValueError as err:
             raise ValueError(f"cannot open {files[0]} as NetCDF: {err}") from err
     else:
-        options: dict[str, Any] = {"coords": "minimal", "compat": "override", "join": "exact",
-                                   "combine_attrs": "override"}
-        if concat_dim is not None:
-            probe = {k: v for k, v in kwargs.items()
-                     if k in ("engine", "group", "backend_kwargs")}
-            with xr.open_dataset(files[0], decode_cf=False, **probe) as first:
-                new_dim = concat_dim not in first.dims
-            options.update(combine="nested", concat_dim=concat_dim,
-                           data_vars="all" if new_dim else "minimal")
-        else:
-            options.update(combine="by_coords", data_vars="minimal")
-        options.update(kwargs)
-        try:
-            ds = xr.open_mfdataset(files, chunks={} if chunks is None else chunks,
-                                   mask_and_scale=mask_and_scale, **options)
-        except (FileNotFoundError, PermissionError, IsADirectoryError):
-            raise
-        except OSError as err:
-            raise NetCDFReadError(
-                f"cannot read the files as NetCDF: one is damaged or truncated "
-                f"({_one_line(err)}); check them with ncdump -h"
-            ) from err
+        ds = open_several(files, concat_dim=concat_dim, chunks=chunks,
+                          mask_and_scale=mask_and_scale, kwargs=kwargs)
     if mask_and_scale:
         ds = restore_flag_variables(ds)
     return ds

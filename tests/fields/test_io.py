@@ -614,7 +614,7 @@ def test_open_list_nested_along_new_dim(tmp_path):
     # same grid, different times: nested along a new "member" dim needs equal indexes
     with io.open_dataset([a, a], concat_dim="member") as ds:
         assert ds["v"].dims == ("member", "time", "y") and ds.sizes["member"] == 2
-    with io.open_dataset([b, a], concat_dim="time") as ds:
+    with pytest.warns(UserWarning, match="not in order"), io.open_dataset([b, a], concat_dim="time") as ds:
         assert ds["v"].values[:, 0].tolist() == [1, 1, 0, 0]  # given order kept
 
 

@@ -1,0 +1,97 @@
+"""Tests of geogpvae.fields.joining: several files become one field only when they agree."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from geogpvae.errors import InputError
+from geogpvae.fields import io
+
+
+def _network(times: np.ndarray) -> xr.Dataset:
+    """A (time, station) network; x/y on the station dim, no station index."""
+    x, y = np.arange(6.0) * 1.5, np.arange(6.0) ** 1.2
+    value = 10 * x[None, :] + times[:, None]
+    return xr.Dataset({"temperature": (("time", "station"), value), "elevation": ("station", 100 + x)},
+                      coords={"time": times, "x": ("station", x), "y": ("station", y)})
+
+
+def _write(tmp_path, parts: dict[str, xr.Dataset]) -> list[str]:
+    paths = []
+    for name, ds in parts.items():
+        ds.to_netcdf(tmp_path / name)
+        paths.append(str(tmp_path / name))
+    return paths
+
+
+@pytest.mark.parametrize("concat_dim", ["time", None])
+def test_stations_stored_in_another_order_are_refused(tmp_path, concat_dim):
+    """The join used to keep the first file's x/y: every later value at the wrong station."""
+    parts = [_network(t).drop_vars("elevation") for t in (np.arange(3.0), np.arange(3.0, 6.0))]
+    files = _write(tmp_path, {"a.nc": parts[0], "b.nc": parts[1].isel(station=slice(None, None, -1))})
+    with pytest.raises(InputError, match=r"coordinate 'x' \(on station\) differs between .*a\.nc and .*b\.nc"):
+        io.open_dataset(files, concat_dim=concat_dim)
+
+
+def test_stations_in_the_same_order_are_joined(tmp_path):
+    files = _write(tmp_path, {"a.nc": _network(np.arange(3.0)), "b.nc": _network(np.arange(3.0, 6.0))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with io.open_dataset(files, concat_dim="time") as ds:
+            xr.testing.assert_allclose(ds.load(), _network(np.arange(6.0)))
+
+
+def test_a_static_variable_that_differs_is_refused(tmp_path):
+    other = _network(np.arange(3.0, 6.0))
+    other["elevation"] = other.elevation + 1.0
+    files = _write(tmp_path, {"a.nc": _network(np.arange(3.0)), "b.nc": other})
+    with pytest.raises(InputError, match=r"variable 'elevation' \(on station\) differs"):
+        io.open_dataset(files, concat_dim="time")
+
+
+def test_a_variable_missing_from_a_file_is_warned_about(tmp_path):
+    files = _write(tmp_path, {"a.nc": _network(np.arange(3.0)),
+                              "b.nc": _network(np.arange(3.0, 6.0)).drop_vars("temperature")})
+    with pytest.warns(UserWarning, match=r"'temperature' is not in .*b\.nc: its values there are missing"):
+        ds = io.open_dataset(files, concat_dim="time")
+    assert ds.temperature.isel(time=slice(3, None)).isnull().all()
+    ds.close()
+
+
+def _tiles(tmp_path, order: list[int]) -> list[str]:
+    x, y = np.arange(8.0), np.arange(5.0)
+    whole = xr.Dataset({"v": (("y", "x"), np.add.outer(y, x))}, coords={"y": y, "x": x})
+    parts = {f"tile_{k}.nc": whole.isel(x=slice(4 * k, 4 * k + 4)) for k in order}
+    return _write(tmp_path, parts)
+
+
+def test_tiles_given_out_of_order_are_warned_about_or_sorted(tmp_path):
+    files = _tiles(tmp_path, [1, 0])
+    with pytest.warns(UserWarning, match=r"joined along 'x' give a x that is not in order"):
+        io.open_dataset(files, concat_dim="x").close()
+    with warnings.catch_warnings():  # joined by their coordinates, they are put in order
+        warnings.simplefilter("error")
+        with io.open_dataset(files) as ds:
+            assert ds.x.values.tolist() == list(range(8))
+
+
+def test_files_holding_other_variables_are_merged_without_warnings(tmp_path):
+    ds = _network(np.arange(3.0))
+    files = _write(tmp_path, {"t.nc": ds[["temperature"]], "e.nc": ds[["elevation"]]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with io.open_dataset(files) as both:
+            assert set(both.data_vars) == {"temperature", "elevation"}
+
+
+def test_tiles_that_do_not_line_up_name_the_problem(tmp_path):
+    a, b = _tiles(tmp_path, [0, 1])
+    shifted = xr.open_dataset(b).load()
+    shifted = shifted.assign_coords(y=shifted.y + 0.5)
+    shifted.to_netcdf(tmp_path / "shifted.nc")
+    with pytest.raises(InputError, match=r"cannot join .*tile_0\.nc and the 1 other file\(s\)"):
+        io.open_dataset([a, str(tmp_path / "shifted.nc")])

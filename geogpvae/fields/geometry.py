@@ -608,6 +608,7 @@ def _columns(
         )
         _check_finite(axis.names[0], lon)
         _check_finite(axis.names[1], lat)
+        _check_degrees(source, axis.names)
         if np.any(np.abs(lat) > 90):
             raise InputError(
                 f"latitude {axis.names[1]!r} has values outside [-90, 90] degrees "
@@ -617,6 +618,7 @@ def _columns(
     if axis.kind == "index":  # positions, whatever labels the dim may carry
         source = source.drop_vars(axis.names[0], errors="ignore")
     raw = _raw(source, axis.names[0], dims, shape, index)
+    _check_time_kind(axis, raw.dtype)
     if axis.kind in ("time", "cftime", "duration"):
         col = _days(raw, axis)
     elif axis.kind == "index":
@@ -646,6 +648,46 @@ def _unit_key(units: str) -> str:
     """``units`` in one spelling (``"metres"`` and ``"m"`` alike), else as written."""
     text = " ".join(units.strip().lower().split())
     return _UNIT_ALIASES.get(text, text)
+
+
+#: the dtype kinds refused for a time axis (strings of dates are parsed), and what it needs
+_TIME_KINDS = {"time": ("biufm", "dates (datetime64)"), "duration": ("biufM", "durations (timedelta64)")}
+
+
+def _check_time_kind(axis: Axis, dtype: np.dtype) -> None:
+    """Refuse numbers for a time axis, and times for a numeric one: NumPy would silently read
+    the number 60 as 60 ns after 1970, or a date as nanoseconds since then."""
+    name = axis.names[0]
+    wanted = _TIME_KINDS.get(axis.kind)
+    if wanted is not None and dtype.kind in wanted[0]:
+        raise InputError(
+            f"coordinate {name!r} holds {dtype} values, but the model was trained on {wanted[1]}: "
+            f"give {name!r} as {wanted[1].split(' ')[0]} (decode the file's times, e.g. keep "
+            "decode_times on, or give its units such as 'days since 2020-01-01')"
+        )
+    if axis.kind == "cftime" and dtype.kind in "biuf":
+        raise InputError(
+            f"coordinate {name!r} holds numbers, but the model was trained on {axis.calendar} "
+            "calendar dates: give it as dates (cftime objects, as xarray decodes them)"
+        )
+    if axis.kind in ("linear", "index") and dtype.kind in "mM":
+        raise InputError(
+            f"coordinate {name!r} holds {dtype} values, but the model was trained on plain "
+            f"numbers for {name!r}: give the same numbers (e.g. open the file with "
+            "decode_times=False, as for training)"
+        )
+
+
+def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:
+    """Refuse longitudes or latitudes whose ``units`` say they are not in degrees."""
+    for name in names:
+        units = source[name].attrs.get("units") if _holds(source, name) else None
+        if isinstance(units, str) and units.strip() and "deg" not in units.lower() and "\u00b0" not in units:
+            raise InputError(
+                f"coordinate {name!r} is in {units!r}, but longitudes and latitudes are taken in "
+                "degrees: convert it (np.degrees for radians) and set its units to "
+                "degrees_east or degrees_north"
+            )
 
 
 def _check_units(source: xr.Dataset | xr.DataArray, axis: Axis) -> None:

@@ -214,6 +214,34 @@ def test_time_becomes_days_since_earliest_and_keeps_origin():
     np.testing.assert_allclose(np.unique(g.x[:, 0]), [2.0, 5.0, 10.0])  # same origin
 
 
+def test_times_and_numbers_are_not_taken_for_each_other():
+    """NumPy reads the number 60 as 60 ns after 1970, and a date as nanoseconds since 1970."""
+    t = np.array(["2021-03-01", "2021-03-02", "2021-03-05"], dtype="datetime64[ns]")
+    ds = xr.Dataset({"v": (("time", "x"), np.ones((3, 2)))}, coords={"time": t, "x": [0.0, 1.0]})
+    f = prepare_field(ds)
+    for numbers in (np.arange(60, 62), np.arange(60.0, 62.0)):
+        with pytest.raises(InputError, match=r"'time' holds (int|float)64 values, but the model was trained on dates"):
+            stacking.locations(xr.Dataset(coords={"time": numbers, "x": [0.0]}), f.geometry)
+    x, _, _ = stacking.locations(xr.Dataset(coords={"time": ["2021-03-04"], "x": [0.0]}), f.geometry)
+    assert x[0, 0] == 3.0  # dates as text are still read as dates
+    plain = prepare_field(ds.assign_coords(time=[0.0, 1.0, 4.0]))
+    with pytest.raises(InputError, match=r"'time' holds datetime64\[ns\] values, but the model was trained on plain numbers"):
+        stacking.locations(xr.Dataset(coords={"time": t[:1], "x": [0.0]}), plain.geometry)
+
+
+def test_longitudes_and_latitudes_in_radians_are_refused():
+    ds = _sites(lonlat=True).drop_vars(["x", "y"])
+    f = prepare_field(ds)
+    assert f.geometry.axes[0].kind == "sphere"
+    radians = ds.assign_coords(lon=np.radians(ds.lon).assign_attrs(units="radians"))
+    with pytest.raises(InputError, match=r"'lon' is in 'radians', but longitudes and latitudes are taken in degrees"):
+        prepare_field(radians)
+    with pytest.raises(InputError, match=r"'lon' is in 'radians'"):
+        stacking.locations(radians[["lon", "lat"]], f.geometry)
+    for units in ("degrees_east", "degree_E", "°E", "decimal degrees"):
+        prepare_field(ds.assign_coords(lon=ds.lon.assign_attrs(units=units)))
+
+
 def test_cftime_coordinate():
     cftime = pytest.importorskip("cftime")
     t = [cftime.DatetimeNoLeap(2001, 2, 28), cftime.DatetimeNoLeap(2001, 3, 1)]

@@ -386,6 +386,16 @@ def _other_dims(
     da: xr.DataArray, spatial: tuple[str, ...], isel: Mapping[str, int] | None
 ) -> tuple[dict[str, int], list[str]]:
     """The index of every non-spatial dim and the notes that say which slice is shown."""
+    others = [str(d) for d in da.dims if d not in spatial]
+    unknown = [str(k) for k in (isel or {}) if str(k) not in others]
+    if unknown:
+        drawn = [u for u in unknown if u in spatial]
+        raise ValueError(
+            f"isel: {', '.join(map(repr, unknown))} "
+            + ("is drawn on the map, not sliced" if drawn == unknown else
+               f"is not a dim of {da.name!r} to slice")
+            + f"; the dims to slice are {', '.join(map(repr, others)) or 'none'}"
+        )
     sel: dict[str, int] = {}
     notes = []
     for d in da.dims:

@@ -1290,3 +1290,14 @@ def test_an_empty_slice_names_the_first_slice_with_values():
     mesh = next(c for c in fig.axes[0].collections if isinstance(c, QuadMesh))
     assert np.ma.count(mesh.get_array()) == 10
     plt.close(fig)
+
+
+def test_field_map_refuses_an_isel_it_would_ignore():
+    """A misspelt or spatial dim in ``isel`` used to be ignored: the first slice was drawn."""
+    ds = _empty_fields()["volume"]
+    ds["v"][:] = 1.0
+    with pytest.raises(ValueError, match=r"isel: 'zz' is not a dim of 'v' to slice; the dims to slice are 'z'"):
+        plot.field_map(ds, "v", isel={"zz": 1})
+    with pytest.raises(ValueError, match=r"isel: 'x' is drawn on the map, not sliced"):
+        plot.field_map(ds, "v", isel={"x": 1})
+    plt.close(plot.field_map(ds, "v", isel={"z": 1}))

@@ -35,6 +35,10 @@ def _held_out(ds: xr.Dataset, names: list[str], share: float, seed: int) -> dict
         pick = observed & (rng.random(observed.shape) < share)
         if pick.sum() >= observed.sum():  # never every observed value
             pick[tuple(np.argwhere(pick)[0])] = False
+        if observed.sum() < 2:
+            raise InputError(
+                f"validate: {name} has {int(observed.sum())} observed value(s), and one is always kept "
+                f"for the model: nothing can be held out; leave {name} out of vars")
         if not pick.any():
             raise InputError(
                 f"validate: no value of {name} would be held out ({int(observed.sum())} observed, "

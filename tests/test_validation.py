@@ -69,12 +69,15 @@ def test_bad_shares_and_variables_too_small_to_hold_out_get_clear_errors():
     for share in (0.0, 1.0, -0.1, 1.5):
         with pytest.raises(InputError, match="share must lie in"):
             geogpvae.validate(ds, ["v0"], share=share)
-    tiny = ds.copy()
-    keep = np.zeros(tiny.v1.shape, dtype=bool)
-    keep[0, :2] = True
-    tiny["v1"] = tiny.v1.where(xr.DataArray(keep, dims=tiny.v1.dims))
+    two = np.full(ds.v1.shape, np.nan)
+    two[0, :2] = [1.0, 2.0]
+    tiny = ds.assign(v1=(ds.v1.dims, two))
     with pytest.raises(InputError, match="no value of v1 would be held out"):
         geogpvae.validate(tiny, ["v0", "v1"], share=0.05, neighbours=5, epochs=2)
+    two[0, 1] = np.nan  # one value, which is always kept: no share can help
+    single = ds.assign(v1=(ds.v1.dims, two))
+    with pytest.raises(InputError, match="v1 has 1 observed value.*nothing can be held out; leave v1 out of vars"):
+        geogpvae.validate(single, ["v0", "v1"], share=0.9, neighbours=5, epochs=2)
 
 
 def test_a_real_run_scores_every_variable():

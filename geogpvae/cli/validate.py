@@ -18,13 +18,16 @@ def _table(files: Sequence[str], scores: Any) -> str:
     held = (f"held out: {scores.attrs['geogpvae_validation_share']:g} of each variable's observed values "
             f"({scores.attrs['geogpvae_validation_gaps']}); scored on them, never trained on")
     lines = [f"input: {', '.join(files)}", held,
-             f"{'variable':16s} {'n':>6s} {'RMSE':>11s} {'MAE':>11s} {'NLL':>8s} {'cov95':>6s} {'z2':>6s}  units"]
+             (f"{'variable':16s} {'n':>6s} {'RMSE':>11s} {'MAE':>11s} {'NLL':>8s} {'cov95':>6s} {'z2':>6s}  "
+              "units; space of NLL, cov95, z2")]
     for v in scores.variable.values:
         r = scores.sel(variable=v)
         lines.append(f"{v!s:16s} {int(r.n):6d} {float(r.rmse):11.4g} {float(r.mae):11.4g} {float(r.nll):8.3f} "
-                     f"{float(r.cov95):6.3f} {float(r.z2):6.2f}  {r.units.item()}")
+                     f"{float(r.cov95):6.3f} {float(r.z2):6.2f}  {r.units.item() or '-'}; {r.space.item()}")
     lines.append("cov95: share inside the 95 % intervals (nominal 0.95); z2: mean squared standardised "
-                 "error (nominal 1; above 1, the intervals are too narrow by that factor in variance)")
+                 "error (nominal 1; above 1, the intervals are too narrow by that factor in variance). "
+                 "RMSE and MAE are in the variable's units; for a variable modelled in log space, "
+                 "NLL, cov95 and z2 are those of its log")
     return "\n".join(lines)
 
 
@@ -50,7 +53,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
                           epochs=settings.epochs, device=settings.device, **options)
     if args.json:
         rows = {str(v): {k: _json_value(scores[k].sel(variable=v).item())
-                         for k in ("n", "rmse", "mae", "nll", "cov95", "z2", "units")}
+                         for k in ("n", "rmse", "mae", "nll", "cov95", "z2", "units", "space")}
                 for v in scores.variable.values}
         print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "variables": rows}, indent=2,
                          allow_nan=False))

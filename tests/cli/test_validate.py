@@ -30,7 +30,7 @@ def test_json_has_a_row_per_variable_and_nothing_is_written(field, tmp_path, cap
     assert report["share"] == 0.2 and report["gaps"] == "random"
     assert list(report["variables"]) == ["v0", "v1"]
     row = report["variables"]["v1"]
-    assert row["units"] == "mg/kg" and row["n"] > 0 and 0 <= row["cov95"] <= 1 and np.isfinite(row["rmse"])
+    assert row["units"] == "mg/kg" and row["space"] == "linear" and row["n"] > 0 and 0 <= row["cov95"] <= 1 and np.isfinite(row["rmse"])
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -51,6 +51,7 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
     assert seen["epochs"] == 2 and seen["neighbours"] == 6 and seen["engine"] == "hpa"
     assert seen["transform"] == {"v1": "log"}
     assert "v1" in out and "cov95" in out and "v0 " not in out
+    assert "mg/kg; log" in out  # NLL, cov95 and z2 of a log-modelled variable are of its log
 
 
 @pytest.mark.parametrize("args, words", [
@@ -62,6 +63,16 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
 def test_bad_requests_exit_2(field, args, words, capsys):
     assert main(["validate", str(field), *args]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_library_words_become_flags(tmp_path, capsys):
+    ds = make_gaussian_field((8, 8), n_vars=2, seed=3)
+    one = np.full(ds.v1.shape, np.nan)
+    one[0, 0] = 1.0  # one observed value
+    ds["v1"] = (ds.v1.dims, one)
+    ds.to_netcdf(tmp_path / "one.nc")
+    assert main(["validate", str(tmp_path / "one.nc"), "--epochs", "2"]) == 2
+    assert "leave v1 out of --vars" in capsys.readouterr().err
 
 
 def test_a_score_that_is_not_a_number_is_json_null():

@@ -765,7 +765,8 @@ def _refuse_imputed(ds: xr.Dataset, names: Sequence[str]) -> None:
         name = filled[0]
         raise InputError(
             f"{', '.join(filled)} already went through impute ({name}{IMPUTED_SUFFIX} is present), so "
-            f"its holes hold predictions, not data: use the data as it was before imputing, or reopen "
+            f"{'their' if len(filled) > 1 else 'its'} holes hold predictions, not data: use the data as "
+            "it was before imputing, or reopen "
             f"the holes with ds[{name!r}].where(ds[{name + IMPUTED_SUFFIX!r}] != 1)"
         )
 

@@ -49,6 +49,12 @@ _CLI_WORDS = (
     (re.compile(r"leave coords=None"), "leave --coords out"),
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
     (re.compile(r"vars=\[\.\.\.\]"), "--vars"),
+    (re.compile(r"\bout of vars\b"), "out of --vars"),
+    (re.compile(r"isel=\{([^}]*)\}"),
+     lambda m: "--isel " + ",".join(re.sub(r"'(.*)': ", r"\1=", p.strip()) for p in m.group(1).split(","))),
+    (re.compile(r"^isel: "), "--isel: "),
+    (re.compile(r"\buse gaps='random'"), "use --gaps random"),
+    (re.compile(r"\braise share\b"), "raise --share"),
     (re.compile(r"\(mask=\)"), "(--mask-var)"),
     (re.compile(r"make it NaN, e\.g\. ds\[.*?\]\.where\(.*?\), or give the variable a "
                 r"_FillValue or missing_value attribute in its file"),

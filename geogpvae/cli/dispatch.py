@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -88,6 +89,9 @@ def _dispatch(argv: list[str], debug: bool) -> int:
                 f"choose a command: impute, info, validate, predict, plot or demo (see '{PROG} --help')"
             )
         return args.handler(args, argv)
+    except BrokenPipeError:  # the reader stopped early (geogpvae info ... | head): not an error
+        _quiet_stdout()
+        return EXIT_BROKEN_PIPE
     except SystemExit as exc:  # --help, --version
         return (
             exc.code
@@ -103,6 +107,16 @@ def _dispatch(argv: list[str], debug: bool) -> int:
         jobs = _jobs()
         if jobs is not None:
             jobs.flush_streams()
+
+
+#: 128 + SIGPIPE, as a Unix tool killed by the signal would exit, without a message
+EXIT_BROKEN_PIPE = 141
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that flushing it at exit raises nothing more."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _failure(exc: BaseException, debug: bool) -> int:

@@ -264,7 +264,7 @@ def _describe_field(field: Any, imputer: Any, epochs: int) -> str:
     n, k = field.values.shape
     missing = float(1 - (~_isnan(field.values)).mean())
     return (
-        f"{n} locations \u00d7 {k} variables ({', '.join(field.names)}), {missing:.1%} missing; "
+        f"{n} locations \u00d7 {k} variable{'s' if k != 1 else ''} ({', '.join(field.names)}), {missing:.1%} missing; "
         f"x from {field.geometry.describe()}; engine {imputer.config_.engine}, "
         f"{imputer.config_.neighbours} neighbours, {epochs} epochs"
     )

@@ -121,10 +121,13 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     )
     return {
         "dims": sizes,
-        "layout": "scattered" if len(dims) == 1 else "gridded",
+        # one dim is a 1-D grid (a series, a transect) when its own coordinate places it
+        "layout": "scattered" if len(dims) == 1 and any(c != dims[0] for c, _ in chosen) else "gridded",
         "locations": n,
         "cells": cells,
         **_variables_report(ds, names, domain),
+        "already_imputed": [v for v in names if f"{v}_imputed" in ds.data_vars
+                            and bool((ds[f"{v}_imputed"] == 1).any())],
         "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
         "x": {"columns": d, "description": geometry.describe()},
         "engine": _engine_report(config, n),
@@ -175,6 +178,12 @@ def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
         lines.append(f"  {name}{units}: {v['dtype']}, {v['missing']:.1%} missing")
     for name, reason in info["other_variables"].items():
         lines.append(f"  (not imputed) {name}: {reason}")
+    if info["already_imputed"]:
+        done = info["already_imputed"]
+        lines.append(
+            f"note: {', '.join(done)} already went through impute (the _imputed flags mark filled "
+            "cells): impute and validate refuse them; give the data as it was before imputing"
+        )
     coords = ", ".join(f"{c['name']} ({c['role']})" for c in info["coordinates"])
     lines.append(f"coordinates: {coords}")
     lines.append(f"model x: {info['x']['columns']} column(s): {info['x']['description']}")

@@ -81,8 +81,10 @@ examples:
   {PROG} plot spe10_filled.nc --var kx --layer 22,26,41 -o kx_layers.png
   {PROG} plot soil_filled.nc --var Cd --map -o cd_map.pdf
   {PROG} plot demo.nc --var v0 --uncertainty -o v0_std.png
-Without --layer/--map/--uncertainty: layers for 3-D variables, a map otherwise (a
-profile along the coordinate for a 1-D grid: a transect, a time series or a well log).
+  {PROG} plot t2m_filled.nc --var t2m --isel time=3 -o t2m_day4.png
+Without --layer/--map/--uncertainty/--isel: layers for 3-D variables (along z, else along
+the first dim that is not horizontal, such as time), a map otherwise (a profile along the
+coordinate for a 1-D grid: a transect, a time series or a well log).
 """
 
 _DEMO_EPILOG = f"""\
@@ -255,7 +257,7 @@ def _validate_parser(subs: Any) -> None:
         usage=f"{PROG} validate [options] IN [IN ...]",
         description="Remove a share of each variable's observed values from the input (the model "
         "never trains on them), impute the rest as impute would, and print per variable the "
-        "RMSE, MAE, NLL, 95 %% coverage and mean squared standardised error of the removed values. "
+        "RMSE, MAE, NLL, 95 % coverage and mean squared standardised error of the removed values. "
         "Writes nothing.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s) or glob pattern(s)")
@@ -314,6 +316,19 @@ def _layer_list(text: str) -> list[int | float]:
     return out
 
 
+def _isel_list(text: str) -> dict[str, int]:
+    """``--isel``: ``DIM=I`` pairs, 0-based indices, separated by commas."""
+    out: dict[str, int] = {}
+    for item in (v.strip() for v in text.split(",")):
+        dim, sep, index = item.partition("=")
+        if not sep or not dim.strip() or not index.strip().lstrip("+-").isdigit():
+            raise argparse.ArgumentTypeError(
+                f"give DIM=INDEX pairs with 0-based indices, e.g. time=3 or time=3,member=0; got {text!r}"
+            )
+        out[dim.strip()] = int(index)
+    return out
+
+
 def _plot_parser(subs: Any) -> None:
     p = subs.add_parser(
         "plot",
@@ -337,6 +352,8 @@ def _plot_parser(subs: Any) -> None:
     kind.add_argument("--uncertainty", action="store_true", help="uncertainty panels")
     p.add_argument("--axis", help="dim to slice layers along (default: z, else the first dim "
                    "that is not horizontal, e.g. time or depth)")
+    p.add_argument("--isel", type=_isel_list, metavar="DIM=I[,DIM=I]", help="a map of this "
+                   "slice of the other dims, 0-based (default: the first of each), e.g. time=3")
     p.add_argument("--truth", metavar="TRUTH.nc", help="the complete field, for error panels")
     p.add_argument(
         "-o", "--output", required=True, metavar="FIG", help="figure file (.png, .pdf, ...)"

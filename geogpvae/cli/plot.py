@@ -17,10 +17,10 @@ _PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "tif", "tiff", "eps", "ps")
 def _plot_kind(args: argparse.Namespace, ndim: int) -> str:
     if args.layer is not None:
         return "layers"
-    if args.map:
-        return "map"
     if args.uncertainty:
         return "uncertainty"
+    if args.map or args.isel:
+        return "map"
     return "layers" if ndim >= 3 else "map"
 
 
@@ -61,8 +61,10 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
         keyed = c is not None and c.dims == (args.axis,) and c.dtype.kind in "iu"
         numbers = [int(c.values[k]) if keyed else k + 1 for k in positions]
         return plot.layers(ds, var, layer=numbers, axis=args.axis, truth=truth)
+    if args.isel and kind != "map":
+        raise UsageError(f"--isel picks the slice of a map; it does not apply to {kind} plots")
     if kind == "map":
-        return plot.field_map(ds, var, truth=truth)
+        return plot.field_map(ds, var, truth=truth, isel=args.isel)
     return plot.uncertainty(ds, var, truth=truth)
 
 

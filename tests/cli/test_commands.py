@@ -590,6 +590,41 @@ def test_info_describes_variables_coordinates_and_memory(tmp_path, capsys):
         assert word in text
 
 
+def test_info_on_an_imputed_file_says_impute_would_refuse_it(data, capsys):
+    assert main(["info", str(data["out"]), "--json"]) == 0
+    imputed = json.loads(capsys.readouterr().out)["already_imputed"]
+    assert imputed and set(imputed) <= {"v0", "v1", "v2"}
+    assert main(["info", str(data["out"])]) == 0
+    assert "already went through impute" in capsys.readouterr().out
+    assert main(["info", str(data["grid"]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["already_imputed"] == []
+
+
+def test_info_calls_a_series_a_grid_and_sites_scattered(tmp_path, capsys):
+    level = np.sin(np.arange(20.0))
+    level[3:6] = np.nan
+    series = _write(xr.Dataset({"level": ("time", level)}, coords={"time": np.arange(20.0)}), tmp_path / "s.nc")
+    sites = _write(xr.Dataset({"v": ("site", level)}, coords={"x": ("site", level * 0 + np.arange(20.0)),
+                                                              "y": ("site", np.arange(20.0) ** 2)}), tmp_path / "p.nc")
+    layouts = []
+    for path in (series, sites):
+        assert main(["info", str(path), "--json"]) == 0
+        layouts.append(json.loads(capsys.readouterr().out)["layout"])
+    assert layouts == ["gridded", "scattered"]
+
+
+def test_a_reader_that_stops_early_is_not_an_error(data, capsys, monkeypatch):
+    import geogpvae.cli.parser as cli_parser
+
+    def closed(args, argv):
+        raise BrokenPipeError(32, "Broken pipe")  # as print() into `| head` raises
+
+    monkeypatch.setattr(cli_parser, "cmd_info", closed)
+    monkeypatch.setattr("geogpvae.cli.dispatch._quiet_stdout", lambda: None)
+    assert main(["info", str(data["grid"])]) == 141
+    assert capsys.readouterr().err == ""
+
+
 def test_memory_estimate_grows_with_the_field():
     small = cli_info.estimate_memory(1000, 1000, 2, 3, 20, 1)
     big = cli_info.estimate_memory(10_000, 10_000, 2, 3, 20, 1)
@@ -658,6 +693,30 @@ def test_plot_of_a_time_series_of_maps_slices_along_time(tmp_path, capsys):
     assert "along time" in capsys.readouterr().err
     assert main(["plot", str(src), "--axis", "y", "-o", str(tmp_path / "c.png")]) == 0
     assert "(layers of v along y)" in capsys.readouterr().err
+
+
+def test_plot_isel_picks_the_slice_of_a_map(tmp_path, capsys, monkeypatch):
+    from geogpvae import plot
+
+    value = np.arange(60.0).reshape(3, 4, 5)
+    value[0] = np.nan
+    src = tmp_path / "series_filled.nc"
+    xr.Dataset({"v": (("time", "y", "x"), value), "v_std": (("time", "y", "x"), np.zeros_like(value))},
+               coords={"time": np.arange(3.0), "y": np.arange(4.0), "x": np.arange(5.0)}).to_netcdf(src)
+    seen = []
+    real = plot.field_map
+    monkeypatch.setattr(plot, "field_map", lambda *a, **k: seen.append(k.get("isel")) or real(*a, **k))
+    assert main(["plot", str(src), "--isel", "time=2", "-o", str(tmp_path / "a.png"), "-q"]) == 0
+    assert seen == [{"time": 2}]
+    # the library's advice comes back in the command's words
+    assert main(["plot", str(src), "--map", "-o", str(tmp_path / "b.png")]) == 2
+    assert "the first slice with values is --isel time=1" in _error_line(capsys)
+    assert main(["plot", str(src), "--isel", "tmie=2", "-o", str(tmp_path / "b.png")]) == 2
+    assert "--isel: 'tmie' is not a dim of 'v' to slice" in _error_line(capsys)
+    assert main(["plot", str(src), "--isel", "time=1", "--uncertainty", "-o", str(tmp_path / "b.png")]) == 2
+    assert main(["plot", str(src), "--isel", "time", "-o", str(tmp_path / "b.png")]) == 2
+    assert "DIM=INDEX" in _error_line(capsys)
+    assert not (tmp_path / "b.png").exists()
 
 
 def test_plot_refuses_bad_requests(data, tmp_path, capsys):

@@ -325,6 +325,28 @@ MUTANTS = {
         "geogpvae/plot/maps.py", "    h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0\n", ""),
     "pass19: plot layers along z by default whatever the dims": (
         "geogpvae/cli/plot.py", 'if "z" in da.dims or da.ndim < 3:', "if True:"),
+    "pass19: files that disagree on what is not joined are joined silently": (
+        "geogpvae/fields/joining.py", "if name in other.variables and not _same(", "if False and not _same("),
+    "pass19: a variable missing from some joined files not warned about": (
+        "geogpvae/fields/joining.py", "        if lacking:\n", "        if False:\n"),
+    "pass19: files joined out of order not warned about": (
+        "geogpvae/fields/joining.py", "if index.size > 1 and not (", "if False and not ("),
+    "pass19: numbers taken for dates": (
+        "geogpvae/fields/geometry.py", "if wanted is not None and dtype.kind in wanted[0]:", "if False:"),
+    "pass19: dates taken for numbers": (
+        "geogpvae/fields/geometry.py", 'if axis.kind in ("linear", "index") and dtype.kind in "mM":', "if False:"),
+    "pass19: radians taken for degrees": (
+        "geogpvae/fields/geometry.py", "        _check_degrees(source, axis.names)\n", ""),
+    "pass19: a closed pipe reported as an error": (
+        "geogpvae/cli/dispatch.py", "    except BrokenPipeError:  #", "    except ZeroDivisionError:  #"),
+    "pass19: an isel key that names no dim to slice ignored": (
+        "geogpvae/plot/maps.py", "    if unknown:\n        drawn = ", "    if False:\n        drawn = "),
+    "pass19: a series called scattered by info": (
+        "geogpvae/cli/info.py", "if len(dims) == 1 and any(c != dims[0] for c, _ in chosen) else", "if len(dims) == 1 else"),
+    "pass19: --isel not handed to the map": (
+        "geogpvae/cli/plot.py", "return plot.field_map(ds, var, truth=truth, isel=args.isel)", "return plot.field_map(ds, var, truth=truth)"),
+    "pass19: info silent about an imputed file": (
+        "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }
 
 

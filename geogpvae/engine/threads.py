@@ -6,13 +6,15 @@ more threads than the cores the job may use, and oversubscribed threads make CPU
 several times slower than a single thread. :func:`configure_threads` picks the count from what
 the process is actually allowed to use:
 
-1. an explicit request (``threads=`` / ``--threads``);
-2. a count the caller already set with :func:`torch.set_num_threads` (left alone);
+1. an explicit request (``threads=`` / ``--option threads=N``);
+2. a count the caller set with :func:`torch.set_num_threads` after this module was first
+   imported (left alone; a count set earlier cannot be told from torch's own default);
 3. ``OMP_NUM_THREADS`` when it is set;
 4. otherwise the cores in the process's CPU affinity mask (:func:`os.sched_getaffinity`),
-   capped by ``SLURM_CPUS_PER_TASK`` when running under SLURM, and divided among the
-   processes of one node when running data-parallel (``LOCAL_WORLD_SIZE`` from ``torchrun``,
-   or ``SLURM_NTASKS_PER_NODE`` under ``srun``).
+   capped by ``SLURM_CPUS_PER_TASK`` (the cores of one SLURM task) when running under
+   SLURM, and divided among the processes that share them when running data-parallel:
+   ``torchrun``'s workers (``LOCAL_WORLD_SIZE``), or ``srun``'s tasks of one node
+   (``SLURM_NTASKS_PER_NODE``) when no ``SLURM_CPUS_PER_TASK`` gives each its own.
 
 The choice and its reason are logged once on the ``geogpvae`` logger (level INFO), kept on the
 engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
@@ -104,17 +106,18 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
     cores = _affinity() if affinity is None else max(1, int(affinity))
     parts = [f"CPU affinity: {cores} core{'s' if cores != 1 else ''}"]
     slurm = _positive_int(env.get("SLURM_CPUS_PER_TASK"))
-    if slurm is not None:
-        # SLURM_CPUS_PER_TASK is per process already
+    if slurm is not None:  # the cores of one SLURM task
         cores = min(cores, slurm)
         parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
-    else:
-        for key in ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"):
-            procs = _positive_int(env.get(key))
-            if procs is not None and procs > 1:
-                cores = max(1, cores // procs)
-                parts.append(f"shared by {key}={procs} processes")
-                break
+    # torchrun's workers share their task's cores; srun's tasks (SLURM_NTASKS_PER_NODE) each
+    # have SLURM_CPUS_PER_TASK of their own, so they share the node only without it
+    keys = ("LOCAL_WORLD_SIZE",) if slurm is not None else ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE")
+    for key in keys:
+        procs = _positive_int(env.get(key))
+        if procs is not None and procs > 1:
+            cores = max(1, cores // procs)
+            parts.append(f"shared by {key}={procs} processes")
+            break
     return cores, "; ".join(parts)
 
 

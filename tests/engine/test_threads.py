@@ -38,8 +38,11 @@ def test_slurm_allocation_caps_the_affinity():
 def test_data_parallel_processes_share_the_node():
     assert available_cores({"LOCAL_WORLD_SIZE": "4"}, affinity=16)[0] == 4
     assert available_cores({"SLURM_NTASKS_PER_NODE": "8"}, affinity=4)[0] == 1
-    # SLURM_CPUS_PER_TASK already counts per process
-    assert available_cores({"LOCAL_WORLD_SIZE": "4", "SLURM_CPUS_PER_TASK": "2"}, affinity=64)[0] == 2
+    # srun's tasks each have SLURM_CPUS_PER_TASK cores of their own
+    assert available_cores({"SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "8"}, affinity=64)[0] == 8
+    # torchrun's workers inside one srun task share that task's cores
+    cores, reason = available_cores({"LOCAL_WORLD_SIZE": "4", "SLURM_CPUS_PER_TASK": "32"}, affinity=32)
+    assert cores == 8 and "SLURM_CPUS_PER_TASK=32; shared by LOCAL_WORLD_SIZE=4" in reason
 
 
 def test_precedence_request_then_caller_then_omp_then_cores():

@@ -196,7 +196,8 @@ class GPVAEConfig:
     predict_mode : {"auto", "encoder", "neighbours", "combined"}
         Latent posterior at prediction for locations with observations: the encoder's, the GP
         conditional on the H nearest observed locations (paper section 3.3), or their
-        combination. Locations without any observation always use the neighbours. ``"auto"``
+        combination. Locations without any observation use the neighbours, except under ``"auto"``
+        (which may also pick the encoder or the combination there). ``"auto"``
         scores every source on held-out values during calibration and keeps the best for each
         (``"combined"`` when ``calibrate=False``); for locations without any observation that
         includes the neighbours' conditional with the latent lengthscales stretched 2 or 4
@@ -204,7 +205,9 @@ class GPVAEConfig:
         which often interpolates between the data better than the lengthscales the ELBO learns.
     calibrate : bool
         After training, rescale each variable's predictive variance so that values hidden from
-        the model (a random tenth of the observed ones) are covered at their nominal rate.
+        the model are covered at their nominal rate: five rounds hide every observed value
+        once, plus every value of a twentieth of the locations each round (where some
+        variable's gaps cluster, each round hides a tenth in gaps shaped like the missing ones).
     seed : int
         Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
     device : str

@@ -345,6 +345,8 @@ MUTANTS = {
         "geogpvae/cli/info.py", "if len(dims) == 1 and any(c != dims[0] for c, _ in chosen) else", "if len(dims) == 1 else"),
     "pass19: --isel not handed to the map": (
         "geogpvae/cli/plot.py", "return plot.field_map(ds, var, truth=truth, isel=args.isel)", "return plot.field_map(ds, var, truth=truth)"),
+    "pass19: torchrun workers each take all of their SLURM task's cores": (
+        "geogpvae/engine/threads.py", 'keys = ("LOCAL_WORLD_SIZE",) if slurm is not None else', "keys = () if slurm is not None else"),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }

@@ -30,9 +30,14 @@ def _one_line(err: BaseException) -> str:
 
 
 def _same(a: xr.Variable, b: xr.Variable) -> bool:
+    """Equal values (floats to float32's precision: files may store one in float32)."""
     if a.dims != b.dims or a.shape != b.shape:
         return False
     va, vb = np.asarray(a.values), np.asarray(b.values)
+    if va.dtype.kind in "fc" and vb.dtype.kind in "fc":
+        finite = np.abs(va[np.isfinite(va)])
+        scale = float(finite.max()) if finite.size else 0.0
+        return bool(np.allclose(va, vb, rtol=1e-6, atol=1e-6 * scale, equal_nan=True))
     try:
         return bool(np.array_equal(va, vb, equal_nan=va.dtype.kind in "fcmM"))
     except TypeError:  # mixed or object types: compare them as they are
@@ -74,33 +79,44 @@ def check_files_agree(files: Sequence[str], sets: Sequence[xr.Dataset], concat_d
     Raises
     ------
     InputError
-        A variable that the join would take from the first file differs in another.
+        A variable that the join would take from the first file differs in another, and it
+        places the field's values (it lies on dims of the joined data, such as station
+        coordinates ``x(station)``); floats are compared to float32's precision.
 
     Warns
     -----
     UserWarning
-        With ``concat_dim``, a data variable that some files lack (its values there
-        become missing, and would be imputed).
+        Such a variable that differs but places nothing (a scalar, a per-file label); with
+        ``concat_dim``, a variable along it that some files lack (its values there become
+        missing, and would be imputed).
     """
     joined = _joined_dims(sets, concat_dim)
     first = sets[0]
+    # the dims that place the values of the field: those of data joined along the files
+    placing = {str(d) for v in first.data_vars.values() if joined & set(map(str, v.dims))
+               for d in v.dims} - joined
     for name, var in first.variables.items():
         is_coord = name in first.coords
-        if name in first.dims or joined & set(map(str, var.dims)) or not (is_coord or not joins_data_vars):
+        dims = set(map(str, var.dims))
+        if name in first.dims or str(name) in joined or dims & joined or not (is_coord or not joins_data_vars):
             continue
-        for path, other in zip(files[1:], sets[1:], strict=True):
-            if name in other.variables and not _same(var, other.variables[name]):
-                raise InputError(
-                    f"{_describe(str(name), var, is_coord)} differs between {files[0]} and {path}, "
-                    f"and the files are joined along {', '.join(sorted(joined)) or 'no dim'}: the "
-                    f"join would keep {files[0]}'s values for every file. Store it the same way "
-                    "in every file (the same order of sites, for example), or join the files "
-                    "yourself with xarray and impute the result"
-                )
+        differs = next((path for path, other in zip(files[1:], sets[1:], strict=True)
+                        if name in other.variables and not _same(var, other.variables[name])), None)
+        if differs is None:
+            continue
+        what = (f"{_describe(str(name), var, is_coord)} differs between {files[0]} and {differs}, and "
+                f"the files are joined along {', '.join(sorted(joined)) or 'no dim'}: the join keeps "
+                f"{files[0]}'s values for every file")
+        if dims and dims <= placing:  # it places the values: the field would come out wrong
+            raise InputError(
+                f"{what}. Store it the same way in every file (the same order of sites, for "
+                "example), drop it (drop_variables=...) if it is not needed, or join the files "
+                "yourself with xarray and impute the result")
+        warnings.warn(f"{what} (it does not place the imputed values)", stacklevel=3)
     if concat_dim is None:  # combined by coordinates: files holding other variables are merged
         return
-    names = set().union(*(s.data_vars for s in sets))
-    for name in sorted(map(str, names)):
+    names = {str(n) for s in sets for n, v in s.data_vars.items() if joins_data_vars or concat_dim in v.dims}
+    for name in sorted(names):
         lacking = [p for p, s in zip(files, sets, strict=True) if name not in s.data_vars]
         if lacking:
             warnings.warn(
@@ -126,13 +142,18 @@ def open_several(files: Sequence[str], *, concat_dim: str | None, chunks: Any,
     options: dict[str, Any] = {"coords": "minimal", "compat": "override", "join": "exact",
                                "combine_attrs": "override"}
     probe = {k: v for k, v in kwargs.items()
-             if k in ("engine", "group", "backend_kwargs", "decode_times", "decode_timedelta")}
+             if k in ("engine", "group", "backend_kwargs", "decode_times", "decode_timedelta",
+                      "decode_cf", "use_cftime", "drop_variables", "decode_coords")}
+    preprocess = kwargs.get("preprocess")
     try:
         with contextlib.ExitStack() as stack:
             sets = [stack.enter_context(xr.open_dataset(f, mask_and_scale=mask_and_scale, **probe))
                     for f in files]
+            if preprocess is not None:
+                sets = [preprocess(s) for s in sets]
             new_dim = concat_dim is not None and concat_dim not in sets[0].dims
-            check_files_agree(files, sets, concat_dim, joins_data_vars=new_dim)
+            if not {"compat", "coords"} & set(kwargs):  # else the user chose how to join
+                check_files_agree(files, sets, concat_dim, joins_data_vars=new_dim)
         if concat_dim is not None:
             options.update(combine="nested", concat_dim=concat_dim,
                            data_vars="all" if new_dim else "minimal")
@@ -149,7 +170,7 @@ def open_several(files: Sequence[str], *, concat_dim: str | None, chunks: Any,
             f"({_one_line(err)}); check them with ncdump -h"
         ) from err
     except ValueError as err:
-        if isinstance(err, InputError):
+        if isinstance(err, InputError) or "align" not in str(err):
             raise
         raise InputError(
             f"cannot join {files[0]} and the {len(files) - 1} other file(s) into one field "

@@ -95,3 +95,37 @@ def test_tiles_that_do_not_line_up_name_the_problem(tmp_path):
     shifted.to_netcdf(tmp_path / "shifted.nc")
     with pytest.raises(InputError, match=r"cannot join .*tile_0\.nc and the 1 other file\(s\)"):
         io.open_dataset([a, str(tmp_path / "shifted.nc")])
+
+
+def test_snapshots_with_a_scalar_time_are_joined_along_it(tmp_path):
+    """One file per time, each with a scalar time coordinate: the common layout of model output."""
+    x = np.arange(4.0)
+    parts = {f"snap_{k}.nc": xr.Dataset({"v": ("x", x + k), "run_label": ((), f"run {k}")},
+                                        coords={"x": x, "time": np.float64(k)}) for k in range(3)}
+    files = _write(tmp_path, parts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with io.open_dataset(files, concat_dim="time") as ds:
+            assert ds.v.dims == ("time", "x") and ds.time.values.tolist() == [0.0, 1.0, 2.0]
+
+
+def test_what_places_no_value_may_differ_with_a_warning(tmp_path):
+    ds = _network(np.arange(3.0))
+    a, b = ds.assign(note=((), 1.0)), _network(np.arange(3.0, 6.0)).assign(note=((), 2.0))
+    files = _write(tmp_path, {"a.nc": a, "b.nc": b})
+    with pytest.warns(UserWarning, match=r"variable 'note' differs between .*it does not place the imputed values"):
+        io.open_dataset(files, concat_dim="time").close()
+
+
+def test_round_off_and_dropped_variables_are_no_disagreement(tmp_path):
+    later = _network(np.arange(3.0, 6.0))
+    later = later.assign_coords(x=later.x.astype(np.float32))  # the same sites, written in float32
+    later["elevation"] = later.elevation + 1.0
+    files = _write(tmp_path, {"a.nc": _network(np.arange(3.0)).assign_coords(x=lambda d: d.x * (1 + 1e-12)),
+                              "b.nc": later})
+    with pytest.raises(InputError, match="elevation"):
+        io.open_dataset(files, concat_dim="time")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with io.open_dataset(files, concat_dim="time", drop_variables=["elevation"]) as ds:
+            assert ds.sizes["time"] == 6 and "elevation" not in ds

@@ -497,8 +497,9 @@ class GPVAEEngine:
         """
         if self._x is None or self._data is None:
             return None
-        modelled = self._y * self.scale + self.loc
-        own = np.where(self._observed, np.where(self.log, np.exp(modelled), modelled), np.nan)
+        own = self._y * self.scale + self.loc
+        own[:, self.log] = np.exp(own[:, self.log])  # only log-modelled columns: no overflow
+        own[~self._observed] = np.nan
         return matching_rows(self._x / self.x_scale_ + self.x_offset_, own, x, values)
 
     # ------------------------------------------------------------------ fields and posteriors

@@ -41,8 +41,8 @@ def matching_rows(
     """The row of a reference field that each row of another field repeats, or None.
 
     Two fields are the same when they hold the same locations with the same observed
-    values, in any row order, to within ``rtol``: each coordinate axis within ``rtol``
-    times its largest magnitude, each variable within ``rtol`` times its largest observed
+    values, in any row order, to within ``rtol``: each coordinate within ``rtol`` times the
+    largest coordinate magnitude of any axis (the nearest location within it), each variable within ``rtol`` times its largest observed
     magnitude plus ``rtol`` times the value.
 
     Parameters
@@ -75,7 +75,9 @@ def matching_rows(
         a, b = np.sort(ref_values[:, j]), np.sort(values[:, j])  # NaN sort last in both
         if not _columns_agree(a[:, None], b[:, None], vtol[j : j + 1], rtol):
             return None
-    xtol = rtol * np.maximum(np.abs(ref_x).max(axis=0), np.finfo(float).tiny)
+    # one tolerance for every axis: float32 rounds lon/lat on the sphere's scale, even in a
+    # column that is small (the x of a regional grid near 90 degrees east)
+    xtol = rtol * max(float(np.abs(ref_x).max()), np.finfo(float).tiny)
     distance, rows = cKDTree(ref_x / xtol).query(x / xtol, k=1, p=np.inf, distance_upper_bound=1.0)
     if not np.all(np.isfinite(distance)) or np.unique(rows).size != len(rows):
         return None

@@ -618,7 +618,7 @@ def _columns(
     if axis.kind == "index":  # positions, whatever labels the dim may carry
         source = source.drop_vars(axis.names[0], errors="ignore")
     raw = _raw(source, axis.names[0], dims, shape, index)
-    _check_time_kind(axis, raw.dtype)
+    _check_time_kind(axis, raw.dtype, raw.dtype.kind == "O" and raw.size > 0 and hasattr(raw.flat[0], "calendar"))
     if axis.kind in ("time", "cftime", "duration"):
         col = _days(raw, axis)
     elif axis.kind == "index":
@@ -654,9 +654,10 @@ def _unit_key(units: str) -> str:
 _TIME_KINDS = {"time": ("biufm", "dates (datetime64)"), "duration": ("biufM", "durations (timedelta64)")}
 
 
-def _check_time_kind(axis: Axis, dtype: np.dtype) -> None:
+def _check_time_kind(axis: Axis, dtype: np.dtype, is_dates: bool = False) -> None:
     """Refuse numbers for a time axis, and times for a numeric one: NumPy would silently read
-    the number 60 as 60 ns after 1970, or a date as nanoseconds since then."""
+    the number 60 as 60 ns after 1970, or a date as nanoseconds since then. ``is_dates``:
+    the values are cftime dates (object dtype)."""
     name = axis.names[0]
     wanted = _TIME_KINDS.get(axis.kind)
     if wanted is not None and dtype.kind in wanted[0]:
@@ -670,7 +671,7 @@ def _check_time_kind(axis: Axis, dtype: np.dtype) -> None:
             f"coordinate {name!r} holds numbers, but the model was trained on {axis.calendar} "
             "calendar dates: give it as dates (cftime objects, as xarray decodes them)"
         )
-    if axis.kind in ("linear", "index") and dtype.kind in "mM":
+    if axis.kind in ("linear", "index") and (dtype.kind in "mM" or (dtype.kind == "O" and is_dates)):
         raise InputError(
             f"coordinate {name!r} holds {dtype} values, but the model was trained on plain "
             f"numbers for {name!r}: give the same numbers (e.g. open the file with "
@@ -682,7 +683,7 @@ def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> N
     """Refuse longitudes or latitudes whose ``units`` say they are not in degrees."""
     for name in names:
         units = source[name].attrs.get("units") if _holds(source, name) else None
-        if isinstance(units, str) and units.strip() and "deg" not in units.lower() and "\u00b0" not in units:
+        if isinstance(units, str) and units.strip() and "deg" not in units.lower() and not {"\u00b0", "\u00ba"} & set(units):
             raise InputError(
                 f"coordinate {name!r} is in {units!r}, but longitudes and latitudes are taken in "
                 "degrees: convert it (np.degrees for radians) and set its units to "

@@ -43,8 +43,8 @@ def _changed(kind: str, x: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, 
         values[j, 1], values[k, 1] = values[k, 1], np.nan
     elif kind == "gap filled":
         values[np.flatnonzero(np.isnan(values[:, 0]))[0], 0] = 280.0
-    elif kind == "location":  # one site moved by 5 m
-        x[i, 0] += 5.0
+    elif kind == "location":  # one site moved by 50 m (float32 rounds these to 0.5 m)
+        x[i, 0] += 50.0
     elif kind == "repeated location":  # two sites at one place cannot be told apart
         x[1] = x[0]
         values[1] = values[0]
@@ -70,3 +70,16 @@ def test_fields_of_other_shapes_are_not_matched():
     x, values = _field()
     assert matching_rows(x, values, x[:-1], values[:-1]) is None
     assert matching_rows(x, values, x, values[:, :1]) is None
+
+
+def test_a_regional_lon_lat_field_through_float32_is_recognised_near_90_east():
+    """On the sphere, the x column of a grid near 90 degrees east is tiny; float32 rounds the
+    lon/lat, and so the positions, on the sphere's scale."""
+    from geogpvae.fields.geometry import sphere_positions
+
+    lon, lat = np.meshgrid(np.linspace(89.0, 91.0, 15), np.linspace(30.0, 32.0, 12))
+    values = np.random.default_rng(3).normal(size=(lon.size, 2))
+    x = sphere_positions(lon.ravel(), lat.ravel())
+    x32 = sphere_positions(lon.ravel().astype(np.float32).astype(float), lat.ravel().astype(np.float32).astype(float))
+    assert not np.array_equal(x, x32)
+    np.testing.assert_array_equal(matching_rows(x, values, x32, values), np.arange(lon.size))

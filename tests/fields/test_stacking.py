@@ -227,6 +227,10 @@ def test_times_and_numbers_are_not_taken_for_each_other():
     plain = prepare_field(ds.assign_coords(time=[0.0, 1.0, 4.0]))
     with pytest.raises(InputError, match=r"'time' holds datetime64\[ns\] values, but the model was trained on plain numbers"):
         stacking.locations(xr.Dataset(coords={"time": t[:1], "x": [0.0]}), plain.geometry)
+    cftime = pytest.importorskip("cftime")
+    noleap = np.array([cftime.DatetimeNoLeap(2001, 3, 1)], dtype=object)
+    with pytest.raises(InputError, match=r"'time' holds object values, but the model was trained on plain numbers"):
+        stacking.locations(xr.Dataset(coords={"time": noleap, "x": [0.0]}), plain.geometry)
 
 
 def test_longitudes_and_latitudes_in_radians_are_refused():
@@ -238,7 +242,7 @@ def test_longitudes_and_latitudes_in_radians_are_refused():
         prepare_field(radians)
     with pytest.raises(InputError, match=r"'lon' is in 'radians'"):
         stacking.locations(radians[["lon", "lat"]], f.geometry)
-    for units in ("degrees_east", "degree_E", "°E", "decimal degrees"):
+    for units in ("degrees_east", "degree_E", "°E", "ºE", "decimal degrees"):
         prepare_field(ds.assign_coords(lon=ds.lon.assign_attrs(units=units)))
 
 

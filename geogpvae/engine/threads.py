@@ -11,10 +11,10 @@ the process is actually allowed to use:
    imported (left alone; a count set earlier cannot be told from torch's own default);
 3. ``OMP_NUM_THREADS`` when it is set;
 4. otherwise the cores in the process's CPU affinity mask (:func:`os.sched_getaffinity`),
-   capped by ``SLURM_CPUS_PER_TASK`` (the cores of one SLURM task) when running under
-   SLURM, and divided among the processes that share them when running data-parallel:
-   ``torchrun``'s workers (``LOCAL_WORLD_SIZE``), or ``srun``'s tasks of one node
-   (``SLURM_NTASKS_PER_NODE``) when no ``SLURM_CPUS_PER_TASK`` gives each its own.
+   divided among the processes that share them when running data-parallel (``torchrun``'s
+   workers, ``LOCAL_WORLD_SIZE``; or ``srun``'s tasks of one node, ``SLURM_NTASKS_PER_NODE``,
+   when no ``SLURM_CPUS_PER_TASK`` gives each its own), and capped by
+   ``SLURM_CPUS_PER_TASK`` (the cores of one SLURM task) when running under SLURM.
 
 The choice and its reason are logged once on the ``geogpvae`` logger (level INFO), kept on the
 engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
@@ -106,11 +106,8 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
     cores = _affinity() if affinity is None else max(1, int(affinity))
     parts = [f"CPU affinity: {cores} core{'s' if cores != 1 else ''}"]
     slurm = _positive_int(env.get("SLURM_CPUS_PER_TASK"))
-    if slurm is not None:  # the cores of one SLURM task
-        cores = min(cores, slurm)
-        parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
-    # torchrun's workers share their task's cores; srun's tasks (SLURM_NTASKS_PER_NODE) each
-    # have SLURM_CPUS_PER_TASK of their own, so they share the node only without it
+    # torchrun's workers share the cores they see; srun's tasks (SLURM_NTASKS_PER_NODE) each
+    # see SLURM_CPUS_PER_TASK of their own, so they share the node only without it
     keys = ("LOCAL_WORLD_SIZE",) if slurm is not None else ("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE")
     for key in keys:
         procs = _positive_int(env.get(key))
@@ -118,6 +115,9 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
             cores = max(1, cores // procs)
             parts.append(f"shared by {key}={procs} processes")
             break
+    if slurm is not None:  # at most the cores of one SLURM task
+        cores = min(cores, slurm)
+        parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
     return cores, "; ".join(parts)
 
 

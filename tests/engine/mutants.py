@@ -347,6 +347,24 @@ MUTANTS = {
         "geogpvae/cli/plot.py", "return plot.field_map(ds, var, truth=truth, isel=args.isel)", "return plot.field_map(ds, var, truth=truth)"),
     "pass19: torchrun workers each take all of their SLURM task's cores": (
         "geogpvae/engine/threads.py", 'keys = ("LOCAL_WORLD_SIZE",) if slurm is not None else', "keys = () if slurm is not None else"),
+    "pass19: torchrun workers capped by SLURM_CPUS_PER_TASK before sharing": (
+        "geogpvae/engine/threads.py", "    if slurm is not None:  # at most the cores of one SLURM task\n        cores = min(cores, slurm)",
+        "    if slurm is not None:  # at most the cores of one SLURM task\n        cores = min(cores, slurm) // max(1, _positive_int(env.get('LOCAL_WORLD_SIZE')) or 1)"),
+    "pass19: a scalar coordinate named like the joined dim taken for a disagreement": (
+        "geogpvae/fields/joining.py", "if name in first.dims or str(name) in joined or dims & joined", "if name in first.dims or dims & joined"),
+    "pass19: a differing variable that places nothing refused": (
+        "geogpvae/fields/joining.py", "        if dims and dims <= placing:", "        if True:"),
+    "pass19: float round-off between files taken for a disagreement": (
+        "geogpvae/fields/joining.py", "rtol=1e-6, atol=1e-6 * scale", "rtol=0.0, atol=0.0 * scale"),
+    "pass19: the user's drop_variables not applied to the check": (
+        "geogpvae/fields/joining.py", '"decode_cf", "use_cftime", "drop_variables", "decode_coords")', '"decode_cf", "use_cftime", "decode_coords")'),
+    "pass19: exp of every column when recognising the training field": (
+        "geogpvae/engine/core.py", "        own[:, self.log] = np.exp(own[:, self.log])", "        own = np.where(self.log, np.exp(own), own)"),
+    "pass19: cftime dates taken for numbers": (
+        "geogpvae/fields/geometry.py", '(dtype.kind in "mM" or (dtype.kind == "O" and is_dates))', '(dtype.kind in "mM")'),
+    "pass19: a sphere column's own scale as the matching tolerance": (
+        "geogpvae/engine/same_field.py", "    xtol = rtol * max(float(np.abs(ref_x).max()), np.finfo(float).tiny)",
+        "    xtol = rtol * np.maximum(np.abs(ref_x).max(axis=0), np.finfo(float).tiny)"),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }

@@ -42,7 +42,9 @@ def test_data_parallel_processes_share_the_node():
     assert available_cores({"SLURM_NTASKS_PER_NODE": "4", "SLURM_CPUS_PER_TASK": "8"}, affinity=64)[0] == 8
     # torchrun's workers inside one srun task share that task's cores
     cores, reason = available_cores({"LOCAL_WORLD_SIZE": "4", "SLURM_CPUS_PER_TASK": "32"}, affinity=32)
-    assert cores == 8 and "SLURM_CPUS_PER_TASK=32; shared by LOCAL_WORLD_SIZE=4" in reason
+    assert cores == 8 and "shared by LOCAL_WORLD_SIZE=4 processes; SLURM_CPUS_PER_TASK=32" in reason
+    # torchrun in the batch step of a job of 4 tasks of 8 cores: it sees the node's 32
+    assert available_cores({"LOCAL_WORLD_SIZE": "4", "SLURM_CPUS_PER_TASK": "8"}, affinity=32)[0] == 8
 
 
 def test_precedence_request_then_caller_then_omp_then_cores():

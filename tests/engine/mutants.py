@@ -334,7 +334,7 @@ MUTANTS = {
     "pass19: numbers taken for dates": (
         "geogpvae/fields/geometry.py", "if wanted is not None and dtype.kind in wanted[0]:", "if False:"),
     "pass19: dates taken for numbers": (
-        "geogpvae/fields/geometry.py", 'if axis.kind in ("linear", "index") and dtype.kind in "mM":', "if False:"),
+        "geogpvae/fields/geometry.py", 'if axis.kind in ("linear", "index") and (dtype.kind in "mM" or', 'if False and (dtype.kind in "mM" or'),
     "pass19: radians taken for degrees": (
         "geogpvae/fields/geometry.py", "        _check_degrees(source, axis.names)\n", ""),
     "pass19: a closed pipe reported as an error": (
@@ -365,6 +365,11 @@ MUTANTS = {
     "pass19: a sphere column's own scale as the matching tolerance": (
         "geogpvae/engine/same_field.py", "    xtol = rtol * max(float(np.abs(ref_x).max()), np.finfo(float).tiny)",
         "    xtol = rtol * np.maximum(np.abs(ref_x).max(axis=0), np.finfo(float).tiny)"),
+    "pass19: no nearest-location match where sorting fails": (
+        "geogpvae/engine/same_field.py", "    if rows is None:  # rounding reordered some rows: the nearest location of each\n",
+        "    if rows is None:  # rounding reordered some rows: the nearest location of each\n        return None\n"),
+    "pass19: repeated locations matched by sorting": (
+        "geogpvae/engine/same_field.py", "        return None  # two locations within the tolerance", "        pass  # two locations within the tolerance"),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }

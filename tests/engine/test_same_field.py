@@ -83,3 +83,14 @@ def test_a_regional_lon_lat_field_through_float32_is_recognised_near_90_east():
     x32 = sphere_positions(lon.ravel().astype(np.float32).astype(float), lat.ravel().astype(np.float32).astype(float))
     assert not np.array_equal(x, x32)
     np.testing.assert_array_equal(matching_rows(x, values, x32, values), np.arange(lon.size))
+
+
+def test_rows_that_rounding_reorders_are_matched_by_their_nearest_location():
+    """Sorting finds most copies; where rounding swaps two nearly equal coordinates, the
+    nearest-location match takes over."""
+    x = np.array([[0.0, 5.0], [2e-7, 0.0], [4.0, 1.0], [10.0, 3.0]])
+    values = np.arange(8.0).reshape(4, 2)
+    copy = x.copy()
+    copy[0, 0] = 3e-7  # within the tolerance (1e-6 * 10), but now sorts after row 1
+    order = np.array([3, 1, 0, 2])
+    np.testing.assert_array_equal(matching_rows(x, values, copy[order], values[order]), order)

@@ -106,6 +106,15 @@ def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.
     return h, v
 
 
+def _as_profile(ds: xr.Dataset, var: str, truth, isel, log, figsize) -> Figure:
+    """A 1-D field (no sites) drawn by :func:`~geogpvae.plot.profile`; it has no dim to slice."""
+    from .profiles import profile
+
+    if isel:
+        raise ValueError(f"isel: {var!r} is a 1-D field, drawn as a profile: it has no dims to slice")
+    return profile(ds, var, truth, log=log, figsize=figsize)
+
+
 def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
     """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat)
     that cannot be drawn as cells as points at its cells' centres; sites on a regular
@@ -308,9 +317,7 @@ def field_map(
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
     if f.value.ndim == 1 and _find_sites(ds, f.value, coords) is None:  # a transect, series or log
-        from .profiles import profile
-
-        return profile(ds, var, truth, log=log, figsize=figsize)
+        return _as_profile(ds, var, truth, isel, log, figsize)
     redrawn = _redrawn_as(ds, var, truth, f, coords, raster)
     if redrawn is not None:  # curvilinear cells as points; sites on a lattice as a raster
         kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}

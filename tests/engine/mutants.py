@@ -370,6 +370,8 @@ MUTANTS = {
         "    if rows is None:  # rounding reordered some rows: the nearest location of each\n        return None\n"),
     "pass19: repeated locations matched by sorting": (
         "geogpvae/engine/same_field.py", "        return None  # two locations within the tolerance", "        pass  # two locations within the tolerance"),
+    "pass19: isel ignored on a 1-D field": (
+        "geogpvae/plot/maps.py", "    if isel:\n        raise ValueError(f\"isel: {var!r} is a 1-D field", "    if False:\n        raise ValueError(f\"isel: {var!r} is a 1-D field"),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }

@@ -1301,3 +1301,6 @@ def test_field_map_refuses_an_isel_it_would_ignore():
     with pytest.raises(ValueError, match=r"isel: 'x' is drawn on the map, not sliced"):
         plot.field_map(ds, "v", isel={"x": 1})
     plt.close(plot.field_map(ds, "v", isel={"z": 1}))
+    line = _empty_fields()["line"].fillna(1.0)
+    with pytest.raises(ValueError, match=r"isel: 'v' is a 1-D field, drawn as a profile"):
+        plot.field_map(line, "v", isel={"x": 1})

@@ -93,7 +93,8 @@ def check_files_agree(files: Sequence[str], sets: Sequence[xr.Dataset], concat_d
     joined = _joined_dims(sets, concat_dim)
     first = sets[0]
     # the dims that place the values of the field: those of data joined along the files
-    placing = {str(d) for v in first.data_vars.values() if joined & set(map(str, v.dims))
+    # (every data variable, along a new dim)
+    placing = {str(d) for v in first.data_vars.values() if joins_data_vars or joined & set(map(str, v.dims))
                for d in v.dims} - joined
     for name, var in first.variables.items():
         is_coord = name in first.coords

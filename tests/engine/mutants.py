@@ -372,6 +372,8 @@ MUTANTS = {
         "geogpvae/engine/same_field.py", "        return None  # two locations within the tolerance", "        pass  # two locations within the tolerance"),
     "pass19: isel ignored on a 1-D field": (
         "geogpvae/plot/maps.py", "    if isel:\n        raise ValueError(f\"isel: {var!r} is a 1-D field", "    if False:\n        raise ValueError(f\"isel: {var!r} is a 1-D field"),
+    "pass19: station coordinates of members joined along a new dim not compared": (
+        "geogpvae/fields/joining.py", "if joins_data_vars or joined & set(map(str, v.dims))", "if joined & set(map(str, v.dims))"),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
 }

@@ -28,10 +28,11 @@ def _write(tmp_path, parts: dict[str, xr.Dataset]) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize("concat_dim", ["time", None])
+@pytest.mark.parametrize("concat_dim", ["time", None, "member"])
 def test_stations_stored_in_another_order_are_refused(tmp_path, concat_dim):
     """The join used to keep the first file's x/y: every later value at the wrong station."""
-    parts = [_network(t).drop_vars("elevation") for t in (np.arange(3.0), np.arange(3.0, 6.0))]
+    later = np.arange(3.0) if concat_dim == "member" else np.arange(3.0, 6.0)  # members: the same times
+    parts = [_network(t).drop_vars("elevation") for t in (np.arange(3.0), later)]
     files = _write(tmp_path, {"a.nc": parts[0], "b.nc": parts[1].isel(station=slice(None, None, -1))})
     with pytest.raises(InputError, match=r"coordinate 'x' \(on station\) differs between .*a\.nc and .*b\.nc"):
         io.open_dataset(files, concat_dim=concat_dim)

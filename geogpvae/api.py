@@ -29,6 +29,7 @@ from .fields.cf import (
     IMPUTED_SUFFIX,
     STD_SUFFIX,
     add_provenance,
+    already_imputed,
     imputation_variables,
     label_lon_lat,
 )
@@ -760,8 +761,7 @@ def _refuse_imputed(ds: xr.Dataset, names: Sequence[str]) -> None:
                 f"predictive standard deviation: rename it (e.g. ds.rename({{{n + STD_SUFFIX!r}: "
                 f"{n + '_sd_measured'!r}}})) or leave {n} out of vars"
             )
-    filled = [n for n in names if f"{n}{IMPUTED_SUFFIX}" in ds.data_vars
-              and bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]
+    filled = already_imputed(ds, names)
     if filled:
         name = filled[0]
         raise InputError(

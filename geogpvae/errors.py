@@ -41,6 +41,12 @@ class CoordinateWarning(UserWarning):
     """A coordinate was chosen or replaced in a way the user may not expect."""
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (its type name when it has none), for messages
+    that wrap another error."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
     """Warn, attributing the warning to the first caller outside geogpvae.
 

@@ -91,6 +91,7 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     import xarray as xr
 
     from ..engine.config import GPVAEConfig
+    from ..fields.cf import already_imputed
     from ..fields.geometry import build_geometry, choose_coordinates
     from ..fields.stacking import domain_mask, select_variables, variable_dims
 
@@ -126,8 +127,7 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
         "locations": n,
         "cells": cells,
         **_variables_report(ds, names, domain),
-        "already_imputed": [v for v in names if f"{v}_imputed" in ds.data_vars
-                            and bool((ds[f"{v}_imputed"] == 1).any())],
+        "already_imputed": already_imputed(ds, names),
         "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
         "x": {"columns": d, "description": geometry.describe()},
         "engine": _engine_report(config, n),

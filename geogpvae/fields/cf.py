@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from numbers import Integral, Real
 from typing import Any
@@ -60,6 +60,27 @@ __all__ = [
 STD_SUFFIX = "_std"
 #: Suffix of the imputation-flag variable (``v`` -> ``v_imputed``).
 IMPUTED_SUFFIX = "_imputed"
+
+
+def already_imputed(ds: xr.Dataset, names: Sequence[str]) -> list[str]:
+    """The variables of ``names`` whose ``v_imputed`` flags in ``ds`` mark filled cells.
+
+    Their holes hold predictions, not data: :func:`geogpvae.impute` refuses them, and
+    ``geogpvae info`` says so.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    names : sequence of str
+        Variable names ``v``.
+
+    Returns
+    -------
+    list of str
+        Those with a data variable ``v_imputed`` holding at least one 1, in the given order.
+    """
+    return [n for n in names if f"{n}{IMPUTED_SUFFIX}" in ds.data_vars
+            and bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]
 #: Flag value of an observed cell.
 FLAG_OBSERVED = np.int8(0)
 #: Flag value of an imputed cell.

@@ -27,6 +27,7 @@ import xarray as xr
 
 from .._files import refuse_special_target
 from ..errors import NetCDFReadError, UnreadableFileError
+from ..errors import one_line as _one_line
 from .cf import point_geometry, restore_flag_variables
 from .joining import open_several
 
@@ -757,10 +758,6 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
 
 
 # --------------------------------------------------------------------------- reading
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
-
 def _is_url(path: str) -> bool:
     return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
 

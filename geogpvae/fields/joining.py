@@ -21,12 +21,9 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, NetCDFReadError
+from ..errors import one_line as _one_line
 
 __all__ = ["check_files_agree", "open_several"]
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _same(a: xr.Variable, b: xr.Variable) -> bool:
@@ -139,7 +136,36 @@ def _warn_out_of_order(ds: xr.Dataset, concat_dim: str | None) -> None:
 
 def open_several(files: Sequence[str], *, concat_dim: str | None, chunks: Any,
                  mask_and_scale: bool, kwargs: Mapping[str, Any]) -> xr.Dataset:
-    """Several files as one Dataset (see :func:`geogpvae.fields.io.open_dataset`)."""
+    """Several files as one Dataset, after :func:`check_files_agree`.
+
+    Parameters
+    ----------
+    files : sequence of str
+        Two or more NetCDF files, in the order they are joined.
+    concat_dim : str or None
+        Join along this dim (existing or new, ``combine="nested"``), or by the files'
+        coordinates when None.
+    chunks : optional
+        Dask chunks (``{}`` when None: one chunk per file).
+    mask_and_scale : bool
+        CF decoding of fill values and packing.
+    kwargs : mapping
+        Further options of :func:`xarray.open_mfdataset`; ``drop_variables``,
+        ``preprocess`` and the decoding options also reach the check, and an explicit
+        ``compat`` or ``coords`` skips it.
+
+    Returns
+    -------
+    xarray.Dataset
+        Lazy (dask-backed) variables.
+
+    Raises
+    ------
+    InputError
+        Files that disagree (see :func:`check_files_agree`), or tiles that do not line up.
+    NetCDFReadError
+        A damaged or truncated file.
+    """
     options: dict[str, Any] = {"coords": "minimal", "compat": "override", "join": "exact",
                                "combine_attrs": "override"}
     probe = {k: v for k, v in kwargs.items()

@@ -374,8 +374,10 @@ MUTANTS = {
         "geogpvae/plot/maps.py", "    if isel:\n        raise ValueError(f\"isel: {var!r} is a 1-D field", "    if False:\n        raise ValueError(f\"isel: {var!r} is a 1-D field"),
     "pass19: station coordinates of members joined along a new dim not compared": (
         "geogpvae/fields/joining.py", "if joins_data_vars or joined & set(map(str, v.dims))", "if joined & set(map(str, v.dims))"),
+    "pass19: already_imputed reads the flags the wrong way": (
+        "geogpvae/fields/cf.py", 'bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]', 'bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 0).any())]'),
     "pass19: info silent about an imputed file": (
-        "geogpvae/cli/info.py", 'and bool((ds[f"{v}_imputed"] == 1).any())]', "and False]"),
+        "geogpvae/cli/info.py", '"already_imputed": already_imputed(ds, names),', '"already_imputed": [],'),
 }
 
 

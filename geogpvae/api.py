@@ -446,7 +446,8 @@ class GPVAEImputer:
         -------
         xarray.Dataset
             On the locations' dims (in the order of a DataArray's dims, of a Dataset's
-            variable on them, else of the model's coordinates) and coordinates: for each
+            variable on them, else of the training field's dims, e.g. ``(lat, lon)``) and
+            coordinates: for each
             variable ``v`` its predictive mean ``v`` (for log variables the mean of the
             back-transformed predictive) and ``v_std``, with the training variable's attributes, in its float dtype; the
             calibration and provenance attributes are those of :func:`impute` (at new
@@ -460,7 +461,7 @@ class GPVAEImputer:
             ``isel``).
         """
         self._require_fit()
-        x, dims, coords = _locations(locations, self.geometry_, self.vars_)
+        x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_)
         pred = self.engine_.predict(x)
         shape = tuple(int(locations.sizes[d]) for d in dims)
         data_vars: dict[str, xr.DataArray] = {}

@@ -700,3 +700,20 @@ def test_grid_in_metres_trains_in_cell_steps_and_new_grids_use_the_same_scales(t
     loaded = GPVAEImputer.load(imp.save(tmp_path / "m.pt"), progress=False)
     assert {a.names[0]: a.scale for a in loaded.geometry_.axes} == scales
     xr.testing.assert_identical(loaded.predict(fine).drop_attrs(), imp.predict(fine).drop_attrs())
+
+
+def test_predict_on_coordinates_alone_keeps_the_training_dim_order(grid):
+    # a lon/lat model lists its coordinates (lon, lat); a grid of coordinates alone, with no
+    # variable to set the order, comes back as the field was: (lat, lon)
+    field = grid.rename(x="lon", y="lat").assign_coords(
+        lon=np.linspace(5.0, 8.0, grid.sizes["x"]), lat=np.linspace(45.0, 48.0, grid.sizes["y"])
+    )
+    field.lon.attrs["units"], field.lat.attrs["units"] = "degrees_east", "degrees_north"
+    imp = GPVAEImputer(**TINY).fit(field)
+    assert imp.geometry_.names == ["lon", "lat"] and field.v0.dims == ("lat", "lon")
+    new = xr.Dataset(coords={"lon": ("lon", [5.5, 6.5, 7.5], field.lon.attrs),
+                             "lat": ("lat", [45.5, 46.5], field.lat.attrs)})
+    assert imp.predict(new).v0.dims == ("lat", "lon")
+    # a dim the training field lacks (scattered sites) follows those it shares: none here
+    sites = xr.Dataset(coords={"lon": ("site", [5.5, 6.0]), "lat": ("site", [46.0, 47.0])})
+    assert imp.predict(sites).v0.dims == ("site",)

@@ -105,7 +105,18 @@ class Prediction:
     source: np.ndarray
 
     def take(self, rows: np.ndarray) -> Prediction:
-        """The prediction at ``rows`` (integer indices along the first axis), in that order."""
+        """The prediction at some of its locations.
+
+        Parameters
+        ----------
+        rows : ndarray of int, shape (M,)
+            Indices along the first axis (locations), in the order wanted; repeats allowed.
+
+        Returns
+        -------
+        Prediction
+            Every array indexed by ``rows``: means and stds of shape (M, K), sources (M,).
+        """
         return Prediction(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
 

@@ -679,11 +679,17 @@ def _check_time_kind(axis: Axis, dtype: np.dtype, is_dates: bool = False) -> Non
         )
 
 
+def _says_degrees(units: str) -> bool:
+    """Whether ``units`` spells degrees: ``degrees_east``, ``deg``, ``°E``, GIS's ``dd``..."""
+    text = units.strip().lower()
+    return "deg" in text or bool({"\u00b0", "\u00ba"} & set(text)) or text in ("dd", "dd_e", "dd_n")
+
+
 def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:
     """Refuse longitudes or latitudes whose ``units`` say they are not in degrees."""
     for name in names:
         units = source[name].attrs.get("units") if _holds(source, name) else None
-        if isinstance(units, str) and units.strip() and "deg" not in units.lower() and not {"\u00b0", "\u00ba"} & set(units):
+        if isinstance(units, str) and units.strip() and not _says_degrees(units):
             raise InputError(
                 f"coordinate {name!r} is in {units!r}, but longitudes and latitudes are taken in "
                 "degrees: convert it (np.degrees for radians) and set its units to "

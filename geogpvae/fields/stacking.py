@@ -708,7 +708,10 @@ def prepare_field(
 
 # --------------------------------------------------------------------------- new locations
 def _location_dims(
-    source: xr.Dataset | xr.DataArray, geometry: Geometry, variables: Sequence[str] = ()
+    source: xr.Dataset | xr.DataArray,
+    geometry: Geometry,
+    variables: Sequence[str] = (),
+    trained_dims: Sequence[str] = (),
 ) -> tuple[str, ...]:
     found: list[str] = []
     for name in geometry.names:
@@ -729,7 +732,9 @@ def _location_dims(
         template = next((source[v] for v in names if set(found) <= set(map(str, source[v].dims))), None)
     if template is not None:
         order = [str(d) for d in template.dims if str(d) in found]
-        found = order + [d for d in found if d not in order]
+    else:  # coordinates only: the training field's order, e.g. (lat, lon) rather than (lon, lat)
+        order = [str(d) for d in trained_dims if str(d) in found]
+    found = order + [d for d in found if d not in order]
     if not found:
         raise InputError(
             "the locations' coordinates are scalars (one point without a dim): give them along "
@@ -739,7 +744,10 @@ def _location_dims(
 
 
 def locations(
-    source: xr.Dataset | xr.DataArray, geometry: Geometry, variables: Sequence[str] = ()
+    source: xr.Dataset | xr.DataArray,
+    geometry: Geometry,
+    variables: Sequence[str] = (),
+    trained_dims: Sequence[str] = (),
 ) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any]]:
     """Model coordinates of new locations, e.g. a grid or a list of sites.
 
@@ -754,6 +762,9 @@ def locations(
     variables : sequence of str, optional
         The trained variables: in a Dataset, the first of them on the locations' dims sets
         their order.
+    trained_dims : sequence of str, optional
+        The training field's dims: where no variable sets the order (coordinates only), the
+        dims they share with it come in its order, the others after them.
 
     Returns
     -------
@@ -761,7 +772,8 @@ def locations(
         In C order over ``dims``.
     dims : tuple of str
         Dims of the locations, in the order of a DataArray's dims, of a Dataset's variable on
-        them (one of ``variables`` first), else of the coordinates in the geometry.
+        them (one of ``variables`` first), else of ``trained_dims``, then of the coordinates in
+        the geometry.
     coords : dict
         The coordinates of ``source`` that lie on ``dims`` (for the output).
 
@@ -775,7 +787,7 @@ def locations(
         raise TypeError(
             f"locations must be an xarray Dataset or DataArray, got {type(source).__name__}"
         )
-    dims = _location_dims(source, geometry, variables)
+    dims = _location_dims(source, geometry, variables, trained_dims)
     sizes = _sizes(source)
     shape = tuple(sizes[d] for d in dims)
     x = coordinates_at(source, geometry, dims, shape, np.arange(int(np.prod(shape))))

@@ -242,7 +242,9 @@ def test_longitudes_and_latitudes_in_radians_are_refused():
         prepare_field(radians)
     with pytest.raises(InputError, match=r"'lon' is in 'radians'"):
         stacking.locations(radians[["lon", "lat"]], f.geometry)
-    for units in ("degrees_east", "degree_E", "°E", "ºE", "decimal degrees"):
+    with pytest.raises(InputError, match=r"'lon' is in 'ddd'"):  # only dd itself is GIS's degrees
+        prepare_field(ds.assign_coords(lon=ds.lon.assign_attrs(units="ddd")))
+    for units in ("degrees_east", "degree_E", "°E", "ºE", "decimal degrees", "DD"):
         prepare_field(ds.assign_coords(lon=ds.lon.assign_attrs(units=units)))
 
 

@@ -41,6 +41,8 @@ import xarray as xr
 
 from geogpvae._version import __version__
 
+from .packing import kept_packing
+
 __all__ = [
     "FLAG_FILL_VALUE",
     "FLAG_IMPUTED",
@@ -97,8 +99,9 @@ _MODIFIERS = ("detection_minimum", "number_of_observations", "standard_error", "
 # stored form of ``v`` and must not be copied onto the derived variables.
 _STORAGE_ATTRS = ("_FillValue", "missing_value")
 # Encoding keys describing a packed / integer on-disk form. Imputed values are continuous
-# predictions, so writing them back through an int16 + scale_factor packing (or a plain
-# integer dtype) would round or truncate them: these keys are dropped for ``v``.
+# predictions, so writing them back through a plain integer dtype would truncate them: these
+# keys are dropped for ``v``, and a packing (int16 + scale_factor) is put back only where
+# rounding to its step is negligible (:func:`geogpvae.fields.packing.kept_packing`).
 _PACKING_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value",
                      "_Unsigned")
 # Attributes that describe *where* a value sits, shared by ``v`` and its ancillaries.
@@ -205,8 +208,13 @@ def imputation_variables(
           ``filled_values`` cast to the dtype of ``v``; other cells NaN. A float ``values``
           keeps its dtype (float32 stays float32). An integer or boolean ``values`` gives
           float64, because imputed values are continuous predictions and unfilled cells must
-          be NaN; float64 holds every integer up to 2**53 exactly (checked).
-        * ``v_std``: same dtype as ``v``; ``std`` at imputed cells, ``0.0`` at observed
+          be NaN; float64 holds every integer up to 2**53 exactly (checked). A packed input
+          (integer codes with ``scale_factor``, e.g. ERA5's int16) keeps its packing in
+          ``encoding`` where :func:`~geogpvae.fields.packing.kept_packing` finds its step far
+          below the fills' std (files then hold the fills rounded to that step); else its
+          encoding has no packing and files hold the decoded float type.
+        * ``v_std``: same dtype as ``v`` (written as float32 where ``v`` keeps a packing);
+          ``std`` at imputed cells, ``0.0`` at observed
           cells (known exactly), NaN where ``v`` is NaN. Attributes: ``long_name``,
           ``standard_name`` (``"<sn> standard_error"``), ``units`` (of ``v``),
           ``grid_mapping``, ``geogpvae_transform``, and ``units_metadata =
@@ -243,6 +251,10 @@ def imputation_variables(
     s_out = xr.DataArray(std_data, dims=values.dims, coords=values.coords, name=std_name,
                          attrs=s_attrs)
     s_out.encoding = dict(location_enc)
+    packing = kept_packing(values.encoding, data, std_data, observed, imp)
+    if packing is not None:  # a packed input stays packed; its std needs no more than float32
+        v_out.encoding.update(packing)
+        s_out.encoding["dtype"] = np.dtype(np.float32)
     f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
                                "standard_name": "status_flag"}
     f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)

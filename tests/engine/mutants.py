@@ -22,6 +22,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
     python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
+    python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/test_api.py tests/fields/test_stacking.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -378,6 +379,24 @@ MUTANTS = {
         "geogpvae/fields/cf.py", 'bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]', 'bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 0).any())]'),
     "pass19: info silent about an imputed file": (
         "geogpvae/cli/info.py", '"already_imputed": already_imputed(ds, names),', '"already_imputed": [],'),
+    "pass20: packing kept whatever the fills' std": (
+        "geogpvae/fields/packing.py", "if imputed.any() and not abs(scale) <= STEP_SHARE", "if False and not abs(scale) <= STEP_SHARE"),
+    "pass20: a fill coded as the fill value": (
+        "geogpvae/fields/packing.py", "    if np.isin(codes, reserved).any():\n        return None", "    if False:\n        return None"),
+    "pass20: codes never widened": (
+        "geogpvae/fields/packing.py", "(stored, np.dtype(np.int32)) if stored.itemsize < 4 else (stored,)", "(stored,)"),
+    "pass20: observed values not checked through xarray": (
+        "geogpvae/fields/packing.py", "return packing if _observed_round_trip(data, observed, packing) else None", "return packing"),
+    "pass20: packing never kept": (
+        "geogpvae/fields/cf.py", "    if packing is not None:  # a packed input stays packed", "    if False:  # a packed input stays packed"),
+    "pass20: std written packed too": (
+        "geogpvae/fields/cf.py", 's_out.encoding["dtype"] = np.dtype(np.float32)', 's_out.encoding.update(packing)'),
+    "pass20: unpacked input treated as packed": (
+        "geogpvae/fields/packing.py", 'if stored is None or "scale_factor" not in encoding or', 'if stored is None or'),
+    "pass20: predict on coordinates alone in the model's axis order": (
+        "geogpvae/fields/stacking.py", "order = [str(d) for d in trained_dims if str(d) in found]", "order = []"),
+    "pass20: GIS's dd refused as degrees": (
+        "geogpvae/fields/geometry.py", 'or text in ("dd", "dd_e", "dd_n")', 'or False'),
 }
 
 

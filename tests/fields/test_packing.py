@@ -1,0 +1,112 @@
+"""A packed input (int16 codes with scale_factor) keeps its packing only where that is harmless."""
+
+from __future__ import annotations
+
+import numpy as np
+import xarray as xr
+
+import geogpvae
+from geogpvae.fields import cf
+from geogpvae.fields.packing import STEP_SHARE, kept_packing
+
+ERA5 = {"dtype": np.dtype("int16"), "scale_factor": 0.002, "add_offset": 280.0,
+        "_FillValue": np.int16(-32767), "missing_value": np.int16(-32767)}
+
+
+def _decoded(codes: np.ndarray, encoding=ERA5) -> np.ndarray:
+    """Values as xarray decodes them from ``codes``."""
+    raw = xr.Variable(("cell",), codes.astype(encoding["dtype"]),
+                      attrs={k: v for k, v in encoding.items() if k != "dtype"})
+    return np.asarray(xr.conventions.decode_cf_variable("v", raw).values)
+
+
+def _case(n=200, hole_every=4, seed=0):
+    rng = np.random.default_rng(seed)
+    data = _decoded(rng.integers(-30000, 30000, n))
+    observed = np.ones(n, bool)
+    observed[::hole_every] = False
+    imputed = ~observed
+    data[imputed] = 280.0 + rng.normal(0, 20, imputed.sum())  # continuous fills
+    std = np.where(imputed, 0.5, 0.0)
+    return data, std, observed, imputed
+
+
+def test_era5_packing_kept_where_its_step_is_far_below_the_fills_std():
+    data, std, observed, imputed = _case()
+    packing = kept_packing(ERA5, data, std, observed, imputed)
+    assert packing is not None and packing["dtype"] == np.dtype("int16")
+    assert packing["scale_factor"] == 0.002 and packing["add_offset"] == 280.0
+    # the step must be at most a tenth of the smallest std of a fill
+    std[np.flatnonzero(imputed)[3]] = 0.002 / STEP_SHARE * 0.99
+    assert kept_packing(ERA5, data, std, observed, imputed) is None
+    std[np.flatnonzero(imputed)[3]] = 0.002 / STEP_SHARE
+    assert kept_packing(ERA5, data, std, observed, imputed) is not None
+
+
+def test_codes_widen_to_int32_out_of_range_and_never_land_on_the_fill_value():
+    data, std, observed, imputed = _case()
+    first = np.flatnonzero(imputed)[0]
+    data[first] = 280.0 + 0.002 * 40000  # beyond int16's codes
+    assert kept_packing(ERA5, data, std, observed, imputed)["dtype"] == np.dtype("int32")
+    data[first] = 280.0 + 0.002 * -32767  # a fill whose code is the fill value: read back as missing
+    assert kept_packing(ERA5, data, std, observed, imputed) is None
+
+
+def test_no_packing_kept_for_unpacked_or_unsigned_or_inexact_inputs():
+    data, std, observed, imputed = _case()
+    assert kept_packing({"dtype": np.dtype("int16")}, data, std, observed, imputed) is None
+    assert kept_packing({**ERA5, "_Unsigned": "true"}, data, std, observed, imputed) is None
+    assert kept_packing({"dtype": np.dtype("float32"), "scale_factor": 0.002}, data, std,
+                        observed, imputed) is None
+    off_grid = data.copy()
+    off_grid[np.flatnonzero(observed)[5]] += 0.0007  # an observed value the packing cannot hold
+    assert kept_packing(ERA5, off_grid, std, observed, imputed) is None
+
+
+def test_imputation_variables_carry_the_packing_and_a_float32_std():
+    data, std, observed, _ = _case(n=60)
+    values = xr.DataArray(np.where(observed, data, np.nan).reshape(6, 10), dims=("lat", "lon"))
+    values.encoding = dict(ERA5)
+    out = cf.imputation_variables("t2m", values, data.reshape(6, 10), std.reshape(6, 10))
+    assert out["t2m"].encoding["dtype"] == np.dtype("int16")
+    assert out["t2m"].encoding["scale_factor"] == 0.002
+    assert out["t2m_std"].encoding["dtype"] == np.dtype("float32")
+    assert out["t2m"].dtype == np.float64  # in memory, the decoded values as before
+
+
+def test_a_packed_file_comes_back_packed_with_its_observed_values_exact(tmp_path):
+    rng = np.random.default_rng(3)
+    lat, lon = np.linspace(60, 40, 14), np.linspace(-10, 12, 16)
+    field = 285 + 8 * np.cos(np.radians(lat))[:, None] * np.sin(np.radians(4 * lon))[None, :]
+    field = field + rng.normal(0, 0.3, field.shape)
+    field[rng.random(field.shape) < 0.3] = np.nan
+    ds = xr.Dataset({"t2m": (("lat", "lon"), field, {"units": "K"})},
+                    coords={"lat": ("lat", lat, {"units": "degrees_north"}),
+                            "lon": ("lon", lon, {"units": "degrees_east"})})
+    source = tmp_path / "era5.nc"
+    ds.to_netcdf(source, encoding={"t2m": {"dtype": "int16", "scale_factor": 0.002,
+                                           "add_offset": 285.0, "_FillValue": -32767}})
+    with geogpvae.open_dataset(source) as opened:
+        given = opened.load()
+    out = geogpvae.impute(given, vars=["t2m"], epochs=40, neighbours=6, progress=False, seed=0)
+    target = tmp_path / "filled.nc"
+    geogpvae.to_netcdf(out, target)
+    with xr.open_dataset(target, decode_cf=False) as raw:
+        assert raw.t2m.dtype == np.int16 and raw.t2m_std.dtype == np.float32
+    with xr.open_dataset(target) as back:
+        seen = given.t2m.notnull().values
+        np.testing.assert_array_equal(back.t2m.values[seen], given.t2m.values[seen])  # bit for bit
+        holes = ~seen
+        assert back.t2m.notnull().values[holes].all()
+        np.testing.assert_allclose(back.t2m.values[holes], out.t2m.values[holes], rtol=0, atol=0.001)
+        assert float(out.t2m_std.values[holes].min()) >= 0.002 / STEP_SHARE
+
+
+def test_a_packing_too_coarse_for_the_fills_is_dropped():
+    data, std, observed, imputed = _case()
+    std[imputed] = 0.001  # half the step
+    values = xr.DataArray(np.where(observed, data, np.nan), dims=("cell",))
+    values.encoding = dict(ERA5)
+    out = cf.imputation_variables("t2m", values, data, std)
+    assert not {"dtype", "scale_factor", "add_offset"} & set(out["t2m"].encoding)
+    assert "dtype" not in out["t2m_std"].encoding

@@ -32,11 +32,13 @@ from .fields.cf import (
     already_imputed,
     imputation_variables,
     label_lon_lat,
+    output_dtype,
 )
 from .fields.geometry import Geometry
 from .fields.io import atomic_torch_save, read_torch_file
 from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
 from .fields.stacking import locations as _locations
+from .fields.valid import unpacked_bounds
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
 
@@ -288,7 +290,11 @@ class GPVAEImputer:
         self.dims_ = tuple(field.dims)
         self.geometry_ = field.geometry
         self._transforms = dict(field.transforms)
-        self._attrs = {n: dict(field.originals[n].attrs) for n in field.names}
+        self._attrs = {  # predictions are never packed: valid bounds in the values' units
+            n: unpacked_bounds(field.originals[n].attrs, field.originals[n].encoding,
+                               output_dtype(field.originals[n].dtype))
+            for n in field.names
+        }
         self._dtypes = {n: field.originals[n].dtype.str for n in field.names}
         self._fingerprint = field.fingerprint()
         return self
@@ -480,8 +486,7 @@ class GPVAEImputer:
         shape: tuple[int, ...],
         coords: dict[str, Any],
     ) -> dict[str, xr.DataArray]:
-        dtype = np.dtype(self._dtypes[name])
-        dtype = dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
+        dtype = output_dtype(np.dtype(self._dtypes[name]))
         empty = xr.DataArray(
             np.full(shape, np.nan, dtype=dtype), dims=dims, coords=coords, attrs=self._attrs[name]
         )

@@ -42,6 +42,7 @@ import xarray as xr
 from geogpvae._version import __version__
 
 from .packing import kept_packing
+from .valid import clip_fills, unpacked_bounds
 
 __all__ = [
     "FLAG_FILL_VALUE",
@@ -54,6 +55,7 @@ __all__ = [
     "attr_value",
     "imputation_variables",
     "label_lon_lat",
+    "output_dtype",
     "point_geometry",
     "restore_flag_variables",
 ]
@@ -150,7 +152,8 @@ def _as_mask(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
     return arr
 
 
-def _output_dtype(dtype: np.dtype) -> np.dtype:
+def output_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype of an imputed variable: a float keeps its own, integers and booleans float64."""
     if np.issubdtype(dtype, np.floating):
         return dtype
     if np.issubdtype(dtype, np.integer) or dtype == bool:
@@ -235,7 +238,7 @@ def imputation_variables(
         raise TypeError(f"values must be an xarray.DataArray, got {type(values).__name__}")
     name = str(name)
     src_attrs = dict(values.attrs if attrs is None else attrs)
-    out_dtype = _output_dtype(values.dtype)
+    out_dtype = output_dtype(values.dtype)
     original = np.asarray(values.values)
     observed, imp = _cell_status(name, values, original, imputed, domain)
     filled = _as_array(filled_values, values, "filled_values")
@@ -246,12 +249,15 @@ def imputation_variables(
     location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
     location_enc = {k: values.encoding[k] for k in _LOCATION_ATTRS if k in values.encoding}
     std_name, flag_name = name + STD_SUFFIX, name + IMPUTED_SUFFIX
+    clip_fills(name, data, imp, src_attrs, values.encoding)
+    packing = kept_packing(values.encoding, data, std_data, observed, imp)
+    if packing is None:  # CF: valid_* of packed data are codes; in the units of v from here on
+        src_attrs = unpacked_bounds(src_attrs, values.encoding, data.dtype)
     v_out = _value_variable(name, values, data, src_attrs, (std_name, flag_name), transform)
     s_attrs = _std_attrs(label, src_attrs, location, transform)
     s_out = xr.DataArray(std_data, dims=values.dims, coords=values.coords, name=std_name,
                          attrs=s_attrs)
     s_out.encoding = dict(location_enc)
-    packing = kept_packing(values.encoding, data, std_data, observed, imp)
     if packing is not None:  # a packed input stays packed; its std needs no more than float32
         v_out.encoding.update(packing)
         s_out.encoding["dtype"] = np.dtype(np.float32)

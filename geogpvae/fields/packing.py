@@ -15,7 +15,9 @@ decides, per variable, from the values themselves:
   ``int32`` with the same step and offset (four bytes instead of eight);
 * the observed values must come back bit for bit through xarray's own encoding and decoding.
 
-Otherwise the packing is dropped and ``v`` is written in its decoded float type, as before.
+Otherwise the packing is dropped and ``v`` is written in its decoded float type, as before;
+its ``valid_min``/``valid_max``/``valid_range``, which CF gives in codes for packed data, are
+then converted to the units of ``v`` (:func:`geogpvae.fields.valid.unpacked_bounds`).
 Pure numpy/xarray: no torch, no I/O.
 """
 
@@ -99,3 +101,4 @@ def _observed_round_trip(data: np.ndarray, observed: np.ndarray, packing: dict[s
     back = xr.conventions.decode_cf_variable("v", xr.conventions.encode_cf_variable(sample))
     values = np.asarray(back.values)
     return values.dtype == data.dtype and np.array_equal(values, data[observed])
+

@@ -56,6 +56,7 @@ from .geometry import (
     choose_coordinates,
     coordinates_at,
 )
+from .valid import valid_bounds
 
 __all__ = [
     "Field",
@@ -484,7 +485,7 @@ def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
                 f"would be taken as observed values; {_DECODE_HINT}, or set them to NaN: "
                 f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {fill:g})"
             )
-    low, high = _valid_bounds(var)
+    low, high = valid_bounds(var.attrs, var.encoding)
     if low is None and high is None:
         return
     observed = col[~np.isnan(col)]
@@ -501,28 +502,6 @@ def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
             f"with ds[{name!r}].where(...), or remove the valid_range/valid_min/valid_max "
             "attribute if they are real values"
         )
-
-
-def _valid_bounds(var: xr.DataArray) -> tuple[float | None, float | None]:
-    """``valid_range``/``valid_min``/``valid_max`` in the units of the (decoded) values."""
-    attrs = var.attrs
-    low = high = None
-    if "valid_range" in attrs:
-        bounds = _attr_values(attrs["valid_range"]).astype(np.float64)
-        if bounds.size == 2:
-            low, high = float(bounds[0]), float(bounds[1])
-    if "valid_min" in attrs:
-        low = float(_attr_values(attrs["valid_min"]).astype(np.float64)[0])
-    if "valid_max" in attrs:
-        high = float(_attr_values(attrs["valid_max"]).astype(np.float64)[0])
-    # CF: for packed data the bounds are in the packed units
-    scale = float(var.encoding.get("scale_factor", 1.0))
-    offset = float(var.encoding.get("add_offset", 0.0))
-    low = None if low is None else low * scale + offset
-    high = None if high is None else high * scale + offset
-    if scale < 0:
-        low, high = high, low
-    return low, high
 
 
 def _check_values(

@@ -22,7 +22,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
     python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
-    python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/test_api.py tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -397,6 +397,16 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", "order = [str(d) for d in trained_dims if str(d) in found]", "order = []"),
     "pass20: GIS's dd refused as degrees": (
         "geogpvae/fields/geometry.py", 'or text in ("dd", "dd_e", "dd_n")', 'or False'),
+    "pass20: fills left outside the valid range": (
+        "geogpvae/fields/cf.py", "    clip_fills(name, data, imp, src_attrs, values.encoding)\n", ""),
+    "pass20: clipping moves observed values too": (
+        "geogpvae/fields/valid.py", "    fills = data[filled]\n", "    filled = np.ones_like(filled)\n    fills = data[filled]\n"),
+    "pass20: bounds of a dropped packing left in codes": (
+        "geogpvae/fields/cf.py", "src_attrs = unpacked_bounds(src_attrs, values.encoding, data.dtype)", "src_attrs = dict(src_attrs)"),
+    "pass20: predictions' bounds left in codes": (
+        "geogpvae/api.py", "n: unpacked_bounds(field.originals[n].attrs, field.originals[n].encoding,", "n: unpacked_bounds(field.originals[n].attrs, {},"),
+    "pass20: packed bounds read as values": (
+        "geogpvae/fields/valid.py", "    low = None if low is None else low * scale + offset\n", ""),
 }
 
 

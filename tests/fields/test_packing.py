@@ -8,6 +8,7 @@ import xarray as xr
 import geogpvae
 from geogpvae.fields import cf
 from geogpvae.fields.packing import STEP_SHARE, kept_packing
+from geogpvae.fields.valid import unpacked_bounds
 
 ERA5 = {"dtype": np.dtype("int16"), "scale_factor": 0.002, "add_offset": 280.0,
         "_FillValue": np.int16(-32767), "missing_value": np.int16(-32767)}
@@ -80,7 +81,8 @@ def test_a_packed_file_comes_back_packed_with_its_observed_values_exact(tmp_path
     field = 285 + 8 * np.cos(np.radians(lat))[:, None] * np.sin(np.radians(4 * lon))[None, :]
     field = field + rng.normal(0, 0.3, field.shape)
     field[rng.random(field.shape) < 0.3] = np.nan
-    ds = xr.Dataset({"t2m": (("lat", "lon"), field, {"units": "K"})},
+    codes_range = np.array([-5000, 5000], np.int16)  # CF: a packed variable's bounds are codes
+    ds = xr.Dataset({"t2m": (("lat", "lon"), field, {"units": "K", "valid_range": codes_range})},
                     coords={"lat": ("lat", lat, {"units": "degrees_north"}),
                             "lon": ("lon", lon, {"units": "degrees_east"})})
     source = tmp_path / "era5.nc"
@@ -100,6 +102,12 @@ def test_a_packed_file_comes_back_packed_with_its_observed_values_exact(tmp_path
         assert back.t2m.notnull().values[holes].all()
         np.testing.assert_allclose(back.t2m.values[holes], out.t2m.values[holes], rtol=0, atol=0.001)
         assert float(out.t2m_std.values[holes].min()) >= 0.002 / STEP_SHARE
+        np.testing.assert_array_equal(back.t2m.attrs["valid_range"], codes_range)
+    # predictions are never packed: their bounds are in kelvin
+    imp = geogpvae.GPVAEImputer(epochs=40, neighbours=6, progress=False, seed=0).fit(given)
+    pred = imp.predict(given[["lat", "lon"]].isel(lat=slice(0, 3)))
+    np.testing.assert_allclose(pred.t2m.attrs["valid_range"], [275.0, 295.0])
+    assert pred.t2m.notnull().all()
 
 
 def test_a_packing_too_coarse_for_the_fills_is_dropped():
@@ -110,3 +118,21 @@ def test_a_packing_too_coarse_for_the_fills_is_dropped():
     out = cf.imputation_variables("t2m", values, data, std)
     assert not {"dtype", "scale_factor", "add_offset"} & set(out["t2m"].encoding)
     assert "dtype" not in out["t2m_std"].encoding
+
+
+def test_valid_bounds_given_in_codes_follow_the_values_when_the_packing_is_dropped():
+    data, std, observed, imputed = _case()
+    std[imputed] = 0.001  # too small for the step: the packing goes
+    values = xr.DataArray(np.where(observed, data, np.nan), dims=("cell",),
+                          attrs={"valid_range": np.array([-32000, 32000], np.int16), "units": "K"})
+    values.encoding = dict(ERA5)
+    v = cf.imputation_variables("t2m", values, data, std)["t2m"]
+    np.testing.assert_array_equal(v.attrs["valid_range"], [280.0 - 64.0, 280.0 + 64.0])
+    assert v.attrs["valid_range"].dtype == np.float64
+    std[imputed] = 0.5  # kept packing: the bounds stay in codes
+    kept = cf.imputation_variables("t2m", values, data, std)["t2m"]
+    np.testing.assert_array_equal(kept.attrs["valid_range"], [-32000, 32000])
+    # a negative step swaps the ends; unpacked inputs keep theirs
+    swapped = unpacked_bounds({"valid_min": 0, "valid_max": 10}, {"scale_factor": -2.0}, np.dtype("float32"))
+    assert (swapped["valid_min"], swapped["valid_max"]) == (-20.0, 0.0)
+    assert unpacked_bounds({"valid_min": 3}, {"dtype": "int16"}, np.dtype("float64")) == {"valid_min": 3}

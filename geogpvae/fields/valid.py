@@ -1,0 +1,150 @@
+"""CF's valid bounds (``valid_min``, ``valid_max``, ``valid_range``) of a variable.
+
+CF counts a value outside a variable's valid bounds as missing, and readers such as
+netCDF4-python, ncview and Panoply hide it; xarray does not. Three places need the bounds:
+
+* the inputs: an observed value outside them is refused (it is a fill value in disguise),
+  in :mod:`geogpvae.fields.stacking`;
+* the fills: a fill outside them would be written and then hidden by those readers, so that
+  the hole comes back. :func:`clip_fills` sets such fills to the nearest bound, which is the
+  median of the predictive distribution censored at that bound, and warns;
+* the attributes of an output that drops the input's packing: CF gives the bounds of packed
+  data in its integer codes, so they are converted to the units of the values
+  (:func:`unpacked_bounds`).
+
+Pure numpy/xarray: no torch, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import warn_caller
+
+__all__ = ["clip_fills", "unpacked_bounds", "valid_bounds"]
+
+_BOUND_KEYS = ("valid_min", "valid_max", "valid_range")
+
+
+def _numbers(value: Any) -> np.ndarray:
+    return np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
+
+
+def _packing(encoding: Mapping[str, Any]) -> tuple[float, float]:
+    scale = float(_numbers(encoding.get("scale_factor", 1.0))[0])
+    offset = float(_numbers(encoding.get("add_offset", 0.0))[0])
+    return scale, offset
+
+
+def valid_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The valid bounds of a decoded variable, in the units of its values.
+
+    Parameters
+    ----------
+    attrs : mapping
+        The variable's attributes (``valid_range``, or ``valid_min``/``valid_max``, which win).
+    encoding : mapping
+        Its encoding: for packed data (``scale_factor``/``add_offset``) CF gives the bounds in
+        codes, converted here.
+
+    Returns
+    -------
+    low, high : float or None
+        None where the variable has no such bound.
+    """
+    low = high = None
+    if "valid_range" in attrs:
+        bounds = _numbers(attrs["valid_range"])
+        if bounds.size == 2:
+            low, high = float(bounds[0]), float(bounds[1])
+    if "valid_min" in attrs:
+        low = float(_numbers(attrs["valid_min"])[0])
+    if "valid_max" in attrs:
+        high = float(_numbers(attrs["valid_max"])[0])
+    scale, offset = _packing(encoding)
+    low = None if low is None else low * scale + offset
+    high = None if high is None else high * scale + offset
+    if scale < 0:
+        low, high = high, low
+    return low, high
+
+
+def clip_fills(
+    name: str, data: np.ndarray, filled: np.ndarray, attrs: Mapping[str, Any], encoding: Mapping[str, Any]
+) -> np.ndarray:
+    """``data`` with its fills moved inside the variable's valid bounds, with a warning.
+
+    Parameters
+    ----------
+    name : str
+        The variable, for the warning.
+    data : ndarray of float, shape S
+        Observed values and fills; modified in place and returned.
+    filled : ndarray of bool, shape S
+        Where ``data`` holds fills (only those are moved: observed values are never changed).
+    attrs, encoding : mapping
+        The input variable's attributes and encoding (see :func:`valid_bounds`).
+
+    Returns
+    -------
+    ndarray
+        ``data``.
+    """
+    low, high = valid_bounds(attrs, encoding)
+    if low is None and high is None:
+        return data
+    fills = data[filled]
+    below = fills < low if low is not None else np.zeros(fills.shape, dtype=bool)
+    above = fills > high if high is not None else np.zeros(fills.shape, dtype=bool)
+    if not (below.any() or above.any()):
+        return data
+    fills[below] = low
+    fills[above] = high
+    data[filled] = fills
+    parts = [f"{int(below.sum())} below {low:g}" if below.any() else "",
+             f"{int(above.sum())} above {high:g}" if above.any() else ""]
+    warn_caller(
+        f"{name}: {' and '.join(p for p in parts if p)} of its {fills.size} fills lay outside its "
+        "valid range and were set to the nearest bound (the median of the predictive censored "
+        "there; v_std is unchanged). CF counts values outside valid_min/valid_max/valid_range "
+        "as missing, and netCDF4, ncview or Panoply would have hidden them. A positive variable "
+        "without zeros can be modelled with transform='log' instead"
+    )
+    return data
+
+
+def unpacked_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
+    """``attrs`` with ``valid_min``/``valid_max``/``valid_range`` in the units of the values.
+
+    For an output that drops the input's packing: the bounds become ``code * scale_factor +
+    add_offset`` in ``dtype``, with ``valid_range`` in increasing order. An unpacked input's
+    attributes come back as they are.
+
+    Parameters
+    ----------
+    attrs : mapping
+        The variable's attributes.
+    encoding : mapping
+        The input variable's encoding (``scale_factor``, ``add_offset``).
+    dtype : numpy.dtype
+        The float type the values are written in.
+
+    Returns
+    -------
+    dict
+        A new dict; ``attrs`` is not modified.
+    """
+    out = dict(attrs)
+    if "scale_factor" not in encoding and "add_offset" not in encoding:
+        return out
+    scale, offset = _packing(encoding)
+    for key in _BOUND_KEYS:
+        if key in out:
+            values = _numbers(out[key]) * scale + offset
+            out[key] = np.sort(values).astype(dtype) if key == "valid_range" else dtype.type(values[0])
+    if scale < 0 and "valid_min" in out and "valid_max" in out:
+        out["valid_min"], out["valid_max"] = out["valid_max"], out["valid_min"]
+    return out

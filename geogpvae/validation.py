@@ -11,13 +11,14 @@ removed values are scored against the predictions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
-from .errors import InputError
+from .errors import InputError, warn_caller
 from .fields.cf import is_log_variable, log_moments
 
 __all__ = ["validate"]
@@ -180,7 +181,17 @@ def validate(
     space = ["log" if is_log_variable(out[name]) else "linear" for name in names]
     result = xr.Dataset(data, coords={"variable": names, "units": ("variable", units), "space": ("variable", space)})
     result["n"] = result.n.astype(int)
+    clustered = json.loads(str(out.attrs.get("geogpvae_clustered_gaps", "[]")))
     result.attrs = {"geogpvae_validation_share": share, "geogpvae_validation_gaps": gaps,
-                    "geogpvae_validation_seed": seed,
+                    "geogpvae_validation_seed": seed, "geogpvae_clustered_gaps": json.dumps(clustered),
                     "geogpvae_config": out.attrs.get("geogpvae_config", "")}
+    if gaps == "random" and clustered:
+        warn_caller(clustered_gaps_note(clustered))
     return result
+
+
+def clustered_gaps_note(names: Sequence[str]) -> str:
+    """What random held-out values say where a variable's gaps cluster, and what to run instead."""
+    return (f"the gaps of {', '.join(names)} cluster (outages, patches): values held out at random "
+            "sit next to observed ones and score a best case for those gaps; gaps='shaped' "
+            "(geogpvae validate --gaps shaped) holds out values shaped like them")

@@ -148,3 +148,22 @@ def test_a_log_modelled_variable_is_scored_in_log_space(monkeypatch):
     err = ds.v0.values[seen["held"]] * (np.exp(shift) - 1)  # in the data's units
     assert float(row.mae) == pytest.approx(float(np.mean(np.abs(err))))
     assert float(row.rmse) == pytest.approx(float(np.sqrt(np.mean(err**2))))
+
+
+def test_random_held_out_values_on_clustered_gaps_come_with_a_note(monkeypatch, capsys):
+    """The engine finds v0's outages clustered: random held-out values score a best case, and
+    both the function and the command say so and name gaps='shaped'."""
+    rng = np.random.default_rng(0)
+    t = np.arange(300.0)
+    v0 = np.sin(t / 15) + 0.1 * rng.standard_normal(t.size)
+    for start in (40, 150, 230):
+        v0[start:start + 25] = np.nan
+    ds = xr.Dataset({"v0": ("time", v0)}, coords={"time": t})
+    with pytest.warns(UserWarning, match=r"the gaps of v0 cluster .* gaps='shaped'"):
+        scores = geogpvae.validate(ds, ["v0"], share=0.1, neighbours=5, epochs=3)
+    assert scores.attrs["geogpvae_clustered_gaps"] == '["v0"]'
+    from geogpvae.cli.validate import _table
+
+    assert "note: the gaps of v0 cluster" in _table(["in.nc"], scores)
+    scores.attrs["geogpvae_clustered_gaps"] = "[]"  # gaps at random: no note
+    assert "note:" not in _table(["in.nc"], scores)

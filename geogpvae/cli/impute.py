@@ -266,7 +266,7 @@ def _describe_field(field: Any, imputer: Any, epochs: int) -> str:
     return (
         f"{n} locations \u00d7 {k} variable{'s' if k != 1 else ''} ({', '.join(field.names)}), {missing:.1%} missing; "
         f"x from {field.geometry.describe()}; engine {imputer.config_.engine}, "
-        f"{imputer.config_.neighbours} neighbours, {epochs} epochs"
+        f"{imputer.config_.neighbours} neighbours, {epochs} epoch{'s' if epochs != 1 else ''}"
     )
 
 

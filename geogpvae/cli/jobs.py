@@ -106,6 +106,10 @@ class JobInterrupted(Exception):
         )
         if checkpoint is None:
             where = "no checkpoint was written (pass --checkpoint-dir to make the job resumable)"
+        elif epoch == 0:  # beta="auto" trains its candidates first, and they are not checkpointed
+            when = " before the first training epoch"
+            where = ("nothing to resume yet (the KL-weight selection that comes first is not "
+                     "checkpointed): a run with --resume starts again from the beginning")
         else:
             where = f"checkpoint written to {checkpoint}; run again with --resume to continue"
         super().__init__(f"stopped by {name}{when}, output not written; {where}")

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ..validation import clustered_gaps_note
 from .common import EXIT_OK, _check_device, _progress
 from .files import _open, expand_inputs
 from .impute import _transform
@@ -28,6 +29,9 @@ def _table(files: Sequence[str], scores: Any) -> str:
                  "error (nominal 1; above 1, the intervals are too narrow by that factor in variance). "
                  "RMSE and MAE are in the variable's units; for a variable modelled in log space, "
                  "NLL, cov95 and z2 are those of its log")
+    clustered = json.loads(scores.attrs.get("geogpvae_clustered_gaps", "[]"))
+    if clustered and scores.attrs["geogpvae_validation_gaps"] == "random":
+        lines.append(f"note: {clustered_gaps_note(clustered)}")
     return "\n".join(lines)
 
 
@@ -38,6 +42,8 @@ def _json_value(value):
 
 def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """``geogpvae validate``."""
+    import warnings
+
     from ..validation import validate
 
     settings = resolve_settings(args, needs_output=False)
@@ -46,7 +52,8 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     options = dict(settings.options)
     transform = _transform(options.pop("transform", None), settings.log_vars)
     progress = _progress(settings.progress if not (args.json and settings.progress == "auto") else "none")
-    with _open(files, settings.concat_dim) as ds:
+    with _open(files, settings.concat_dim) as ds, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="the gaps of .* cluster")  # the table says it
         scores = validate(ds, settings.vars, share=args.share, gaps=args.gaps, seed=settings.seed,
                           progress=progress, engine=settings.engine, neighbours=settings.neighbours,
                           coords=settings.coords, mask=settings.mask_var, transform=transform,
@@ -55,8 +62,9 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
         rows = {str(v): {k: _json_value(scores[k].sel(variable=v).item())
                          for k in ("n", "rmse", "mae", "nll", "cov95", "z2", "units", "space")}
                 for v in scores.variable.values}
-        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "variables": rows}, indent=2,
-                         allow_nan=False))
+        clustered = json.loads(scores.attrs.get("geogpvae_clustered_gaps", "[]"))
+        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "clustered_gaps": clustered,
+                          "variables": rows}, indent=2, allow_nan=False))
     else:
         print(_table(files, scores))
     return EXIT_OK

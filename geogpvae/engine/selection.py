@@ -254,4 +254,6 @@ def select_kl_factor(
             best.scores[factor] = score
             if best.factor is None or score < best.scores[best.factor]:
                 best.factor, best.model, best.state = factor, model, state
+        if best.factor is not None:  # the last line names the winner, not the last candidate
+            bar.update(len(factors) * epochs, f"chose beta x{best.factor:g}")
     return best

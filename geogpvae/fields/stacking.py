@@ -62,6 +62,7 @@ __all__ = [
     "Field",
     "domain_mask",
     "locations",
+    "never_observed_warning",
     "parse_transforms",
     "prepare_field",
     "select_variables",
@@ -682,7 +683,40 @@ def prepare_field(
     linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
     for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
         warn_caller(text)
+    text = None if mask is not None else never_observed_warning(ds, field)
+    if text:
+        warn_caller(text)
     return field
+
+
+#: the share of locations never observed along a time axis above which a warning proposes a mask
+NEVER_OBSERVED_SHARE = 0.01
+
+
+def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
+    """The text of a warning about places with no value at any time (land in an ocean grid).
+
+    A gridded field with a time axis whose cells, at some places, hold no value of any variable
+    at any time step: those places are filled like gaps, from neighbours alone, although they
+    are often outside the domain (land, cells outside a reservoir). None where no time axis,
+    no such place, or under :data:`NEVER_OBSERVED_SHARE` of the places.
+    """
+    times = {str(d) for a in field.geometry.axes if a.kind in ("time", "cftime", "duration")
+             for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
+    along = tuple(i for i, d in enumerate(field.dims) if d in times)
+    if not along or len(along) == len(field.dims) or field.values.shape[0] != int(np.prod(field.shape)):
+        return None
+    seen = (~np.isnan(field.values)).any(axis=1).reshape(field.shape).any(axis=along)
+    never = int((~seen).sum())
+    if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:
+        return None
+    places = tuple(d for d in field.dims if d not in times)
+    flags = [str(n) for n, v in ds.data_vars.items() if n not in field.names and v.dims
+             and set(map(str, v.dims)) <= set(places) and (_is_flag(v) or v.dtype.kind in "biu")]
+    hint = f", e.g. mask={flags[0]!r} / --mask-var {flags[0]}" if flags else ", or --mask-var NAME"
+    return (f"{never} of the {seen.size} ({', '.join(places)}) places ({never / seen.size:.0%}) have no "
+            f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
+            f"If they are land or outside the domain, pass a mask (True where values belong{hint})")
 
 
 # --------------------------------------------------------------------------- new locations

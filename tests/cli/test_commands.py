@@ -738,3 +738,12 @@ def test_demo_scores_and_writes(tmp_path, capsys):
     with xr.open_dataset(out) as ds:
         assert {"v0", "v0_std", "v0_imputed"} <= set(ds.data_vars)
     assert main(args) == 2  # exists
+
+
+def test_a_stop_before_the_first_epoch_does_not_promise_a_resume(tmp_path):
+    # beta="auto" trains its candidates before epoch 1 and does not checkpoint them
+    early = str(jobs.JobInterrupted(signal.SIGINT, tmp_path / "a.ckpt", 0, 236))
+    assert "before the first training epoch" in early and "starts again from the beginning" in early
+    assert "--resume to continue" not in early
+    later = str(jobs.JobInterrupted(signal.SIGINT, tmp_path / "a.ckpt", 80, 236))
+    assert "after epoch 80 of 236" in later and "run again with --resume to continue" in later

@@ -22,7 +22,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "userpass:" tests/test_api.py tests/test_bad_input.py tests/cli/test_commands.py tests/cli/test_text.py tests/fields/test_io.py
     python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
-    python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py
+    python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -407,6 +407,18 @@ MUTANTS = {
         "geogpvae/api.py", "n: unpacked_bounds(field.originals[n].attrs, field.originals[n].encoding,", "n: unpacked_bounds(field.originals[n].attrs, {},"),
     "pass20: packed bounds read as values": (
         "geogpvae/fields/valid.py", "    low = None if low is None else low * scale + offset\n", ""),
+    "pass20: selection's last line names the last candidate": (
+        "geogpvae/engine/selection.py", 'f"chose beta x{best.factor:g}")', 'f"chose beta x{factors[-1]:g}")'),
+    "pass20: a stop during selection promises a resume": (
+        "geogpvae/cli/jobs.py", "        elif epoch == 0:  # beta=", "        elif False:  # beta="),
+    "pass20: validate silent about clustered gaps": (
+        "geogpvae/validation.py", '    if gaps == "random" and clustered:', '    if False:'),
+    "pass20: never-observed places not looked for": (
+        "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = None"),
+    "pass20: never-observed places counted at any single time": (
+        "geogpvae/fields/stacking.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
+    "pass20: never-observed warning even with a mask": (
+        "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = never_observed_warning(ds, field)"),
 }
 
 

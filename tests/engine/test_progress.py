@@ -103,12 +103,14 @@ def test_engine_reports_calibration_and_prediction(capsys):
     lines = _lines(capsys)
     stages = [" ".join(line.split()[:3]) for line in lines if not line.startswith("epoch")]
     # beta="auto": two candidate weights, three epochs each of the four (35 % would be two)
-    assert stages == ["selection 0/6 epochs", "selection 6/6 epochs",
+    assert stages == ["selection 0/6 epochs", "selection 6/6 epochs", "selection 6/6 epochs",
                       "calibration 0/5 rounds", "calibration 5/5 rounds",
                       "prediction 0/100 locations", "prediction 100/100 locations",
                       "prediction 0/2 locations", "prediction 2/2 locations"]
     assert lines[0].startswith("selection 0/6") and lines[-1].startswith("prediction 2/2")
     assert any(line.startswith("epoch 4/4") for line in lines)  # the chosen one carries on
+    chosen = [line for line in lines if line.startswith("selection 6/6")][-1]  # names the winner
+    assert f"chose beta x{engine.kl_factor_:g} " in chosen
 
 
 def test_prediction_chunks_are_counted_and_change_nothing(monkeypatch, capsys):
@@ -141,3 +143,18 @@ def test_a_long_epoch_reports_its_loss_at_its_end(fake_clock, capsys):
         bar.update(epoch + 1, f"loss {2.0 - epoch}")
     losses = [line.split()[:3] for line in _lines(capsys) if " loss " in line]
     assert losses == [["epoch", "1/3", "loss"], ["epoch", "2/3", "loss"], ["epoch", "3/3", "loss"]]
+
+
+def test_the_selection_line_names_the_winner_not_the_last_candidate(monkeypatch, capsys):
+    from geogpvae.datasets.synthetic import grid_points, make_field
+    from geogpvae.engine import selection
+    from geogpvae.engine.core import GPVAEEngine
+
+    scores = iter([0.0, 1.0])  # the first candidate (x1) checks better than the last (x0.2)
+    monkeypatch.setattr(selection, "check_score", lambda *args, **kwargs: next(scores))
+    field = make_field(grid_points((10, 10), 1 / 9), n_vars=2, missing=0.4)
+    engine = GPVAEEngine(epochs=4, neighbours=4, encoder_hidden=(8,), decoder_hidden=(8,),
+                         samples=4, calibrate=False, progress="log").fit(field.points, field.values)
+    assert engine.kl_factor_ == 1.0
+    last = [line for line in _lines(capsys) if line.startswith("selection")][-1]
+    assert "chose beta x1 " in last

@@ -447,3 +447,28 @@ def test_a_log_transform_is_proposed_for_heavy_tails_unless_the_user_chose():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             prepare_field(ds, transform=chosen)
+
+
+def _ocean_months(land=True):
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(4, 10, 12))
+    if land:
+        v[:, 2:5, 3:6] = np.nan  # 9 of 120 places never observed: land
+    v[rng.random(v.shape) < 0.1] = np.nan
+    return xr.Dataset(
+        {"sst": (("time", "lat", "lon"), v), "sea": (("lat", "lon"), np.ones((10, 12), np.int8))},
+        coords={"time": np.datetime64("2020-01-01") + np.arange(4).astype("timedelta64[D]") * 30,
+                "lat": ("lat", np.linspace(10, 0, 10), {"units": "degrees_north"}),
+                "lon": ("lon", np.linspace(0, 11, 12), {"units": "degrees_east"})})
+
+
+def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
+    ds = _ocean_months()
+    with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any time: "
+                                         r".*mask='sea' / --mask-var sea"):
+        prepare_field(ds, ["sst"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_field(ds, ["sst"], mask="sea")  # a mask given: nothing to say
+        prepare_field(ds.isel(time=0), ["sst"])  # no time axis: a gap like any other
+        prepare_field(_ocean_months(land=False), ["sst"])

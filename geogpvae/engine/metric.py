@@ -175,21 +175,39 @@ def learn_metric(
     ndarray, shape (D,)
         Factors to multiply the coordinates with (inverse coordinate units).
     """
+    from .progress import Progress
+
     values = np.where(observed, y, np.nan)
     total = np.ones(x.shape[1])
-    for done in range(1, rounds + 1):
-        ls = _warm_lengthscales(engine, x * total, values, steps)
-        if ls is None:
-            return np.ones(x.shape[1])
-        step = axis_scales(ls)
-        total = total * step
-        if trace is not None:
-            trace.append(spread(total))
-        if not _may_reach(total, step, rounds - done, min_ratio):
-            break
+    if rounds < 1:
+        return total
+    # said on the log, so that the first minute of a large fit is not silent
+    with Progress(engine.progress if _rank() == 0 else False, rounds, "metric warm-up", unit="rounds") as bar:
+        for done in range(1, rounds + 1):
+            ls = _warm_lengthscales(engine, x * total, values, steps)
+            if ls is None:
+                return np.ones(x.shape[1])
+            step = axis_scales(ls)
+            total = total * step
+            if trace is not None:
+                trace.append(spread(total))
+            if not _may_reach(total, step, rounds - done, min_ratio):
+                break
+            if done < rounds:
+                bar.update(done, f"axes {spread(total):.3g}x apart")
+        kept = spread(total) <= min_ratio
+        bar.update(rounds, f"{'coordinates kept' if kept else 'metric learnt'}: axes {spread(total):.3g}x "
+                           f"apart after {done} round{'s' if done != 1 else ''}")
     if spread(total) <= min_ratio:
         return np.ones(x.shape[1])
     return total
+
+
+def _rank() -> int:
+    import torch
+
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return torch.distributed.get_rank() if distributed else 0
 
 
 def saved_scale(state: dict) -> np.ndarray | float:

@@ -419,6 +419,8 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
     "pass20: never-observed warning even with a mask": (
         "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = never_observed_warning(ds, field)"),
+    "pass20: the metric warm-up silent": (
+        "geogpvae/engine/metric.py", 'with Progress(engine.progress if _rank() == 0 else False,', 'with Progress(False,'),
 }
 
 

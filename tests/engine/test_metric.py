@@ -186,3 +186,13 @@ def test_a_warm_up_that_diverges_says_so():
     ds = make_gaussian_field((10, 10), n_vars=2, seed=1)
     with pytest.raises(FloatingPointError, match=r"training diverged in the warm-up .* try a smaller lr"):
         geogpvae.impute(ds, epochs=2, lr=1e9, progress=False)
+
+
+def test_no_warm_up_round_keeps_the_coordinates():
+    from geogpvae.engine.core import GPVAEEngine
+    from geogpvae.engine.metric import learn_metric
+
+    engine = GPVAEEngine(neighbours=4, progress="log")
+    x = np.random.default_rng(0).normal(size=(30, 2))
+    y = np.ones((30, 1))
+    assert learn_metric(engine, x, y, np.ones((30, 1), bool), rounds=0).tolist() == [1.0, 1.0]

@@ -103,11 +103,13 @@ def test_engine_reports_calibration_and_prediction(capsys):
     lines = _lines(capsys)
     stages = [" ".join(line.split()[:3]) for line in lines if not line.startswith("epoch")]
     # beta="auto": two candidate weights, three epochs each of the four (35 % would be two)
-    assert stages == ["selection 0/6 epochs", "selection 6/6 epochs", "selection 6/6 epochs",
+    assert stages == ["metric warm-up 0/3", "metric warm-up 3/3",  # 2-D: the metric is looked for
+                      "selection 0/6 epochs", "selection 6/6 epochs", "selection 6/6 epochs",
                       "calibration 0/5 rounds", "calibration 5/5 rounds",
                       "prediction 0/100 locations", "prediction 100/100 locations",
                       "prediction 0/2 locations", "prediction 2/2 locations"]
-    assert lines[0].startswith("selection 0/6") and lines[-1].startswith("prediction 2/2")
+    assert lines[0].startswith("metric warm-up 0/3") and lines[-1].startswith("prediction 2/2")
+    assert "coordinates kept: axes" in lines[1] or "metric learnt: axes" in lines[1]
     assert any(line.startswith("epoch 4/4") for line in lines)  # the chosen one carries on
     chosen = [line for line in lines if line.startswith("selection 6/6")][-1]  # names the winner
     assert f"chose beta x{engine.kl_factor_:g} " in chosen

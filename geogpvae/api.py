@@ -636,6 +636,7 @@ class GPVAEImputer:
                 "geometry": self.geometry_.to_dict(),
                 "transforms": dict(self._transforms),
                 "attrs": {n: _plain(a) for n, a in self._attrs.items()},
+                "bounds_in_values": True,  # valid_* of packed inputs unpacked (since 0.1.0's 20th session)
                 "dtypes": dict(self._dtypes),
                 "fingerprint": self._fingerprint,
             },
@@ -732,6 +733,8 @@ class GPVAEImputer:
         imp.geometry_ = Geometry.from_dict(fitted["geometry"])
         imp._transforms = dict(fitted["transforms"])
         imp._attrs = {n: _unplain(a) for n, a in fitted["attrs"].items()}
+        if not fitted.get("bounds_in_values"):  # older files: valid_* may be packed codes; not applied
+            imp._attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in imp._attrs.items()}
         imp._dtypes = dict(fitted["dtypes"])
         imp._fingerprint = fitted["fingerprint"]
         return imp

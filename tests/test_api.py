@@ -414,6 +414,15 @@ def test_save_keeps_attrs_and_transform(tmp_path, grid):
     assert attrs["units"] == "mD" and attrs["valid_min"].dtype == np.float32
     assert attrs["flag_like"].dtype == np.int16 and attrs["geogpvae_point_estimate"] == "mean"
     assert loaded.geometry_ == imp.geometry_ and loaded.transform == {"k": "log"}
+    # a file saved before valid bounds were kept in the values' units: they may be packed codes,
+    # so they are left out rather than applied to the predictions
+    path = tmp_path / "older.pt"
+    imp.save(path)
+    state = torch.load(path, weights_only=True)
+    del state["fitted"]["bounds_in_values"]
+    torch.save(state, path)
+    older = GPVAEImputer.load(path).predict(grid[["x", "y"]]).k.attrs
+    assert "valid_min" not in older and older["units"] == "mD"
 
 
 def test_model_of_a_time_series_field_loads_and_predicts(tmp_path):

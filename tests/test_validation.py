@@ -167,3 +167,29 @@ def test_random_held_out_values_on_clustered_gaps_come_with_a_note(monkeypatch, 
     assert "note: the gaps of v0 cluster" in _table(["in.nc"], scores)
     scores.attrs["geogpvae_clustered_gaps"] = "[]"  # gaps at random: no note
     assert "note:" not in _table(["in.nc"], scores)
+
+
+def test_places_never_observed_are_reported_once_with_the_users_count():
+    rng = np.random.default_rng(1)
+    v = rng.normal(size=(3, 10, 12))
+    v[:, 2:5, 3:6] = np.nan  # 9 places never observed
+    ds = xr.Dataset({"sst": (("time", "lat", "lon"), v)},
+                    coords={"time": np.datetime64("2020-01-01") + np.arange(3).astype("timedelta64[D]") * 30,
+                            "lat": ("lat", np.linspace(10, 0, 10), {"units": "degrees_north"}),
+                            "lon": ("lon", np.linspace(0, 11, 12), {"units": "degrees_east"})})
+    with pytest.warns(UserWarning) as caught:
+        geogpvae.validate(ds, ["sst"], share=0.2, neighbours=5, epochs=2)
+    never = [str(w.message) for w in caught if "have no value at any" in str(w.message)]
+    assert len(never) == 1 and never[0].startswith("9 of the 120")
+
+
+def test_a_packed_input_with_bounds_in_codes_is_validated():
+    """The thinned copy keeps the packing, so bounds given in codes are read in kelvin."""
+    rng = np.random.default_rng(2)
+    codes = rng.integers(-9000, -1000, size=(12, 12)).astype(np.int16)
+    decoded = codes * 0.01 + 300.0
+    ds = xr.Dataset({"t": (("y", "x"), decoded, {"units": "K", "valid_range": np.array([-10000, 0], np.int16)})},
+                    coords={"y": np.arange(12.0), "x": np.arange(12.0)})
+    ds.t.encoding = {"dtype": np.dtype("int16"), "scale_factor": 0.01, "add_offset": 300.0}
+    scores = geogpvae.validate(ds, ["t"], share=0.2, neighbours=5, epochs=2)
+    assert int(scores.n.sel(variable="t")) > 0

@@ -345,7 +345,7 @@ def _train_and_write(
 
         engine = _train(imputer, field, resume, after_epoch, should_stop)
         if engine.interrupted:
-            if cluster.is_main:
+            if cluster.is_main and int(engine.train_state.epoch) > 0:  # nothing to keep before epoch 1
                 checkpointer.save(engine)
             cluster.max(0)  # everyone waits for the checkpoint
             raise JobInterrupted(

@@ -354,6 +354,8 @@ def _plot_parser(subs: Any) -> None:
                    "that is not horizontal, e.g. time or depth)")
     p.add_argument("--isel", type=_isel_list, metavar="DIM=I[,DIM=I]", help="a map of this "
                    "slice of the other dims, 0-based (default: the first of each), e.g. time=3")
+    p.add_argument("--no-outlines", action="store_true", help="maps: no outlines around the "
+                   "imputed cells (they hide the field on dense grids)")
     p.add_argument("--truth", metavar="TRUTH.nc", help="the complete field, for error panels")
     p.add_argument(
         "-o", "--output", required=True, metavar="FIG", help="figure file (.png, .pdf, ...)"

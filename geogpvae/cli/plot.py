@@ -63,8 +63,10 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
         return plot.layers(ds, var, layer=numbers, axis=args.axis, truth=truth)
     if args.isel and kind != "map":
         raise UsageError(f"--isel picks the slice of a map; it does not apply to {kind} plots")
+    if args.no_outlines and kind != "map":
+        raise UsageError(f"--no-outlines is an option of maps; {kind} plots draw no outlines")
     if kind == "map":
-        return plot.field_map(ds, var, truth=truth, isel=args.isel)
+        return plot.field_map(ds, var, truth=truth, isel=args.isel, outline_holes=not args.no_outlines)
     return plot.uncertainty(ds, var, truth=truth)
 
 

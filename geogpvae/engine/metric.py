@@ -175,14 +175,14 @@ def learn_metric(
     ndarray, shape (D,)
         Factors to multiply the coordinates with (inverse coordinate units).
     """
-    from .progress import Progress
+    from .progress import Progress, shown_here
 
     values = np.where(observed, y, np.nan)
     total = np.ones(x.shape[1])
     if rounds < 1:
         return total
     # said on the log, so that the first minute of a large fit is not silent
-    with Progress(engine.progress if _rank() == 0 else False, rounds, "metric warm-up", unit="rounds") as bar:
+    with Progress(shown_here(engine.progress), rounds, "metric warm-up", unit="rounds") as bar:
         for done in range(1, rounds + 1):
             ls = _warm_lengthscales(engine, x * total, values, steps)
             if ls is None:
@@ -201,13 +201,6 @@ def learn_metric(
     if spread(total) <= min_ratio:
         return np.ones(x.shape[1])
     return total
-
-
-def _rank() -> int:
-    import torch
-
-    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    return torch.distributed.get_rank() if distributed else 0
 
 
 def saved_scale(state: dict) -> np.ndarray | float:

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 
-__all__ = ["LOG_INTERVAL", "Progress", "display_mode"]
+__all__ = ["LOG_INTERVAL", "Progress", "display_mode", "shown_here"]
 
 #: seconds between two log lines of a running stage
 LOG_INTERVAL = 10.0
@@ -50,6 +50,14 @@ def display_mode(progress: bool | str | None) -> str:
     if not progress:
         return "none"
     raise ValueError(f"progress must be True, False, 'auto', 'bar', 'log' or 'none', got {progress!r}")
+
+
+def shown_here(progress: bool | str | None) -> bool | str | None:
+    """``progress`` in the process that reports (rank 0 of a distributed run), else False."""
+    import torch
+
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    return progress if not distributed or torch.distributed.get_rank() == 0 else False
 
 
 def _hms(seconds: float) -> str:

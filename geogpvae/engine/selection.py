@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .progress import Progress
+from .progress import Progress, shown_here
 from .stopping import predictive_nll
 from .training import FieldData, TrainState, check_inputs, train
 
@@ -231,9 +231,7 @@ def select_kl_factor(
             asked.append(True)
         return bool(asked)
 
-    rank = torch.distributed.get_rank() if torch.distributed.is_available() and torch.distributed.is_initialized() else 0
-    with Progress(progress if rank == 0 else False, len(factors) * epochs, "selection",
-                  unit="epochs") as bar:
+    with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs") as bar:
         for i, factor in enumerate(factors):
             model = build(factor)
 

@@ -13,7 +13,10 @@ decides, per variable, from the values themselves:
 * every value, observed or filled, must have a code in the integer type's range that is not
   the fill value; where fills leave an ``int16`` or ``int8`` range, the codes widen to
   ``int32`` with the same step and offset (four bytes instead of eight);
-* the observed values must come back bit for bit through xarray's own encoding and decoding.
+* the whole variable goes through xarray's own encoding and decoding, as a file would: the
+  observed values must come back bit for bit and every fill within one step (not as missing);
+* cells left without a value must read back as missing: a packing without ``_FillValue`` or
+  ``missing_value`` gets the type's lowest code as ``_FillValue``, which no value may use.
 
 Otherwise the packing is dropped and ``v`` is written in its decoded float type, as before;
 its ``valid_min``/``valid_max``/``valid_range``, which CF gives in codes for packed data, are
@@ -24,11 +27,14 @@ Pure numpy/xarray: no torch, no I/O.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
+
+from .valid import packing_of
 
 __all__ = ["STEP_SHARE", "kept_packing"]
 
@@ -37,6 +43,7 @@ __all__ = ["STEP_SHARE", "kept_packing"]
 STEP_SHARE = 0.1
 
 _PACKING_KEYS = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value")
+_MISSING_KEYS = ("_FillValue", "missing_value")
 
 
 def kept_packing(
@@ -64,41 +71,46 @@ def kept_packing(
     -------
     dict or None
         The packing keys of ``encoding``, with ``dtype`` widened to ``int32`` where the
-        fills need it; None where the input was not packed (an integer ``dtype`` with a
-        ``scale_factor``; ``_Unsigned`` packings are not kept), the step is too coarse for
-        the fills, a code would fall out of range or on the fill value, or an observed value
-        would not come back exactly.
+        fills need it and a ``_FillValue`` added where cells stay empty and there was none;
+        None where the input was not packed (an integer ``dtype`` with a ``scale_factor``;
+        ``_Unsigned`` packings are not kept), the step is too coarse for the fills, or the
+        round trip through xarray fails (see the module docstring).
     """
     stored = encoding.get("dtype")
     if stored is None or "scale_factor" not in encoding or "_Unsigned" in encoding:
         return None
     stored = np.dtype(stored)
-    scale = float(np.asarray(encoding["scale_factor"]).ravel()[0])
-    offset = float(np.asarray(encoding.get("add_offset", 0.0)).ravel()[0])
+    scale, offset = packing_of(encoding)
     if stored.kind != "i" or not (math.isfinite(scale) and scale != 0 and math.isfinite(offset)):
         return None
     if imputed.any() and not abs(scale) <= STEP_SHARE * float(np.min(std[imputed])):
         return None
     has_value = observed | imputed
     codes = np.round((data[has_value].astype(np.float64) - offset) / scale)
-    reserved = [float(np.asarray(encoding[k]).ravel()[0]) for k in ("_FillValue", "missing_value")
-                if encoding.get(k) is not None]
-    if np.isin(codes, reserved).any():
-        return None
-    packing = {k: encoding[k] for k in _PACKING_KEYS if k in encoding}
     for dtype in (stored, np.dtype(np.int32)) if stored.itemsize < 4 else (stored,):
         info = np.iinfo(dtype)
-        if codes.size and (codes.min() < info.min or codes.max() > info.max):
+        # one code of margin: xarray may round in float32, and the lowest code is kept for empty cells
+        if codes.size and (codes.min() <= info.min + 1 or codes.max() >= info.max - 1):
             continue
+        packing = {k: encoding[k] for k in _PACKING_KEYS if k in encoding}
         packing["dtype"] = dtype
-        return packing if _observed_round_trip(data, observed, packing) else None
+        if not any(encoding.get(k) is not None for k in _MISSING_KEYS) and not has_value.all():
+            packing["_FillValue"] = dtype.type(info.min)  # empty cells must read back as missing
+        return packing if _round_trip(data, observed, imputed, packing, abs(scale)) else None
     return None
 
 
-def _observed_round_trip(data: np.ndarray, observed: np.ndarray, packing: dict[str, Any]) -> bool:
-    """Whether xarray's encoding and decoding with ``packing`` return the observed values."""
-    sample = xr.Variable(("cell",), data[observed], encoding=dict(packing))
-    back = xr.conventions.decode_cf_variable("v", xr.conventions.encode_cf_variable(sample))
-    values = np.asarray(back.values)
-    return values.dtype == data.dtype and np.array_equal(values, data[observed])
-
+def _round_trip(data: np.ndarray, observed: np.ndarray, imputed: np.ndarray, packing: dict[str, Any],
+                step: float) -> bool:
+    """Whether ``data`` written with ``packing`` reads back right (see the module docstring)."""
+    variable = xr.Variable(("cell",), data.ravel(), encoding=dict(packing))
+    with warnings.catch_warnings():  # xarray's notes on fill values concern files, not this check
+        warnings.simplefilter("ignore")
+        back = np.asarray(xr.conventions.decode_cf_variable(
+            "v", xr.conventions.encode_cf_variable(variable)).values)
+    if back.dtype != data.dtype:
+        return False
+    back = back.reshape(data.shape)
+    with np.errstate(invalid="ignore"):
+        fills_close = bool(np.all(np.abs(back[imputed] - data[imputed]) <= step))
+    return np.array_equal(back[observed], data[observed]) and fills_close

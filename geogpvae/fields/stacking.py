@@ -56,7 +56,7 @@ from .geometry import (
     choose_coordinates,
     coordinates_at,
 )
-from .valid import valid_bounds
+from .valid import attr_numbers, valid_bounds
 
 __all__ = [
     "Field",
@@ -455,10 +455,6 @@ _DECODE_HINT = (
 )
 
 
-def _attr_values(value: Any) -> np.ndarray:
-    return np.atleast_1d(np.asarray(value)).ravel()
-
-
 def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
     """Refuse values that CF attributes mark as packed, missing or invalid.
 
@@ -477,7 +473,7 @@ def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
     for key in ("_FillValue", "missing_value"):
         if key not in attrs:
             continue
-        fills = _attr_values(attrs[key]).astype(np.float64)
+        fills = attr_numbers(attrs[key])
         hits = np.isin(col, fills[~np.isnan(fills)])
         if hits.any():
             fill = fills[~np.isnan(fills)][0]
@@ -711,12 +707,23 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
     if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:
         return None
     places = tuple(d for d in field.dims if d not in times)
-    flags = [str(n) for n, v in ds.data_vars.items() if n not in field.names and v.dims
-             and set(map(str, v.dims)) <= set(places) and (_is_flag(v) or v.dtype.kind in "biu")]
-    hint = f", e.g. mask={flags[0]!r} / --mask-var {flags[0]}" if flags else ", or --mask-var NAME"
     return (f"{never} of the {seen.size} ({', '.join(places)}) places ({never / seen.size:.0%}) have no "
             f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
-            f"If they are land or outside the domain, pass a mask (True where values belong{hint})")
+            f"If they are land or outside the domain, pass a mask (True where values belong"
+            f"{_mask_hint(ds, field.names, places, seen)})")
+
+
+def _mask_hint(ds: xr.Dataset, names: Sequence[str], places: tuple[str, ...], seen: np.ndarray) -> str:
+    """A variable of ``ds`` on ``places`` that is non-zero (or zero) just where values were seen."""
+    for name, var in ds.data_vars.items():
+        if name in names or set(map(str, var.dims)) != set(places) or not (_is_flag(var) or var.dtype.kind in "biu"):
+            continue
+        inside = np.asarray(var.transpose(*places).values) != 0
+        for where, text in ((inside, f"mask={name!r} / --mask-var {name}"), (~inside, f"mask=ds[{name!r}] == 0")):
+            # every observed place inside, and nearly every never-observed one outside
+            if where[seen].all() and (~where[~seen]).mean() >= 0.9:
+                return f", e.g. {text}"
+    return "; on the command line --mask-var NAME"
 
 
 # --------------------------------------------------------------------------- new locations

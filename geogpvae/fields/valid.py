@@ -17,26 +17,42 @@ Pure numpy/xarray: no torch, no I/O.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 from ..errors import warn_caller
 
-__all__ = ["clip_fills", "unpacked_bounds", "valid_bounds"]
+__all__ = ["attr_numbers", "clip_fills", "packing_of", "unpacked_bounds", "valid_bounds"]
 
 _BOUND_KEYS = ("valid_min", "valid_max", "valid_range")
 
 
-def _numbers(value: Any) -> np.ndarray:
+def attr_numbers(value: Any) -> np.ndarray:
+    """An attribute's numbers (a scalar, a list or an array) as a flat float64 array."""
     return np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
 
 
-def _packing(encoding: Mapping[str, Any]) -> tuple[float, float]:
-    scale = float(_numbers(encoding.get("scale_factor", 1.0))[0])
-    offset = float(_numbers(encoding.get("add_offset", 0.0))[0])
+def packing_of(encoding: Mapping[str, Any]) -> tuple[float, float]:
+    """``(scale_factor, add_offset)`` of an encoding, ``(1.0, 0.0)`` where absent."""
+    scale = float(attr_numbers(encoding.get("scale_factor", 1.0))[0])
+    offset = float(attr_numbers(encoding.get("add_offset", 0.0))[0])
     return scale, offset
+
+
+def _decoded(codes: np.ndarray, encoding: Mapping[str, Any]) -> np.ndarray:
+    """Bound codes as xarray decodes the data they bound (in its float type, e.g. float32 for a
+    float32 ``scale_factor``), so that a value at a bound compares equal to it."""
+    stored = encoding.get("dtype")
+    raw = codes.astype(np.dtype(stored)) if stored is not None and np.dtype(stored).kind in "iuf" else codes
+    attrs = {k: encoding[k] for k in ("scale_factor", "add_offset") if k in encoding}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        back = xr.conventions.decode_cf_variable("bounds", xr.Variable(("b",), raw, attrs=attrs))
+    return np.asarray(back.values, dtype=np.float64)
 
 
 def valid_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any]) -> tuple[float | None, float | None]:
@@ -57,18 +73,18 @@ def valid_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any]) -> tuple
     """
     low = high = None
     if "valid_range" in attrs:
-        bounds = _numbers(attrs["valid_range"])
+        bounds = attr_numbers(attrs["valid_range"])
         if bounds.size == 2:
             low, high = float(bounds[0]), float(bounds[1])
     if "valid_min" in attrs:
-        low = float(_numbers(attrs["valid_min"])[0])
+        low = float(attr_numbers(attrs["valid_min"])[0])
     if "valid_max" in attrs:
-        high = float(_numbers(attrs["valid_max"])[0])
-    scale, offset = _packing(encoding)
-    low = None if low is None else low * scale + offset
-    high = None if high is None else high * scale + offset
-    if scale < 0:
-        low, high = high, low
+        high = float(attr_numbers(attrs["valid_max"])[0])
+    if "scale_factor" in encoding or "add_offset" in encoding:
+        ends = _decoded(np.array([0.0 if low is None else low, 0.0 if high is None else high]), encoding)
+        low, high = (None if low is None else float(ends[0])), (None if high is None else float(ends[1]))
+        if packing_of(encoding)[0] < 0:
+            low, high = high, low
     return low, high
 
 
@@ -104,12 +120,12 @@ def clip_fills(
     fills[below] = low
     fills[above] = high
     data[filled] = fills
-    parts = [f"{int(below.sum())} below {low:g}" if below.any() else "",
-             f"{int(above.sum())} above {high:g}" if above.any() else ""]
+    parts = [f"{int(below.sum())} below {low:.9g}" if below.any() else "",
+             f"{int(above.sum())} above {high:.9g}" if above.any() else ""]
     warn_caller(
         f"{name}: {' and '.join(p for p in parts if p)} of its {fills.size} fills lay outside its "
-        "valid range and were set to the nearest bound (the median of the predictive censored "
-        "there; v_std is unchanged). CF counts values outside valid_min/valid_max/valid_range "
+        "valid range and were set to the nearest bound (the nearest valid value; v_std is "
+        "unchanged). CF counts values outside valid_min/valid_max/valid_range "
         "as missing, and netCDF4, ncview or Panoply would have hidden them. A positive variable "
         "without zeros can be modelled with transform='log' instead"
     )
@@ -140,11 +156,15 @@ def unpacked_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any], dtype
     out = dict(attrs)
     if "scale_factor" not in encoding and "add_offset" not in encoding:
         return out
-    scale, offset = _packing(encoding)
+    low, high = valid_bounds(attrs, encoding)  # in the values' units, ends swapped for a negative step
+    had_range = "valid_range" in out
     for key in _BOUND_KEYS:
-        if key in out:
-            values = _numbers(out[key]) * scale + offset
-            out[key] = np.sort(values).astype(dtype) if key == "valid_range" else dtype.type(values[0])
-    if scale < 0 and "valid_min" in out and "valid_max" in out:
-        out["valid_min"], out["valid_max"] = out["valid_max"], out["valid_min"]
+        out.pop(key, None)
+    if had_range and low is not None and high is not None and not {"valid_min", "valid_max"} & set(attrs):
+        out["valid_range"] = np.array([low, high], dtype=dtype)
+        return out
+    if low is not None:
+        out["valid_min"] = dtype.type(low)
+    if high is not None:
+        out["valid_max"] = dtype.type(high)
     return out

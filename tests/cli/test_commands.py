@@ -705,9 +705,13 @@ def test_plot_isel_picks_the_slice_of_a_map(tmp_path, capsys, monkeypatch):
                coords={"time": np.arange(3.0), "y": np.arange(4.0), "x": np.arange(5.0)}).to_netcdf(src)
     seen = []
     real = plot.field_map
-    monkeypatch.setattr(plot, "field_map", lambda *a, **k: seen.append(k.get("isel")) or real(*a, **k))
+    monkeypatch.setattr(plot, "field_map", lambda *a, **k: seen.append((k.get("isel"), k.get("outline_holes")))
+                        or real(*a, **k))
     assert main(["plot", str(src), "--isel", "time=2", "-o", str(tmp_path / "a.png"), "-q"]) == 0
-    assert seen == [{"time": 2}]
+    assert main(["plot", str(src), "--isel", "time=2", "--no-outlines", "-o", str(tmp_path / "c.png"), "-q"]) == 0
+    assert seen == [({"time": 2}, True), ({"time": 2}, False)]  # outlines hide dense grids: they can go
+    assert main(["plot", str(src), "--uncertainty", "--no-outlines", "-o", str(tmp_path / "d.png")]) == 2
+    assert "--no-outlines is an option of maps" in _error_line(capsys)
     # the library's advice comes back in the command's words
     assert main(["plot", str(src), "--map", "-o", str(tmp_path / "b.png")]) == 2
     assert "the first slice with values is --isel time=1" in _error_line(capsys)
@@ -747,3 +751,19 @@ def test_a_stop_before_the_first_epoch_does_not_promise_a_resume(tmp_path):
     assert "--resume to continue" not in early
     later = str(jobs.JobInterrupted(signal.SIGINT, tmp_path / "a.ckpt", 80, 236))
     assert "after epoch 80 of 236" in later and "run again with --resume to continue" in later
+
+
+def test_a_stop_during_the_selection_leaves_no_checkpoint(data, tmp_path, capsys, monkeypatch):
+    out, ck = tmp_path / "out.nc", tmp_path / "ck"
+    real = cli_impute._train
+
+    def stopped_in_selection(imputer, field, resume, after_epoch, should_stop):
+        os.kill(os.getpid(), signal.SIGTERM)  # before the first epoch: beta="auto" is choosing
+        return real(imputer, field, resume, after_epoch, should_stop)
+
+    monkeypatch.setattr(cli_impute, "_train", stopped_in_selection)
+    args = ["impute", str(data["grid"]), str(out), "--neighbours", "4", "--epochs", "5", *SMALL,
+            "--checkpoint-dir", str(ck), "-q"]
+    assert main(args) == 128 + signal.SIGTERM
+    assert "before the first training epoch" in _error_line(capsys)
+    assert not out.exists() and not list(ck.glob("*.ckpt"))  # nothing that --resume would read

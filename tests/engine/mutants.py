@@ -420,7 +420,28 @@ MUTANTS = {
     "pass20: never-observed warning even with a mask": (
         "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = never_observed_warning(ds, field)"),
     "pass20: the metric warm-up silent": (
-        "geogpvae/engine/metric.py", 'with Progress(engine.progress if _rank() == 0 else False,', 'with Progress(False,'),
+        "geogpvae/engine/metric.py", 'with Progress(shown_here(engine.progress), rounds,', 'with Progress(False, rounds,'),
+    "pass20: --no-outlines ignored": (
+        "geogpvae/cli/plot.py", "outline_holes=not args.no_outlines)", "outline_holes=True)"),
+    "pass20: no _FillValue for cells left empty": (
+        "geogpvae/fields/packing.py", "packing[\"_FillValue\"] = dtype.type(info.min)", "pass"),
+    "pass20: fills not checked after the round trip": (
+        "geogpvae/fields/packing.py", "fills_close = bool(np.all(np.abs(back[imputed] - data[imputed]) <= step))", "fills_close = True"),
+    "pass20: packed bounds decoded in float64": (
+        "geogpvae/fields/valid.py", "ends = _decoded(np.array([0.0 if low is None else low, 0.0 if high is None else high]), encoding)",
+        "ends = np.array([0.0 if low is None else low, 0.0 if high is None else high]) * packing_of(encoding)[0] + packing_of(encoding)[1]"),
+    "pass20: a negative step's bounds not swapped": (
+        "geogpvae/fields/valid.py", "        if packing_of(encoding)[0] < 0:\n            low, high = high, low\n", ""),
+    "pass20: validate drops the packing of its thinned copy": (
+        "geogpvae/validation.py", "        work[name].encoding = dict(ds[name].encoding)", "        pass"),
+    "pass20: validate repeats the never-observed warning": (
+        "geogpvae/validation.py", 'warnings.filterwarnings("ignore", message=', 'warnings.filterwarnings("default", message='),
+    "pass20: a checkpoint written before epoch 1": (
+        "geogpvae/cli/impute.py", "if cluster.is_main and int(engine.train_state.epoch) > 0:", "if cluster.is_main:"),
+    "pass20: the mask hint names any integer variable": (
+        "geogpvae/fields/stacking.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
+    "pass20: an older model's bounds applied": (
+        "geogpvae/api.py", 'if not fitted.get("bounds_in_values"):', "if False:"),
 }
 
 

@@ -136,3 +136,43 @@ def test_valid_bounds_given_in_codes_follow_the_values_when_the_packing_is_dropp
     swapped = unpacked_bounds({"valid_min": 0, "valid_max": 10}, {"scale_factor": -2.0}, np.dtype("float32"))
     assert (swapped["valid_min"], swapped["valid_max"]) == (-20.0, 0.0)
     assert unpacked_bounds({"valid_min": 3}, {"dtype": "int16"}, np.dtype("float64")) == {"valid_min": 3}
+
+
+def test_cells_left_empty_read_back_as_missing_when_the_input_had_no_fill_value(tmp_path):
+    data, std, observed, _ = _case(n=60)
+    values = xr.DataArray(np.where(observed, data, np.nan), dims=("cell",))
+    values.encoding = {k: v for k, v in ERA5.items() if k not in ("_FillValue", "missing_value")}
+    domain = np.ones(60, bool)
+    domain[:8] = False  # outside the domain: holes there stay empty (land)
+    out = cf.imputation_variables("t2m", values, data, std, domain=domain)
+    assert out["t2m"].encoding["_FillValue"] == np.iinfo(np.int16).min
+    geogpvae.to_netcdf(xr.Dataset(out), tmp_path / "t2m.nc")
+    back = xr.open_dataset(tmp_path / "t2m.nc")
+    empty = ~observed & ~domain
+    assert empty.any() and back.t2m.isnull().values[empty].all()
+    np.testing.assert_array_equal(back.t2m.values[observed], data[observed])
+
+
+def test_a_fill_xarray_would_code_as_the_fill_value_drops_the_packing():
+    # float32 values are encoded in float32 by xarray: a fill just above -32767 codes can land
+    # on the fill value -32768 and would read back as missing
+    enc = {"dtype": np.dtype("int16"), "scale_factor": np.float32(0.001), "add_offset": np.float32(20.0),
+           "_FillValue": np.int16(-32768)}
+    step = np.spacing(np.float32(12.767))
+    candidates = (np.float32(20 - 32.767) + np.arange(-2000, 2000) * step).astype(np.float32)
+    coded = np.asarray(xr.conventions.encode_cf_variable(xr.Variable(("c",), candidates, encoding=dict(enc))).values)
+    fill = candidates[coded == -32768][-1]  # the largest value xarray codes as the fill value
+    observed_codes = xr.Variable(("c",), np.array([-19000, -18000, -17000], np.int16),
+                                 attrs={k: v for k, v in enc.items() if k != "dtype"})
+    seen = np.asarray(xr.conventions.decode_cf_variable("v", observed_codes).values)
+    data = np.r_[seen, fill].astype(np.float32)
+    observed = np.array([True, True, True, False])
+    assert kept_packing(enc, data, np.full(4, np.float32(0.5)), observed, ~observed) is None
+    ok = data.copy()
+    ok[3] = np.float32(10.0)
+    assert kept_packing(enc, ok, np.full(4, np.float32(0.5)), observed, ~observed) is not None
+
+
+def test_a_negative_step_turns_a_lower_bound_in_codes_into_an_upper_one():
+    out = unpacked_bounds({"valid_min": np.int16(0)}, {"scale_factor": -0.5, "add_offset": 10.0}, np.dtype("float64"))
+    assert out == {"valid_max": 10.0}

@@ -455,8 +455,10 @@ def _ocean_months(land=True):
     if land:
         v[:, 2:5, 3:6] = np.nan  # 9 of 120 places never observed: land
     v[rng.random(v.shape) < 0.1] = np.nan
+    sea = np.ones((10, 12), np.int8)
+    sea[2:5, 3:6] = 0
     return xr.Dataset(
-        {"sst": (("time", "lat", "lon"), v), "sea": (("lat", "lon"), np.ones((10, 12), np.int8))},
+        {"sst": (("time", "lat", "lon"), v), "sea": (("lat", "lon"), sea)},
         coords={"time": np.datetime64("2020-01-01") + np.arange(4).astype("timedelta64[D]") * 30,
                 "lat": ("lat", np.linspace(10, 0, 10), {"units": "degrees_north"}),
                 "lon": ("lon", np.linspace(0, 11, 12), {"units": "degrees_east"})})
@@ -467,6 +469,14 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
     with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any time: "
                                          r".*mask='sea' / --mask-var sea"):
         prepare_field(ds, ["sst"])
+    # a mask the other way round (ERA5's land-sea mask is 1 on land) is proposed as its complement,
+    # and an unrelated integer variable is not proposed at all
+    lsm = ds.drop_vars("sea").assign(lsm=1 - ds.sea)
+    with pytest.warns(UserWarning, match=r"mask=ds\['lsm'\] == 0\)"):
+        prepare_field(lsm, ["sst"])
+    basins = ds.drop_vars("sea").assign(basin=(("lat", "lon"), np.arange(120).reshape(10, 12) % 3))
+    with pytest.warns(UserWarning, match=r"True where values belong; on the command line --mask-var NAME\)"):
+        prepare_field(basins, ["sst"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prepare_field(ds, ["sst"], mask="sea")  # a mask given: nothing to say

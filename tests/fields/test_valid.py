@@ -54,3 +54,12 @@ def test_predictions_at_new_sites_keep_the_valid_min_too():
         pred = imp.predict(grid)
     assert float(pred.rain.min()) == 0.0
 
+
+
+def test_a_value_at_a_bound_given_in_codes_with_a_float32_step_is_inside():
+    # sea-ice concentration as OSI SAF stores it: int32 codes, float32 step 0.01, valid_max 10000
+    enc = {"dtype": np.dtype("int32"), "scale_factor": np.float32(0.01)}
+    codes = xr.Variable(("c",), np.array([0, 5000, 10000], np.int32), attrs={"scale_factor": np.float32(0.01)})
+    decoded = np.asarray(xr.conventions.decode_cf_variable("ice", codes).values)
+    low, high = valid_bounds({"valid_min": 0, "valid_max": 10000}, enc)
+    assert low == decoded[0] and high == float(decoded[2])  # 100 % is not above the bound

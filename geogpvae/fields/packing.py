@@ -77,6 +77,8 @@ def kept_packing(
         round trip through xarray fails (see the module docstring).
     """
     stored = encoding.get("dtype")
+    # unpacked integers would fail the round trip too (their codes decode to integers), but
+    # the whole variable need not be encoded to find that out
     if stored is None or "scale_factor" not in encoding or "_Unsigned" in encoding:
         return None
     stored = np.dtype(stored)

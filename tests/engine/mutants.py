@@ -389,8 +389,6 @@ MUTANTS = {
         "geogpvae/fields/cf.py", "    if packing is not None:  # a packed input stays packed", "    if False:  # a packed input stays packed"),
     "pass20: std written packed too": (
         "geogpvae/fields/cf.py", 's_out.encoding["dtype"] = np.dtype(np.float32)', 's_out.encoding.update(packing)'),
-    "pass20: unpacked input treated as packed": (
-        "geogpvae/fields/packing.py", 'if stored is None or "scale_factor" not in encoding or', 'if stored is None or'),
     "pass20: predict on coordinates alone in the model's axis order": (
         "geogpvae/fields/stacking.py", "order = [str(d) for d in trained_dims if str(d) in found]", "order = []"),
     "pass20: GIS's dd refused as degrees": (

@@ -56,6 +56,9 @@ def test_codes_widen_to_int32_out_of_range_and_never_land_on_the_fill_value():
 def test_no_packing_kept_for_unpacked_or_unsigned_or_inexact_inputs():
     data, std, observed, imputed = _case()
     assert kept_packing({"dtype": np.dtype("int16")}, data, std, observed, imputed) is None
+    # whole-number counts stored as plain int16: fills are not whole numbers, whatever their std
+    counts = np.where(observed, np.round(data - 200.0), data - 200.0)
+    assert kept_packing({"dtype": np.dtype("int16")}, counts, std * 100, observed, imputed) is None
     assert kept_packing({**ERA5, "_Unsigned": "true"}, data, std, observed, imputed) is None
     assert kept_packing({"dtype": np.dtype("float32"), "scale_factor": 0.002}, data, std,
                         observed, imputed) is None

@@ -480,5 +480,6 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prepare_field(ds, ["sst"], mask="sea")  # a mask given: nothing to say
+        prepare_field(ds, ["sst"], mask=xr.ones_like(ds.sea, dtype=bool))  # even one that keeps them
         prepare_field(ds.isel(time=0), ["sst"])  # no time axis: a gap like any other
         prepare_field(_ocean_months(land=False), ["sst"])

@@ -694,8 +694,23 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
 
     A gridded field with a time axis whose cells, at some places, hold no value of any variable
     at any time step: those places are filled like gaps, from neighbours alone, although they
-    are often outside the domain (land, cells outside a reservoir). None where no time axis,
-    no such place, or under :data:`NEVER_OBSERVED_SHARE` of the places.
+    are often outside the domain (land, cells outside a reservoir).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The input, searched for a variable on the places' dims that could serve as the mask.
+    field : Field
+        Its stacked field, all of ``ds``'s cells (no mask given): ``values`` (N, K) in C
+        order over ``field.dims``.
+
+    Returns
+    -------
+    str or None
+        The warning's text, naming the never-observed places and a matching mask variable
+        where there is one; None where the field has no time axis (or only one), no such
+        place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
+        every cell (a mask was given).
     """
     times = {str(d) for a in field.geometry.axes if a.kind in ("time", "cftime", "duration")
              for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}

@@ -25,6 +25,10 @@ __all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
+#: What the beta candidates' check NLL judges (engine/selection.py): ``"auto"`` (the variances'
+#: shape only for variables whose gaps cluster), ``"nll"`` (always), ``"mean"`` (never); the
+#: option ``extra["selection_score"]``.
+SELECTION_SCORES = ("auto", "nll", "mean")
 BATCHINGS = ("auto", "random", "spatial")
 SCHEDULES = ("cosine", "constant")
 DTYPES = ("float32", "float64")
@@ -314,8 +318,6 @@ class GPVAEConfig:
             raise ValueError(f"unknown extra option(s) {', '.join(map(str, unknown))}{hint}; "
                              f"known: {', '.join(EXTRA_OPTIONS)}")
         if "selection_score" in self.extra:  # an option of beta="auto" (engine/selection.py)
-            from .selection import SELECTION_SCORES
-
             score = self.extra["selection_score"]
             if score not in SELECTION_SCORES:
                 raise ValueError(f"unknown selection_score {score!r}; choose one of {', '.join(SELECTION_SCORES)}")
@@ -328,9 +330,7 @@ class GPVAEConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first option that is out of range."""
 
-        from ..gp.kernels import KERNELS  # here, so that reading the defaults needs no torch
-        from ..gp.neighbours import BACKENDS, ORDERINGS
-        from ..gp.user_kernels import check_user_kernel, is_gpytorch_kernel
+        from ..gp.names import BACKENDS, KERNELS, ORDERINGS
 
         def choice(name: str, allowed: tuple[str, ...]) -> None:
             value = getattr(self, name)
@@ -338,10 +338,14 @@ class GPVAEConfig:
                 raise ValueError(f"unknown {name} {value!r}; choose one of {', '.join(allowed)}")
 
         choice("engine", ENGINES)
-        if is_gpytorch_kernel(self.kernel):
-            check_user_kernel(self.kernel)
-        else:
+        if isinstance(self.kernel, str):  # a name: no torch needed to check it
             choice("kernel", KERNELS)
+        else:
+            from ..gp.user_kernels import check_user_kernel, is_gpytorch_kernel
+
+            if not is_gpytorch_kernel(self.kernel):
+                choice("kernel", KERNELS)  # refused, naming the choices
+            check_user_kernel(self.kernel)
         choice("ordering", ("auto", *ORDERINGS))
         choice("batching", BATCHINGS)
         choice("predict_mode", PREDICT_MODES)

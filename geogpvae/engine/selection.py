@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from .config import SELECTION_SCORES
 from .progress import Progress, shown_here
 from .stopping import predictive_nll
 from .training import FieldData, TrainState, check_inputs, train
@@ -71,9 +72,6 @@ SELECTION_SHARE = 0.35
 WHOLE_FIELD_SELECTION_SHARE = 0.2
 #: The fewest epochs each candidate trains (fewer only where the budget leaves no epoch after them).
 MIN_SELECTION_EPOCHS = 3
-#: What the candidates' check NLL judges: ``"auto"`` (the variances' shape only for variables
-#: whose gaps cluster), ``"nll"`` (always), ``"mean"`` (never); the option ``selection_score``.
-SELECTION_SCORES = ("auto", "nll", "mean")
 #: Share of each variable's observed values held out to score the candidates.
 SELECTION_HOLDOUT = 0.1
 

@@ -26,10 +26,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .names import KERNELS
+
 __all__ = ["KERNELS", "ChannelKernel", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist",
            "stretchable", "stretched"]
-
-KERNELS = ("rbf", "matern12", "matern32", "matern52", "cauchy")
 
 
 def _softplus_inverse(value: torch.Tensor) -> torch.Tensor:

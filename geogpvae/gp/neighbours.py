@@ -30,6 +30,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from .lattice import Lattice, cells_of, find_lattice, lattice_neighbours, offset_keys
+from .names import BACKENDS, ORDERINGS
 
 __all__ = [
     "BACKENDS",
@@ -42,8 +43,6 @@ __all__ = [
     "faiss_available",
 ]
 
-BACKENDS = ("auto", "kdtree", "faiss")
-ORDERINGS = ("random", "maxmin", "sorted", "none")
 
 _BRUTE_FORCE_PREFIX = 512  # first positions handled by one dense distance matrix
 _QUERY_CHUNK = 1 << 16

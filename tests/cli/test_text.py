@@ -80,6 +80,19 @@ def test_bad_command_lines_fail_before_torch_is_imported(argv):
     assert res.stderr.startswith("geogpvae: error: ") and len(res.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("flags, rc", [([], 0), (["--option", "kernel=matern99"], 2),
+                                        (["--option", "neighbour_backend=ann"], 2)])
+def test_info_and_refused_options_need_no_torch(volume_file, flags, rc):
+    """Describing a file, or refusing a bad option value, is quick: torch is not imported."""
+    code = ("import sys\nfrom geogpvae.cli import main\nrc = main(sys.argv[1:])\n"
+            "assert 'torch' not in sys.modules, 'torch was imported'\nsys.exit(rc)\n")
+    res = subprocess.run([sys.executable, "-c", code, "info", *flags, str(volume_file)], capture_output=True,
+                         text=True, cwd=REPO, timeout=600, check=False)
+    assert res.returncode == rc, res.stderr
+    if rc:
+        assert "choose one of" in res.stderr, res.stderr
+
+
 def test_plain_import_does_not_load_torch():
     code = ("import sys, geogpvae\nassert 'torch' not in sys.modules\n"
             "from geogpvae import impute, GPVAEImputer, InputError\nassert 'torch' in sys.modules\n")

@@ -685,10 +685,23 @@ def _says_degrees(units: str) -> bool:
     return "deg" in text or bool({"\u00b0", "\u00ba"} & set(text)) or text in ("dd", "dd_e", "dd_n")
 
 
+#: units that count degrees the other way (CF allows them); read as east or north they would mirror the map
+_REVERSED_DEGREES = {"degrees_west": "east", "degree_west": "east", "degree_w": "east", "degrees_w": "east",
+                     "degrees_south": "north", "degree_south": "north", "degree_s": "north", "degrees_s": "north"}
+
+
 def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:
-    """Refuse longitudes or latitudes whose ``units`` say they are not in degrees."""
+    """Refuse longitudes or latitudes whose ``units`` say they are not in degrees, or count
+    them westward or southward."""
     for name in names:
         units = source[name].attrs.get("units") if _holds(source, name) else None
+        reversed_to = _REVERSED_DEGREES.get(units.strip().lower()) if isinstance(units, str) else None
+        if reversed_to is not None:
+            raise InputError(
+                f"coordinate {name!r} is in {units!r}, but geogpvae reads degrees {reversed_to}: count them "
+                f"the other way first, ds.assign_coords({name}=(-ds[{name!r}]).assign_attrs("
+                f"units='degrees_{reversed_to}'))"
+            )
         if isinstance(units, str) and units.strip() and not _says_degrees(units):
             raise InputError(
                 f"coordinate {name!r} is in {units!r}, but longitudes and latitudes are taken in "

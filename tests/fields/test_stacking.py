@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -483,3 +484,18 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
         prepare_field(ds, ["sst"], mask=xr.ones_like(ds.sea, dtype=bool))  # even one that keeps them
         prepare_field(ds.isel(time=0), ["sst"])  # no time axis: a gap like any other
         prepare_field(_ocean_months(land=False), ["sst"])
+
+
+def test_degrees_west_or_south_are_refused_with_the_conversion():
+    """Read as east, longitudes counted westward would mirror the map; the message's fix works."""
+    ds = _sites(lonlat=True).drop_vars(["x", "y"])
+    east = prepare_field(ds)
+    west = ds.assign_coords(lon=(-ds.lon).assign_attrs(units="degrees_west"))
+    with pytest.raises(InputError, match=r"'lon' is in 'degrees_west', but geogpvae reads degrees east") as err:
+        prepare_field(west)
+    fix = re.search(r"ds\.assign_coords\(.*\)\)", str(err.value)).group(0)
+    fixed = prepare_field(eval(fix, {"ds": west}))  # the message's own code
+    np.testing.assert_allclose(fixed.x, east.x)
+    with pytest.raises(InputError, match=r"'lat' is in 'degrees_south'"):
+        stacking.locations(ds.assign_coords(lat=(-ds.lat).assign_attrs(units="degrees_south"))[["lon", "lat"]],
+                           east.geometry)

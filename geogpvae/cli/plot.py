@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    with _open(files, None) as ds:
+    with _open(files, None) as ds, warnings.catch_warnings():
         var = args.var or _default_variable(ds)
         if var not in ds.data_vars:
             raise UsageError(
@@ -113,6 +114,8 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
             )
         truth = _open(expand_inputs([args.truth]), None) if args.truth else None
         try:
+            if args.quiet:  # the map's missing outlines are cosmetic: -q silences them
+                warnings.filterwarnings("ignore", message="no (coastlines|borders|coastlines or borders) on the map")
             kind = _plot_kind(args, ds[var].ndim)
             fig = _figure(ds, var, kind, args, truth)
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""

@@ -697,6 +697,22 @@ def test_missing_natural_earth_warns_once_and_never_downloads(no_map_data,
     assert all(c.get_gid() != "coastlines" for ax in fig1.axes for c in ax.artists + ax.collections)
 
 
+def test_plot_command_quiet_drops_the_missing_outlines_warning(no_map_data, _no_network_and_fresh_warnings,
+                                                                 tmp_path, capsys):
+    """``geogpvae plot -q`` says nothing about absent coastlines; without -q one line says so."""
+    from geogpvae.cli import main
+
+    ds, _ = make_global()
+    path = tmp_path / "sst.nc"
+    ds.isel(time=0, drop=True).to_netcdf(path)
+    assert main(["plot", "-q", str(path), "-o", str(tmp_path / "quiet.png")]) == 0
+    assert capsys.readouterr().err == ""
+    style._WARNED.clear()  # warned at most once per process: the command runs once in its own
+    assert main(["plot", str(path), "-o", str(tmp_path / "said.png")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: no coastlines" in err and "Natural Earth" in err
+
+
 def _write_lines(path, lines):
     import shapefile  # pyshp, a dependency of cartopy
 

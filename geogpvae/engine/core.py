@@ -23,7 +23,7 @@ import torch
 from ..errors import InputError, warn_caller
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn, median_neighbour_distance
-from .calibration import REGIMES, calibrate, split_mode
+from .calibration import REGIMES, calibrate, split_mode, stretched_neighbours
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
 from .inputs import (
@@ -638,7 +638,7 @@ class GPVAEEngine:
         mean, var, source = self._select(self._sources(target, anchor, self_index, need), modes)
         if stretch != 1.0 and not bool(has_own.all()):
             rows = torch.nonzero(~has_own).squeeze(1)
-            mean[rows], var[rows] = self._neighbours(target.x, anchor, self_index, rows, stretch)
+            mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows, stretch)
             source[rows.cpu().numpy()] = 1
         return mean, var, source
 

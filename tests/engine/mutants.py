@@ -23,6 +23,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass18:" tests/engine/test_selection.py tests/engine/test_config.py tests/cli/test_commands.py tests/cli/test_text.py tests/test_bad_input.py tests/engine/test_inputs.py tests/test_api.py tests/plot/test_figures.py tests/engine/test_state.py tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
+    python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -438,6 +439,21 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
     "pass20: an older model's bounds applied": (
         "geogpvae/api.py", 'if not fitted.get("bounds_in_values"):', "if False:"),
+    "pass21: stretched variance inside clustered gaps": (
+        "geogpvae/engine/calibration.py", "    if np.any(engine.clustered_gaps_):\n        var = learnt_var", "    if False:\n        var = learnt_var"),
+    "pass21: learnt variance everywhere": (
+        "geogpvae/engine/calibration.py", "    if np.any(engine.clustered_gaps_):\n        var = learnt_var", "    if True:\n        var = learnt_var"),
+    "pass21: no stretches offered": (
+        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        unobserved +=", "    if False:\n        unobserved +="),
+    "pass21: stretches only where no gaps cluster": (
+        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        unobserved +=",
+        "    if stretchable(engine.model.kernel) and not np.any(getattr(engine, 'clustered_gaps_', False)):\n        unobserved +="),
+    "pass21: info imports torch for a kernel name": (
+        "geogpvae/engine/config.py", "        if isinstance(self.kernel, str):  # a name", "        import torch  # noqa\n        if isinstance(self.kernel, str):  # a name"),
+    "pass21: degrees_west read as east": (
+        "geogpvae/fields/geometry.py", "        if reversed_to is not None:\n", "        if False:\n"),
+    "pass21: plot -q keeps the outlines warning": (
+        "geogpvae/cli/plot.py", "            if args.quiet:  # the map", "            if False:  # the map"),
 }
 
 

@@ -106,6 +106,16 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     assert torch.equal(eng.model.kernel.lengthscale, before)
     plain = eng._latent(target, eng._anchor, None, "neighbours")
     assert not torch.allclose(plain[1], var)  # the stretch changes the answer
+    # where a variable's gaps cluster: the stretched mean, the learnt kernel's variance
+    clustered = eng.clustered_gaps_
+    try:
+        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2"}
+        eng.clustered_gaps_ = np.array([False, True])
+        in_gaps = eng._latent(target, eng._anchor, None, "auto")
+    finally:
+        eng.predict_mode_, eng.clustered_gaps_ = chosen, clustered
+    torch.testing.assert_close(in_gaps[0], want[0])
+    torch.testing.assert_close(in_gaps[1], plain[1])
 
 
 def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):

@@ -116,6 +116,7 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
         try:
             if args.quiet:  # the map's missing outlines are cosmetic: -q silences them
                 warnings.filterwarnings("ignore", message="no (coastlines|borders|coastlines or borders) on the map")
+                warnings.filterwarnings("ignore", message="cartopy is not available")
             kind = _plot_kind(args, ds[var].ndim)
             fig = _figure(ds, var, kind, args, truth)
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""

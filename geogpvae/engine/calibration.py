@@ -89,8 +89,10 @@ def stretched_neighbours(
     variance shrinks as if the data reached that much further, which inside a large gap they do
     not: on the outage tuning fields it made the stretch lose in NLL (-0.383 to -0.333), while
     with the learnt variance it stays within 0.014 and the persistent-gap fields' RMSE falls
-    from 3.5 to 0.9 (docs/benchmarks.md, "Which split chose which default"). Values hidden at
-    random keep the stretched variance, chosen on the kriging task.
+    from 3.5 to 0.9 (docs/benchmarks.md, "Which split chose which default"). The switch is the
+    engine's, not the location's: where any variable's gaps cluster, every location without a
+    value of its own gets the learnt variance; where none do (values missing at random, new
+    sites), the stretched variance stays, as chosen on the kriging task.
     """
     mean, var = engine._neighbours(x, anchor, self_index, rows, stretch)
     if np.any(engine.clustered_gaps_):

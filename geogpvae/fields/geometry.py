@@ -687,7 +687,8 @@ def _says_degrees(units: str) -> bool:
 
 #: units that count degrees the other way (CF allows them); read as east or north they would mirror the map
 _REVERSED_DEGREES = {"degrees_west": "east", "degree_west": "east", "degree_w": "east", "degrees_w": "east",
-                     "degrees_south": "north", "degree_south": "north", "degree_s": "north", "degrees_s": "north"}
+                     "degreew": "east", "degreesw": "east", "degrees_south": "north", "degree_south": "north",
+                     "degree_s": "north", "degrees_s": "north", "degreess": "north"}
 
 
 def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:
@@ -695,12 +696,14 @@ def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> N
     them westward or southward."""
     for name in names:
         units = source[name].attrs.get("units") if _holds(source, name) else None
-        reversed_to = _REVERSED_DEGREES.get(units.strip().lower()) if isinstance(units, str) else None
+        reversed_to = None
+        if isinstance(units, str):  # "degreeS" is south; lower-cased it would read "degrees"
+            reversed_to = "north" if units.strip() == "degreeS" else _REVERSED_DEGREES.get(units.strip().lower())
         if reversed_to is not None:
             raise InputError(
                 f"coordinate {name!r} is in {units!r}, but geogpvae reads degrees {reversed_to}: count them "
-                f"the other way first, ds.assign_coords({name}=(-ds[{name!r}]).assign_attrs("
-                f"units='degrees_{reversed_to}'))"
+                f"the other way first, ds.assign_coords({{{name!r}: (-ds[{name!r}]).assign_attrs("
+                f"units='degrees_{reversed_to}')}})"
             )
         if isinstance(units, str) and units.strip() and not _says_degrees(units):
             raise InputError(

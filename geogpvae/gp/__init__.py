@@ -1,5 +1,7 @@
 """Gaussian-process pieces, pure torch/NumPy: kernels, neighbour search, the SPA/HPA priors.
 
+:mod:`~geogpvae.gp.names` (the option values these accept; imports nothing, so checking a
+configuration needs no torch),
 :mod:`~geogpvae.gp.kernels` (the built-in latent covariance functions, hand-written),
 :mod:`~geogpvae.gp.user_kernels` (any stationary gpytorch kernel as a latent kernel),
 :mod:`~geogpvae.gp.neighbours` (orderings and nearest-neighbour sets) and

@@ -28,6 +28,8 @@ def test_unknown_option_is_named():
 @pytest.mark.parametrize("option, value, words", [
     ("engine", "dense", "unknown engine"),
     ("kernel", "linear", "unknown kernel"),
+    ("kernel", 5, "unknown kernel"),  # neither a name nor a gpytorch kernel
+    ("kernel", None, "unknown kernel"),
     ("neighbours", -1, "neighbours must be an integer"),
     ("batch_size", 0, "batch_size"),
     ("lr", 0.0, "lr must be a positive number"),

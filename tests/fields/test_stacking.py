@@ -493,9 +493,15 @@ def test_degrees_west_or_south_are_refused_with_the_conversion():
     west = ds.assign_coords(lon=(-ds.lon).assign_attrs(units="degrees_west"))
     with pytest.raises(InputError, match=r"'lon' is in 'degrees_west', but geogpvae reads degrees east") as err:
         prepare_field(west)
-    fix = re.search(r"ds\.assign_coords\(.*\)\)", str(err.value)).group(0)
+    fix = re.search(r"ds\.assign_coords\(.*\)\}\)", str(err.value)).group(0)
     fixed = prepare_field(eval(fix, {"ds": west}))  # the message's own code
     np.testing.assert_allclose(fixed.x, east.x)
+    for units in ("degreeW", "degreesW", "degree_W"):
+        with pytest.raises(InputError, match="reads degrees east"):
+            prepare_field(ds.assign_coords(lon=(-ds.lon).assign_attrs(units=units)))
+    with pytest.raises(InputError, match="reads degrees north"):
+        prepare_field(ds.assign_coords(lat=(-ds.lat).assign_attrs(units="degreeS")))
+    prepare_field(ds.assign_coords(lat=ds.lat.assign_attrs(units="degrees")))  # plain degrees: north
     with pytest.raises(InputError, match=r"'lat' is in 'degrees_south'"):
         stacking.locations(ds.assign_coords(lat=(-ds.lat).assign_attrs(units="degrees_south"))[["lon", "lat"]],
                            east.geometry)

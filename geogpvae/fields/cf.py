@@ -41,7 +41,7 @@ import xarray as xr
 
 from geogpvae._version import __version__
 
-from .packing import kept_packing
+from .packing import kept_fill, kept_packing
 from .valid import clip_fills, unpacked_bounds
 
 __all__ = [
@@ -215,7 +215,9 @@ def imputation_variables(
           (integer codes with ``scale_factor``, e.g. ERA5's int16) keeps its packing in
           ``encoding`` where :func:`~geogpvae.fields.packing.kept_packing` finds its step far
           below the fills' std (files then hold the fills rounded to that step); else its
-          encoding has no packing and files hold the decoded float type.
+          encoding has no packing and files hold the decoded float type, with the input's
+          fill value (e.g. ``_FillValue = -999``) kept in ``encoding`` where it had one
+          (:func:`~geogpvae.fields.packing.kept_fill`; ``v_std`` gets the same).
         * ``v_std``: same dtype as ``v`` (written as float32 where ``v`` keeps a packing);
           ``std`` at imputed cells, ``0.0`` at observed
           cells (known exactly), NaN where ``v`` is NaN. Attributes: ``long_name``,
@@ -261,6 +263,10 @@ def imputation_variables(
     if packing is not None:  # a packed input stays packed; its std needs no more than float32
         v_out.encoding.update(packing)
         s_out.encoding["dtype"] = np.dtype(np.float32)
+    else:  # the input's fill value (e.g. -999), where it had one
+        fill = kept_fill(values.encoding, data.dtype, data, std_data)
+        v_out.encoding.update(fill)
+        s_out.encoding.update(fill)
     f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
                                "standard_name": "status_flag"}
     f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)

@@ -30,6 +30,7 @@ from ..errors import NetCDFReadError, UnreadableFileError
 from ..errors import one_line as _one_line
 from .cf import point_geometry, restore_flag_variables
 from .joining import open_several
+from .packing import kept_fill
 
 __all__ = [
     "CF_VERSION",
@@ -238,8 +239,9 @@ def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
             enc.pop("missing_value", None)
     elif kind == "f" and not packed:
         fill_dtype = stored if stored is not None else dtype
-        enc["_FillValue"] = fill_dtype.type(np.nan)
+        kept = kept_fill(enc, fill_dtype)  # a number such as -999 the input was read with
         enc.pop("missing_value", None)
+        enc.update(kept or {"_FillValue": fill_dtype.type(np.nan)})
 
     numeric = kind in "biufMm"
     if numeric and var.ndim > 0 and var.size > 0 and complevel > 0 and not is_coord:
@@ -671,8 +673,9 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
 
     * numeric data variables with one or more dimensions: zlib (deflate) + shuffle at
       ``complevel``, chunks of at most ~1 MiB (leading dims split first);
-    * float data variables: ``_FillValue`` NaN (unless they carry an integer packing in
-      their encoding, e.g. int16 + ``scale_factor``, which is kept with its fill value);
+    * float data variables: ``_FillValue`` NaN, unless their encoding carries an integer
+      packing (e.g. int16 + ``scale_factor``, kept with its fill value) or a finite fill value
+      (e.g. ``-999`` read from the input, kept, with its ``missing_value`` if equal);
     * coordinate variables: no ``_FillValue`` (CF 2.5.1) unless they contain NaN;
     * integer variables keep their encoded ``_FillValue`` (e.g. -127 of ``v_imputed``);
     * time variables keep their ``units``/``calendar`` encoding and are stored as int32

@@ -21,6 +21,11 @@ decides, per variable, from the values themselves:
 Otherwise the packing is dropped and ``v`` is written in its decoded float type, as before;
 its ``valid_min``/``valid_max``/``valid_range``, which CF gives in codes for packed data, are
 then converted to the units of ``v`` (:func:`geogpvae.fields.valid.unpacked_bounds`).
+
+A variable written unpacked keeps the fill value it was read with (:func:`kept_fill`): a
+float32 ``sst`` with ``_FillValue = -999`` is written with ``-999`` in its empty cells (and so
+is ``sst_std``), since tools downstream may test for that number rather than for NaN. NaN
+stays the fill value where the input had none, or where a value to be written equals it.
 Pure numpy/xarray: no torch, no I/O.
 """
 
@@ -36,7 +41,7 @@ import xarray as xr
 
 from .valid import packing_of
 
-__all__ = ["STEP_SHARE", "kept_packing"]
+__all__ = ["STEP_SHARE", "kept_fill", "kept_packing"]
 
 #: the largest packing step, as a share of the smallest predictive std of a fill, that keeps
 #: the packing (rounding to the step then adds at most 0.1**2 / 12 < 0.1 % to the variance)
@@ -116,3 +121,38 @@ def _round_trip(data: np.ndarray, observed: np.ndarray, imputed: np.ndarray, pac
     with np.errstate(invalid="ignore"):
         fills_close = bool(np.all(np.abs(back[imputed] - data[imputed]) <= step))
     return np.array_equal(back[observed], data[observed]) and fills_close
+
+
+def kept_fill(encoding: Mapping[str, Any], dtype: np.dtype, *arrays: np.ndarray) -> dict[str, Any]:
+    """The input's fill value, for an output variable of float ``dtype`` written unpacked.
+
+    Parameters
+    ----------
+    encoding : mapping
+        The input variable's encoding, as xarray read it (``_FillValue``, ``missing_value``).
+    dtype : numpy.dtype
+        The float type the output is written in.
+    *arrays : ndarray
+        The values to be written (``v`` and ``v_std``); none may equal the fill value.
+
+    Returns
+    -------
+    dict
+        ``{"_FillValue": fill}`` (and ``missing_value`` where the input had it), the input's
+        scalar, finite fill value in ``dtype``; empty where the input had none (NaN is then
+        the fill), was packed (its fill value is a code), has two different ones, loses its
+        value in the cast to ``dtype``, or where a value to be written equals it (that value
+        would read back as missing).
+    """
+    if "scale_factor" in encoding or "add_offset" in encoding:
+        return {}  # a packing's fill value is a code, not a number in the units of the values
+    found = [encoding.get(k) for k in _MISSING_KEYS]
+    numbers = [np.asarray(v) for v in found if v is not None]
+    if not numbers or any(n.size != 1 or n.dtype.kind not in "iuf" for n in numbers):
+        return {}
+    fill = dtype.type(numbers[0].item())
+    if not np.isfinite(fill) or any(float(fill) != n.item() for n in numbers):
+        return {}  # NaN already, changed by the cast, or two different fill values
+    if any(np.any(np.asarray(a) == fill) for a in arrays):
+        return {}
+    return {"_FillValue": fill, **({"missing_value": fill} if found[1] is not None else {})}

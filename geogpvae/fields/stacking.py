@@ -54,6 +54,7 @@ from .geometry import (
     build_geometry,
     check_spanned,
     choose_coordinates,
+    coordinate_role,
     coordinates_at,
 )
 from .valid import attr_numbers, valid_bounds
@@ -712,7 +713,7 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
         place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
         every cell (a mask was given).
     """
-    times = {str(d) for a in field.geometry.axes if a.kind in ("time", "cftime", "duration")
+    times = {str(d) for a in field.geometry.axes if _is_time_axis(ds, a)
              for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
     along = tuple(i for i, d in enumerate(field.dims) if d in times)
     if not along or len(along) == len(field.dims) or field.values.shape[0] != int(np.prod(field.shape)):
@@ -726,6 +727,16 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
             f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
             f"If they are land or outside the domain, pass a mask (True where values belong"
             f"{_mask_hint(ds, field.names, places, seen)})")
+
+
+def _is_time_axis(ds: xr.Dataset, axis: Any) -> bool:
+    """Dates or durations, or numbers a CF coordinate marks as time (``axis = "T"``,
+    ``standard_name = "time"``, e.g. World Ocean Atlas' "months since" that xarray leaves
+    undecoded)."""
+    if axis.kind in ("time", "cftime", "duration"):
+        return True
+    name = axis.names[0]
+    return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"
 
 
 def _mask_hint(ds: xr.Dataset, names: Sequence[str], places: tuple[str, ...], seen: np.ndarray) -> str:

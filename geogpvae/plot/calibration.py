@@ -258,6 +258,12 @@ def _std_vs_error(fig, ax, sigma: np.ndarray, err: np.ndarray, hexbin: bool,
         (bm,) = ax.plot(xm, ym, "o-", color="C0", markersize=4, linewidth=1,
                         label="mean |error| per decile of \u03c3")
         bm.set_gid("binned")
+    beyond = (sigma > xmax) | (err > ymax)
+    if beyond.any():  # the axes end at the 99.5 % quantiles: the rest sit on their edge, counted
+        edge = ax.scatter(np.minimum(sigma[beyond], xmax), np.minimum(err[beyond], ymax), s=22,
+                          marker="D", facecolors="none", edgecolors="C1", linewidths=1.0, clip_on=False,
+                          zorder=4, label=f"{int(beyond.sum())} of {sigma.size} beyond the axes, on the edge")
+        edge.set_gid("beyond")
     ax.set_xlim(0, xmax)
     ax.set_ylim(0, ymax)
     ax.legend(fontsize="small", loc="upper left")

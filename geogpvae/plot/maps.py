@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +50,7 @@ from .style import (
     _units_suffix,
     is_log_variable,
     label_for,
+    wrap_label,
 )
 
 __all__ = ["field_map"]
@@ -745,7 +745,7 @@ def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pa
         # wrapped to the colourbar's width, so that two bars side by side keep their
         # labels apart
         inches = kw["shrink"] * (n_panels * size.w + (n_panels - 1) * size.gap)
-        return textwrap.fill(text, max(12, int(inches / (0.55 * size.mt.label_font))))
+        return wrap_label(text, max(12, int(inches / (0.55 * size.mt.label_font))))
 
     value_axes = [a for a, k in zip(axes, p.keys, strict=True) if k in p.value_keys]
     _colourbar(fig, mappables[p.value_keys[0]], value_axes,

@@ -381,6 +381,27 @@ def _panel_norms(values: list[Any], uncertainties: list[Any], percentiles: tuple
     return vnorm, make_norm(*robust_limits(*uncertainties, percentiles=percentiles, log=log), log=log)
 
 
+def wrap_label(text: str, chars: int) -> str:
+    """``text`` broken at spaces into lines of at most ``chars`` characters.
+
+    Units in brackets at the end (``[mg kg-1]``) are never broken, and never sit alone on the
+    last line: the word before them moves down too (``"std of sea surface\ntemperature
+    [degC]"``, not ``"...temperature\n[degC]"``). A word longer than ``chars`` stays whole.
+    """
+    units = re.search(r"\[[^\[\]]*\]$", text.strip())
+    words = text[:units.start()].split() if units else text.split()
+    words += [units.group(0)] if units else []
+    lines: list[list[str]] = []
+    for word in words:
+        if lines and len(" ".join([*lines[-1], word])) <= chars:
+            lines[-1].append(word)
+        else:
+            lines.append([word])
+    if units and len(lines) > 1 and len(lines[-1]) == 1 and len(lines[-2]) > 1:
+        lines[-1].insert(0, lines[-2].pop())
+    return "\n".join(" ".join(line) for line in lines)
+
+
 def _colourbar(fig, mappable, axes, label: str, gid: str, **kwargs: Any):
     """A colourbar for ``axes``, labelled, with readable log ticks, its axes tagged ``gid``."""
     cb = fig.colorbar(mappable, ax=axes, **kwargs)

@@ -24,6 +24,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass22:" tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -454,6 +455,22 @@ MUTANTS = {
         "geogpvae/fields/geometry.py", "        if reversed_to is not None:\n", "        if False:\n"),
     "pass21: plot -q keeps the outlines warning": (
         "geogpvae/cli/plot.py", "            if args.quiet:  # the map", "            if False:  # the map"),
+    "pass22: the input's fill value dropped from v": (
+        "geogpvae/fields/cf.py", "        v_out.encoding.update(fill)\n", "        pass\n"),
+    "pass22: the writer replaces a kept fill value by NaN": (
+        "geogpvae/fields/io.py", "        enc.update(kept or {", "        enc.update({"),
+    "pass22: a fill value kept although a value equals it": (
+        "geogpvae/fields/packing.py", "    if any(np.any(np.asarray(a) == fill) for a in arrays):", "    if False:"),
+    "pass22: a packing's code kept as the fill of unpacked floats": (
+        "geogpvae/fields/packing.py", '    if "scale_factor" in encoding or "add_offset" in encoding:\n        return {}',
+        '    if False:\n        return {}'),
+    "pass22: numbers marked as time not taken as a time axis": (
+        "geogpvae/fields/stacking.py", '    return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"',
+        "    return False"),
+    "pass22: points beyond the calibration axes dropped silently": (
+        "geogpvae/plot/calibration.py", "    if beyond.any():  # the axes end", "    if False:  # the axes end"),
+    "pass22: units left alone on a colour bar's last line": (
+        "geogpvae/plot/style.py", "    if units and len(lines) > 1", "    if False and len(lines) > 1"),
 }
 
 

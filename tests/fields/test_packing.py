@@ -7,7 +7,7 @@ import xarray as xr
 
 import geogpvae
 from geogpvae.fields import cf
-from geogpvae.fields.packing import STEP_SHARE, kept_packing
+from geogpvae.fields.packing import STEP_SHARE, kept_fill, kept_packing
 from geogpvae.fields.valid import unpacked_bounds
 
 ERA5 = {"dtype": np.dtype("int16"), "scale_factor": 0.002, "add_offset": 280.0,
@@ -179,3 +179,45 @@ def test_a_fill_xarray_would_code_as_the_fill_value_drops_the_packing():
 def test_a_negative_step_turns_a_lower_bound_in_codes_into_an_upper_one():
     out = unpacked_bounds({"valid_min": np.int16(0)}, {"scale_factor": -0.5, "add_offset": 10.0}, np.dtype("float64"))
     assert out == {"valid_max": 10.0}
+
+
+def test_an_unpacked_float32_file_keeps_its_fill_value_in_the_imputed_file(tmp_path):
+    rng = np.random.default_rng(4)
+    y, x = np.arange(8.0), np.arange(11.0)
+    field = (np.sin(x / 3)[None, :] + np.cos(y / 4)[:, None]).astype(np.float32)
+    field[rng.random(field.shape) < 0.25] = np.nan
+    land = np.zeros(field.shape, bool)
+    land[:2, :3] = True  # outside the domain: stays empty, written as -999
+    field[land] = np.nan
+    source = tmp_path / "sst.nc"
+    xr.Dataset({"sst": (("y", "x"), field)}, coords={"y": y, "x": x}).to_netcdf(
+        source, encoding={"sst": {"dtype": "float32", "_FillValue": np.float32(-999.0)}})
+    with geogpvae.open_dataset(source) as opened:
+        given = opened.load()
+    mask = xr.DataArray(~land, dims=("y", "x"), coords={"y": y, "x": x})
+    out = geogpvae.impute(given, vars=["sst"], mask=mask, epochs=5, neighbours=4, progress=False, seed=0)
+    target = tmp_path / "filled.nc"
+    geogpvae.to_netcdf(out, target)
+    with xr.open_dataset(target, decode_cf=False) as raw:
+        for name in ("sst", "sst_std"):
+            assert raw[name].dtype == np.float32 and raw[name].attrs["_FillValue"] == np.float32(-999.0)
+            assert (raw[name].values[land] == -999.0).all()
+    with xr.open_dataset(target) as back:
+        seen = given.sst.notnull().values
+        np.testing.assert_array_equal(back.sst.values[seen], given.sst.values[seen])
+        assert back.sst.isnull().values[land].all() and back.sst.notnull().values[~land].all()
+        assert back.sst_std.isnull().values[land].all()
+
+
+def test_a_fill_value_is_kept_only_when_no_value_would_read_back_as_missing():
+    values = np.array([1.0, 2.5, np.nan])
+    f32 = np.dtype(np.float32)
+    assert kept_fill({"_FillValue": np.float32(-999)}, f32, values) == {"_FillValue": np.float32(-999)}
+    assert kept_fill({"missing_value": -999.0}, f32, values) == {"_FillValue": -999.0, "missing_value": -999.0}
+    assert kept_fill({"_FillValue": np.float32(-999)}, f32, np.array([1.0, -999.0])) == {}  # a value equal to it
+    assert kept_fill({"_FillValue": np.nan}, f32, values) == {}  # NaN is the default anyway
+    assert kept_fill({"_FillValue": -999.0, "missing_value": 1e20}, f32, values) == {}  # two of them
+    assert kept_fill({"_FillValue": 0.1}, f32, values) == {}  # not the same number in float32
+    assert kept_fill({"_FillValue": np.int16(-9999)}, np.dtype(np.float64), values) == {"_FillValue": -9999.0}
+    assert kept_fill({}, f32, values) == {}
+    assert kept_fill({"_FillValue": np.int16(-32767), "scale_factor": 0.01}, f32, values) == {}  # a code

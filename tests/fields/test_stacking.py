@@ -484,6 +484,11 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
         prepare_field(ds, ["sst"], mask=xr.ones_like(ds.sea, dtype=bool))  # even one that keeps them
         prepare_field(ds.isel(time=0), ["sst"])  # no time axis: a gap like any other
         prepare_field(_ocean_months(land=False), ["sst"])
+    # numbers marked as time the CF way (World Ocean Atlas' "months since", left undecoded)
+    for attrs in ({"axis": "T"}, {"standard_name": "time", "units": "months since 1955-01-01"}):
+        months = ds.assign_coords(time=("time", np.arange(4.0), attrs))
+        with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any time"):
+            prepare_field(months, ["sst"])
 
 
 def test_degrees_west_or_south_are_refused_with_the_conversion():

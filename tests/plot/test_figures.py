@@ -894,6 +894,15 @@ def test_uncertainty_figure_with_truth():
     ax = next(a for a in fig.axes if a.get_gid() == "std-vs-error")
     pts = next(c for c in ax.collections if c.get_gid() == "points")
     assert len(pts.get_offsets()) == 4950
+    # the axes end at the 99.5 % quantiles: what lies beyond is drawn on the edge and counted
+    sigma = ds.v_std.values[ds.v_imputed.values == 1]
+    err = np.abs(ds.v.values - truth.values)[ds.v_imputed.values == 1]
+    (xmax, ymax) = ax.get_xlim()[1], ax.get_ylim()[1]
+    outside = int(((sigma > xmax) | (err > ymax)).sum())
+    edge = next(c for c in ax.collections if c.get_gid() == "beyond")
+    assert outside > 0 and len(edge.get_offsets()) == outside
+    assert np.all(edge.get_offsets()[:, 0] <= xmax) and np.all(edge.get_offsets()[:, 1] <= ymax)
+    assert f"{outside} of 4950 beyond the axes" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
 
 
 def test_uncertainty_log_variable_and_histogram():

@@ -98,6 +98,20 @@ def test_two_panel_map_keeps_the_colour_bar_labels_apart():
     assert a.x1 < b.x0
 
 
+def test_colour_bar_labels_never_leave_the_units_alone_on_a_line():
+    assert plot.style.wrap_label("std of sea surface temperature [degC]", 31) == "std of sea surface\ntemperature [degC]"
+    assert plot.style.wrap_label("sea surface temperature [degC]", 31) == "sea surface temperature [degC]"
+    assert plot.style.wrap_label("porosity [1]", 5) == "porosity\n[1]"  # nothing to move down
+    assert plot.style.wrap_label("cadmium in topsoil [mg kg-1]", 24) == "cadmium in\ntopsoil [mg kg-1]"
+    ds = _grid(long_name="cadmium in the topsoil of the Swiss Jura mountains")
+    fig = plot.field_map(ds, "v")
+    for ax in fig.axes:
+        if (ax.get_gid() or "").startswith("colorbar"):
+            label = ax.xaxis.label.get_text()
+            assert "\n" in label and not label.split("\n")[-1].startswith("["), label
+    assert _overlaps(fig) == []
+
+
 def test_layers_text_clears_colour_bars():
     rng = np.random.default_rng(2)
     z = np.arange(4.0)

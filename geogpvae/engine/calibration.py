@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from .core import GPVAEEngine
 
 __all__ = [
-    "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
+    "CLUSTERED_STRETCHES", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
     "calibration_groups", "choose_factors",
     "choose_noises", "choose_sources", "clearly_better", "hide_values", "noise_choices", "regime_factors",
     "score_hidden", "split_mode", "stretched_neighbours", "value_nlls",
@@ -43,6 +43,12 @@ REGIMES = ("observed", "unobserved")
 #: place"). Where a variable's gaps cluster the stretched mean keeps the learnt kernel's
 #: variance (:func:`stretched_neighbours`).
 STRETCHES = (2.0, 4.0)
+
+#: the stretches offered where some variable's gaps cluster (``extra["clustered_stretches"]``):
+#: patches missing in every month of a monthly field need longer ones (persistent-gap tuning
+#: fields 100-103: RMSE over every gap 0.935 -> 0.611 and 1.134 -> 0.754 on two, the same on
+#: the other two; docs/benchmarks.md, "Which split chose which default")
+CLUSTERED_STRETCHES = (2.0, 4.0, 8.0, 16.0)
 
 #: the variances the predictive can add to the decoded latent spread: the likelihood variance
 #: (the paper's), the variable's hidden-value variance estimated in training
@@ -464,13 +470,21 @@ def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
 
 
 def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
-    """The latent sources scored in each regime: all for ``"auto"``, else the fixed one."""
+    """The latent sources scored in each regime: all for ``"auto"``, else the fixed one.
+
+    Locations without values of their own also get the stretched neighbours (kernels that can
+    be stretched): :data:`STRETCHES`, or :data:`CLUSTERED_STRETCHES` where some variable's gaps
+    cluster (``extra["stretches"]`` replaces either, ``extra["clustered_stretches"]`` the second).
+    """
     if engine.config.predict_mode != "auto":
         fixed = engine._regime_modes(engine.config.predict_mode)
         return {r: [fixed[r]] for r in REGIMES}
     unobserved = ["neighbours"] + (["encoder", "combined"] if engine.model.context_dim else [])
     if stretchable(engine.model.kernel):
-        unobserved += [f"neighbours*{s:g}" for s in engine.config.extra.get("stretches", STRETCHES)]
+        extra = engine.config.extra
+        clustered = np.any(getattr(engine, "clustered_gaps_", False))
+        stretches = extra.get("clustered_stretches", CLUSTERED_STRETCHES) if clustered else STRETCHES
+        unobserved += [f"neighbours*{s:g}" for s in extra.get("stretches", stretches)]
     return {"observed": ["encoder", "combined", "neighbours"], "unobserved": unobserved}
 
 

@@ -38,6 +38,7 @@ MAX_STEPS = 4000  # the most steps the stopping rule may take
 #: Keys of ``extra``: settings for tuning runs and experiments, each read where it is used.
 EXTRA_OPTIONS = {
     "chunk": "run length of compact mini-batches (config.py)",
+    "clustered_stretches": "neighbour stretches of calibration where gaps cluster (engine/calibration.py)",
     "context_hiding": "'auto', true or false (engine/training.py)",
     "context_hiding_share": "share of hidden values taken out of the context (engine/training.py)",
     "holdout": "'random': held-out values at random even where gaps cluster (engine/holdout.py)",

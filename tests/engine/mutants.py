@@ -24,7 +24,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
-    python tests/engine/mutants.py -k "pass22:" tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
+    python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -445,16 +445,18 @@ MUTANTS = {
     "pass21: learnt variance everywhere": (
         "geogpvae/engine/calibration.py", "    if np.any(engine.clustered_gaps_):\n        var = learnt_var", "    if True:\n        var = learnt_var"),
     "pass21: no stretches offered": (
-        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        unobserved +=", "    if False:\n        unobserved +="),
+        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        extra =", "    if False:\n        extra ="),
     "pass21: stretches only where no gaps cluster": (
-        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        unobserved +=",
-        "    if stretchable(engine.model.kernel) and not np.any(getattr(engine, 'clustered_gaps_', False)):\n        unobserved +="),
+        "geogpvae/engine/calibration.py", "    if stretchable(engine.model.kernel):\n        extra =",
+        "    if stretchable(engine.model.kernel) and not np.any(getattr(engine, 'clustered_gaps_', False)):\n        extra ="),
     "pass21: info imports torch for a kernel name": (
         "geogpvae/engine/config.py", "        if isinstance(self.kernel, str):  # a name", "        import torch  # noqa\n        if isinstance(self.kernel, str):  # a name"),
     "pass21: degrees_west read as east": (
         "geogpvae/fields/geometry.py", "        if reversed_to is not None:\n", "        if False:\n"),
     "pass21: plot -q keeps the outlines warning": (
         "geogpvae/cli/plot.py", "            if args.quiet:  # the map", "            if False:  # the map"),
+    "pass22: the long stretches not offered where gaps cluster": (
+        "geogpvae/engine/calibration.py", "CLUSTERED_STRETCHES) if clustered else STRETCHES", "CLUSTERED_STRETCHES) if False else STRETCHES"),
     "pass22: the input's fill value dropped from v": (
         "geogpvae/fields/cf.py", "        v_out.encoding.update(fill)\n", "        pass\n"),
     "pass22: the writer replaces a kept fill value by NaN": (

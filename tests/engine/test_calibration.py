@@ -86,8 +86,11 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
         "neighbours", "encoder", "combined"]
     assert split_mode("neighbours*4") == ("neighbours", 4.0) and split_mode("combined") == ("combined", 1.0)
     clustered = engine(built_in)
-    clustered.clustered_gaps_ = np.array([False, True])  # offered too (the learnt variance: test_core)
-    assert calibration_candidates(clustered)["unobserved"] == got["unobserved"]
+    clustered.clustered_gaps_ = np.array([False, True])  # offered too (the learnt variance: test_core),
+    assert calibration_candidates(clustered)["unobserved"] == [  # and longer ones (persistent patches)
+        *got["unobserved"], "neighbours*8", "neighbours*16"]
+    clustered.config = GPVAEConfig(extra={"clustered_stretches": [3.0]})
+    assert calibration_candidates(clustered)["unobserved"][-1] == "neighbours*3"
 
 
 def test_the_added_variances_scored_follow_hidden_variance():

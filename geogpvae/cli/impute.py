@@ -133,15 +133,16 @@ class _Checkpointer:
     ) -> None:
         self.path, self.identity, self.every, self.total = path, identity, every, total
         self.active = active and path is not None
-        self.saved_epoch = -1
+        self.saved_epoch: tuple[float | None, int] = (None, -1)
 
     def save(self, engine: Any) -> None:
         from .jobs import save_checkpoint
 
-        epoch = int(engine.train_state.epoch)
-        if self.active and epoch != self.saved_epoch:
+        # during beta="auto"'s selection the epochs are the candidate's: its factor tells them apart
+        where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))
+        if self.active and where != self.saved_epoch:
             save_checkpoint(self.path, engine.checkpoint(), self.identity)
-            self.saved_epoch = epoch
+            self.saved_epoch = where
 
     def after_epoch(self, engine: Any) -> None:
         epoch = int(engine.train_state.epoch)
@@ -155,7 +156,7 @@ class _Checkpointer:
 
 def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Reporter) -> Any:
     """The snapshot to resume from (or None), decided by rank 0 and shared with the others."""
-    from .jobs import checkpoint_epoch, load_checkpoint
+    from .jobs import checkpoint_stage, load_checkpoint
 
     def decide() -> Any:
         path = job.checkpoint
@@ -168,7 +169,7 @@ def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Repor
             path.unlink()
             return None
         snapshot = load_checkpoint(path, identity)
-        say(f"resuming from {path} after epoch {checkpoint_epoch(snapshot)}")
+        say(f"resuming from {path} {checkpoint_stage(snapshot)}")
         return snapshot
 
     if not cluster.parallel:
@@ -348,8 +349,10 @@ def _train_and_write(
             if cluster.is_main and int(engine.train_state.epoch) > 0:  # nothing to keep before epoch 1
                 checkpointer.save(engine)
             cluster.max(0)  # everyone waits for the checkpoint
+            selection = engine.selection_
             raise JobInterrupted(
-                stop["signum"], job.checkpoint, int(engine.train_state.epoch), checkpointer.total
+                stop["signum"], job.checkpoint, int(engine.train_state.epoch), checkpointer.total,
+                selection=None if selection is None else (selection.factor, selection.epochs),
             )
         trap.plan = final
         return _finish(job, imputer, ds, checkpointer, cluster, say)

@@ -57,6 +57,7 @@ __all__ = [
     "SignalTrap",
     "run_interruptible",
     "checkpoint_path",
+    "checkpoint_stage",
     "exit_after_group",
     "job_identity",
     "launch_environment",
@@ -87,6 +88,9 @@ class JobInterrupted(Exception):
         Where the job's state was saved (None when no checkpoint folder was given).
     epoch, total : int, optional
         Completed and planned epochs.
+    selection : tuple (float, int), optional
+        Stopped during the KL-weight selection: the candidate's factor and its epochs
+        (``epoch`` then counts the candidate's).
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class JobInterrupted(Exception):
         checkpoint: Path | None,
         epoch: int | None = None,
         total: int | None = None,
+        selection: tuple[float, int] | None = None,
     ) -> None:
         self.signum = int(signum)
         self.checkpoint = checkpoint
@@ -104,12 +109,13 @@ class JobInterrupted(Exception):
             if epoch is None
             else f" after epoch {epoch}" + ("" if total is None else f" of {total}")
         )
+        if selection is not None:
+            when = f" during the KL-weight selection (beta x{selection[0]:g}, epoch {epoch} of {selection[1]})"
         if checkpoint is None:
             where = "no checkpoint was written (pass --checkpoint-dir to make the job resumable)"
-        elif epoch == 0:  # beta="auto" trains its candidates first, and they are not checkpointed
+        elif epoch == 0:
             when = " before the first training epoch"
-            where = ("nothing to resume yet (the KL-weight selection that comes first is not "
-                     "checkpointed): a run with --resume starts again from the beginning")
+            where = "nothing to resume yet: a run with --resume starts again from the beginning"
         else:
             where = f"checkpoint written to {checkpoint}; run again with --resume to continue"
         super().__init__(f"stopped by {name}{when}, output not written; {where}")
@@ -389,8 +395,19 @@ def load_checkpoint(path: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def checkpoint_epoch(snapshot: Mapping[str, Any]) -> int:
-    """Completed epochs recorded in an engine snapshot."""
+    """Completed epochs recorded in an engine snapshot (a candidate's, during the selection)."""
     return int(snapshot["train"]["epoch"])
+
+
+def checkpoint_stage(snapshot: Mapping[str, Any]) -> str:
+    """Where an engine snapshot stands, for the resume message: ``"after epoch 40"`` or
+    ``"in the KL-weight selection (beta x0.2 after epoch 2; 1 candidate scored)"``."""
+    selection = snapshot.get("selection")
+    if selection is None:
+        return f"after epoch {checkpoint_epoch(snapshot)}"
+    scored = len(selection["scores"])
+    return (f"in the KL-weight selection (beta x{selection['factor']:g} after epoch {checkpoint_epoch(snapshot)}; "
+            f"{scored} candidate{'' if scored == 1 else 's'} scored)")
 
 
 # --------------------------------------------------------------------------- fitting

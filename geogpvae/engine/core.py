@@ -54,6 +54,7 @@ from .state import (
     checkpoint_state,
     engine_state,
     restore_engine,
+    selection_from,
     train_state_from,
     with_hidden_moments,
 )
@@ -272,10 +273,11 @@ class GPVAEEngine:
         names : list of str, optional
             Variable names, used in messages.
         resume : dict, optional
-            A checkpoint from :meth:`checkpoint`: training continues from its last completed
-            epoch, with its weights and optimiser state, and ends as an uninterrupted run would.
+            A checkpoint from :meth:`checkpoint`: training (or the KL-weight selection) continues
+            from its last completed epoch and ends as an uninterrupted run would.
         callback : callable, optional
-            Called as ``callback(engine)`` after every epoch (e.g. to save :meth:`checkpoint`).
+            Called as ``callback(engine)`` after every epoch, ``beta="auto"``'s candidates' too
+            (``engine.selection_`` set then), e.g. to save :meth:`checkpoint`.
         should_stop : callable, optional
             Polled after every epoch; when it returns True training stops early and ``fit``
             returns with :attr:`interrupted` set (so a checkpoint can be written and the job
@@ -394,9 +396,9 @@ class GPVAEEngine:
         self.calibration_ = np.ones((2, k))
         self.noise_ = {}
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
-        self.kl_scores_ = {}
+        self.kl_scores_, self.selection_ = {}, None
         if selecting and self._data.check is not None:
-            model, state = self._select_kl_factor(x, y, observed, should_stop)
+            model, state = self._select_kl_factor(x, y, observed, should_stop, callback, resume)
             if model is None:
                 return
         else:
@@ -423,39 +425,44 @@ class GPVAEEngine:
         full = self._make_field(x, y, observed)
         return dataclasses.replace(self._data, y=full.y, observed=full.observed, context=full.context, check=None)
 
-    def _select_kl_factor(self, x, y, observed, should_stop) -> tuple[torch.nn.Module | None, TrainState | None]:
-        """``beta="auto"``: train the candidates, keep the best; the data then gets its check values back
-        unless the stopping rule needs them. ``(None, None)`` when interrupted (selection starts over
-        on resume)."""
+    def _select_kl_factor(self, x, y, observed, should_stop, callback, resume) -> tuple[Any, TrainState | None]:
+        """``beta="auto"``: train the candidates, keep the best (the check values then go back unless the
+        stopping rule needs them). Interrupted: ``(None, None)``, ``selection_`` kept for :meth:`checkpoint`."""
         cfg, n, k = self.config, x.shape[0], y.shape[1]
-        chosen = select_kl_factor(
-            lambda factor: _distributed(self._build_model(k, x.shape[1], n, factor), self.device),
-            # a share of the step budget (with the stopping rule: of the budget it would replace)
-            self._data, cfg, epochs=selection_epochs(cfg.replace(holdout=0.0).n_epochs(n), selection_share(cfg, n)),
-            should_stop=should_stop,
-            progress=self.progress,
-            factors=tuple(cfg.extra.get("kl_factors", KL_FACTORS)),
-            shape=score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_),
-        )
-        self.kl_scores_ = dict(chosen.scores)
+        factors, epochs = tuple(cfg.extra.get("kl_factors", KL_FACTORS)), selection_epochs(
+            cfg.replace(holdout=0.0).n_epochs(n), selection_share(cfg, n))  # with the stopping rule: of the budget it replaces
+
+        def build(factor):
+            return _distributed(self._build_model(k, x.shape[1], n, factor), self.device)
+        def on_epoch(progress, call=True):  # the candidate in training stands as the engine's model
+            self.selection_, self.train_state = progress, progress.state
+            self.model = progress.model.module if hasattr(progress.model, "module") else progress.model
+            if call and callback is not None:
+                callback(self)
+
+        shape = score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_)
+        chosen = select_kl_factor(build, self._data, cfg, epochs=epochs, should_stop=should_stop, progress=self.progress,
+                                  factors=factors, resume=selection_from(resume, build, k, epochs, factors),
+                                  on_epoch=on_epoch, shape=shape)
+        self.kl_scores_, self.selection_, self.kl_factor_ = dict(chosen.scores), None, chosen.factor
         if chosen.factor is None:
-            self.kl_factor_, self.interrupted, self.train_state = None, True, TrainState()
-            self.model = self._build_model(k, x.shape[1], n)
+            self.interrupted, self.train_state, self.model = True, TrainState(), self._build_model(k, x.shape[1], n)
+            if chosen.progress is not None:
+                on_epoch(chosen.progress, call=False)
             return None, None
-        self.kl_factor_ = chosen.factor
         if not cfg.stops_early():
             self._data = self._without_check(x, y, observed)
         return chosen.model, chosen.state
 
     interrupted: bool = False
+    selection_ = None  # SelectionProgress while beta="auto" is choosing (see _select_kl_factor)
 
     def _context_radius(self, x: np.ndarray) -> float:
         """How far the encoder's context may reach before it stops being trusted.
 
-        1.5 times the largest distance from a training location to its farthest context
-        neighbour: new locations whose context lies farther out than anything seen in
-        training are predicted from the GP conditional alone, which relaxes to the prior far
-        from the data, as it should.
+        1.5 times the largest distance from a training location to its farthest context neighbour:
+        new locations whose context lies farther out than anything seen in training are predicted
+        from the GP conditional alone, which relaxes to the prior far from the data, as it should.
         """
         scales = self.config.context_scales
         if not scales or len(x) < 2:

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from .config import GPVAEConfig
 
 __all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SCORES", "SELECTION_SHARE",
-           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "selection_epochs", "selection_share", "select_kl_factor",
+           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_share", "select_kl_factor",
            "check_score", "score_shape"]
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
@@ -96,6 +96,38 @@ class Selection:
     scores: dict[float, float] = field(default_factory=dict)
     model: torch.nn.Module | None = None
     state: TrainState = field(default_factory=TrainState)
+    progress: SelectionProgress | None = None
+
+
+@dataclass
+class SelectionProgress:
+    """How far a selection has gone: what a checkpoint keeps, and :func:`select_kl_factor` resumes.
+
+    Attributes
+    ----------
+    scores : dict of float to float
+        Check NLLs of the candidates already scored.
+    best : tuple (factor, model, TrainState) or None
+        The best of them, ready to carry on training.
+    factor : float
+        The candidate in training.
+    model : torch.nn.Module
+        Its model.
+    state : TrainState
+        Its training state (``state.epoch`` of ``epochs`` done).
+    epochs : int
+        Epochs each candidate trains.
+    factors : tuple of float
+        Every candidate, in the order trained.
+    """
+
+    scores: dict[float, float]
+    best: tuple[float, torch.nn.Module, TrainState] | None
+    factor: float
+    model: torch.nn.Module
+    state: TrainState
+    epochs: int
+    factors: tuple[float, ...]
 
 
 def selection_share(config: GPVAEConfig, n_points: int) -> float:
@@ -189,6 +221,8 @@ def select_kl_factor(
     should_stop: Callable[[], bool] | None = None,
     progress: bool | str = False,
     shape: bool | np.ndarray = True,
+    resume: SelectionProgress | None = None,
+    on_epoch: Callable[[SelectionProgress], None] | None = None,
 ) -> Selection:
     """Train one model per candidate KL factor on ``data`` (check values held out); keep the best.
 
@@ -213,15 +247,27 @@ def select_kl_factor(
     shape : bool or array of bool, shape (K,)
         Which variables are scored with the shape of their predictive variances
         (:func:`score_shape`; True: every one).
+    resume : SelectionProgress, optional
+        Where an interrupted selection stood (from a checkpoint): candidates already scored
+        are not trained again, and the one in training carries on from its state, so the
+        outcome is the uninterrupted selection's.
+    on_epoch : callable, optional
+        Called with the :class:`SelectionProgress` after every epoch of a candidate
+        (checkpointing).
 
     Returns
     -------
     Selection
         Ties go to the earlier candidate (the stronger prior). A candidate whose training
         diverges scores ``inf`` (if every one diverges, the error of the last is raised).
+        Interrupted: ``factor`` None, and ``progress`` says where it stood.
     """
     fitting = dataclasses.replace(data, check=None)  # no stopping rule inside the selection
     best = Selection(factor=None)
+    if resume is not None:
+        best.scores = dict(resume.scores)
+        if resume.best is not None:
+            best.factor, best.model, best.state = resume.best
     asked = []  # a stop request seen after a candidate's last epoch counts too
 
     def stop() -> bool:
@@ -229,23 +275,32 @@ def select_kl_factor(
             asked.append(True)
         return bool(asked)
 
+    def where(factor: float, model: torch.nn.Module, state: TrainState) -> SelectionProgress:
+        kept = None if best.factor is None else (best.factor, best.model, best.state)
+        return SelectionProgress(dict(best.scores), kept, factor, model, state, epochs, tuple(factors))
+
     with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs") as bar:
         for i, factor in enumerate(factors):
-            model = build(factor)
+            if factor in best.scores:  # scored before the checkpoint
+                continue
+            resumed = resume is not None and resume.factor == factor
+            model = resume.model if resumed else build(factor)
 
-            def shown(state, _core, _opt, i=i, factor=factor):
+            def shown(state, _core, _opt, i=i, factor=factor, model=model):
                 bar.update(i * epochs + state.epoch, f"beta x{factor:g} loss {state.history['loss'][-1]:.5g}")
+                if on_epoch is not None:
+                    on_epoch(where(factor, model, state))
 
             try:
-                state = train(model, fitting, config, progress=False, callback=shown, should_stop=stop,
-                              pause_at=epochs)
+                state = train(model, fitting, config, state=resume.state if resumed else None, progress=False,
+                              callback=shown, should_stop=stop, pause_at=epochs)
             except FloatingPointError:
                 if factor == factors[-1] and best.factor is None:
                     raise
                 best.scores[factor] = math.inf  # diverged: not a candidate
                 continue
             if asked or (state.epoch < epochs and not state.done):  # interrupted
-                return Selection(factor=None, scores=best.scores)
+                return Selection(factor=None, scores=best.scores, progress=where(factor, model, state))
             score = check_score(model, data, state, seed=config.seed, shape=shape)
             best.scores[factor] = score
             if best.factor is None or score < best.scores[best.factor]:

@@ -9,6 +9,7 @@ written by older versions load with their missing parts filled in as those versi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,13 +19,14 @@ from .._version import __version__
 from .config import GPVAEConfig
 from .metric import saved_scale
 from .model import pattern_count
+from .selection import SelectionProgress
 from .training import FieldData, TrainState
 
 if TYPE_CHECKING:
     from .core import GPVAEEngine
 
 __all__ = ["STATE_FORMAT", "STATE_VERSION", "checkpoint_state", "engine_state", "restore_engine",
-           "train_state_from", "with_hidden_moments"]
+           "selection_from", "train_state_from", "with_hidden_moments"]
 
 STATE_FORMAT = "geogpvae-engine"
 STATE_VERSION = 1
@@ -96,16 +98,71 @@ def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``.
+        ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``; during
+        the KL-weight selection also ``"selection"`` (the candidates scored, the best one's
+        weights and train state, the factor in training; ``"engine"`` and ``"train"`` then hold
+        the candidate in training), which :func:`selection_from` reads back.
     """
-    ts = eng.train_state
-    return {
+    state = {
         "format": STATE_FORMAT + "-checkpoint",
         "engine": engine_state(eng, include_data=False),
-        "train": {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer,
-                  "average": ts.average, "steps": int(ts.steps), "monitor": ts.monitor,
-                  "done": bool(ts.done)},
+        "train": _train_entry(eng.train_state),
     }
+    progress = getattr(eng, "selection_", None)
+    if progress is not None:  # beta="auto" is choosing: the model and train state are the candidate's
+        state["engine"]["kl_factor"], kept = None, progress.best  # None: resumed, the selection goes on
+        state["selection"] = {
+            "scores": {float(f): float(v) for f, v in progress.scores.items()},
+            "factor": float(progress.factor),
+            "best": None if kept is None else {"factor": float(kept[0]), "weights": _weights(kept[1]),
+                                               "train": _train_entry(kept[2])},
+        }
+    return state
+
+
+def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    core = model.module if hasattr(model, "module") else model
+    return {k: v.detach().cpu() for k, v in core.state_dict().items()}
+
+
+def _train_entry(ts: TrainState) -> dict[str, Any]:
+    return {"epoch": int(ts.epoch), "history": ts.history, "optimizer": ts.optimizer, "average": ts.average,
+            "steps": int(ts.steps), "monitor": ts.monitor, "done": bool(ts.done)}
+
+
+def selection_from(
+    resume: dict[str, Any] | None, build: Callable[[float], torch.nn.Module], n_vars: int, epochs: int,
+    factors: tuple[float, ...],
+) -> SelectionProgress | None:
+    """The :class:`~geogpvae.engine.selection.SelectionProgress` a checkpoint holds, if any.
+
+    Parameters
+    ----------
+    resume : dict or None
+        :func:`checkpoint_state` output; None or one without a ``"selection"`` entry gives None.
+    build : callable
+        ``build(factor)``: a fresh model of that KL factor, into which the saved weights load.
+    n_vars : int
+    epochs : int
+        Epochs each candidate trains.
+    factors : tuple of float
+        The candidates.
+    """
+    saved = None if resume is None else resume.get("selection")
+    if saved is None:
+        return None
+
+    def model_of(factor: float, weights: dict[str, torch.Tensor]) -> torch.nn.Module:
+        model = build(float(factor))
+        (model.module if hasattr(model, "module") else model).load_state_dict(with_hidden_moments(weights, n_vars))
+        return model
+
+    best = saved["best"]
+    kept = None if best is None else (float(best["factor"]), model_of(best["factor"], best["weights"]),
+                                      train_state_from(best["train"]))
+    return SelectionProgress({float(f): float(v) for f, v in saved["scores"].items()}, kept, float(saved["factor"]),
+                             model_of(saved["factor"], resume["engine"]["weights"]), train_state_from(resume["train"]),
+                             epochs, tuple(factors))
 
 
 def restore_engine(

@@ -31,6 +31,7 @@ from geogpvae.cli import info as cli_info
 from geogpvae.cli import jobs, main
 from geogpvae.cli import settings as cli_settings
 from geogpvae.datasets import make_gaussian_field
+from geogpvae.engine.selection import KL_FACTORS
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = [
@@ -745,7 +746,6 @@ def test_demo_scores_and_writes(tmp_path, capsys):
 
 
 def test_a_stop_before_the_first_epoch_does_not_promise_a_resume(tmp_path):
-    # beta="auto" trains its candidates before epoch 1 and does not checkpoint them
     early = str(jobs.JobInterrupted(signal.SIGINT, tmp_path / "a.ckpt", 0, 236))
     assert "before the first training epoch" in early and "starts again from the beginning" in early
     assert "--resume to continue" not in early
@@ -753,17 +753,35 @@ def test_a_stop_before_the_first_epoch_does_not_promise_a_resume(tmp_path):
     assert "after epoch 80 of 236" in later and "run again with --resume to continue" in later
 
 
-def test_a_stop_during_the_selection_leaves_no_checkpoint(data, tmp_path, capsys, monkeypatch):
-    out, ck = tmp_path / "out.nc", tmp_path / "ck"
-    real = cli_impute._train
+def test_a_stop_during_the_selection_resumes_it_where_it_stood(data, tmp_path, capsys, monkeypatch):
+    out, ck, whole = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "whole.nc"
+    second = KL_FACTORS[1]
+    original = cli_impute._Checkpointer.after_epoch
 
-    def stopped_in_selection(imputer, field, resume, after_epoch, should_stop):
-        os.kill(os.getpid(), signal.SIGTERM)  # before the first epoch: beta="auto" is choosing
-        return real(imputer, field, resume, after_epoch, should_stop)
+    def after_epoch(self, engine):  # a signal in the second candidate's last epoch
+        original(self, engine)
+        if getattr(engine.selection_, "factor", None) == second and engine.train_state.epoch == 3:
+            os.kill(os.getpid(), signal.SIGTERM)
 
-    monkeypatch.setattr(cli_impute, "_train", stopped_in_selection)
-    args = ["impute", str(data["grid"]), str(out), "--neighbours", "4", "--epochs", "5", *SMALL,
-            "--checkpoint-dir", str(ck), "-q"]
-    assert main(args) == 128 + signal.SIGTERM
-    assert "before the first training epoch" in _error_line(capsys)
-    assert not out.exists() and not list(ck.glob("*.ckpt"))  # nothing that --resume would read
+    monkeypatch.setattr(cli_impute._Checkpointer, "after_epoch", after_epoch)
+    # every 3 epochs: each candidate's epoch 3 is saved, the second's over the first's
+    args = ["impute", str(data["grid"]), str(out), "--neighbours", "4", "--epochs", "12", *SMALL,
+            "--checkpoint-dir", str(ck), "--checkpoint-every", "3"]
+    assert main([*args, "-q"]) == 128 + signal.SIGTERM
+    line = _error_line(capsys)
+    assert f"during the KL-weight selection (beta x{second:g}, epoch 3 of 3)" in line
+    assert "run again with --resume to continue" in line
+    (ckpt,) = ck.glob("*.ckpt")
+    saved = torch.load(ckpt, weights_only=True)["checkpoint"]
+    assert set(saved["selection"]["scores"]) == {KL_FACTORS[0]} and saved["selection"]["factor"] == second
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    said = capsys.readouterr()
+    assert f"in the KL-weight selection (beta x{second:g} after epoch 3; 1 candidate scored)" in said.out + said.err
+    assert main(["impute", str(data["grid"]), str(whole), "--neighbours", "4", "--epochs", "12", *SMALL, "-q"]) == 0
+    with xr.open_dataset(out) as a, xr.open_dataset(whole) as b:  # as if never stopped
+        for name in ("v0", "v0_std"):
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-5, atol=1e-6)
+        assert a.attrs["geogpvae_kl_factor"] == b.attrs["geogpvae_kl_factor"]
+    assert not ckpt.exists()

@@ -24,7 +24,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass19:" tests/cli/test_commands.py tests/plot/test_figures.py tests/engine/test_same_field.py tests/test_api.py  # or their new tests alone
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
-    python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
+    python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -179,7 +179,7 @@ MUTANTS = {
         "geogpvae/engine/selection.py", "return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE",
         "return SELECTION_SHARE"),
     "selection share: the fit ignores it": (
-        "geogpvae/engine/core.py", "selection_share(cfg, n)),", 'cfg.extra.get("selection_share", 0.35)),'),
+        "geogpvae/engine/core.py", "selection_share(cfg, n))  # with", 'cfg.extra.get("selection_share", 0.35))  # with'),
     "rows: advanced indexing on the CPU (unordered gradient sums)": (
         "geogpvae/gp/rows.py", 'if t.device.type != "cpu":', "if True:"),
     "context hiding: hidden values' sum left in": (
@@ -407,8 +407,8 @@ MUTANTS = {
         "geogpvae/fields/valid.py", '    if "scale_factor" in encoding or "add_offset" in encoding:\n        ends', "    if False:\n        ends"),
     "pass20: selection's last line names the last candidate": (
         "geogpvae/engine/selection.py", 'f"chose beta x{best.factor:g}")', 'f"chose beta x{factors[-1]:g}")'),
-    "pass20: a stop during selection promises a resume": (
-        "geogpvae/cli/jobs.py", "        elif epoch == 0:  # beta=", "        elif False:  # beta="),
+    "pass20: a stop before the first epoch promises a resume": (
+        "geogpvae/cli/jobs.py", "        elif epoch == 0:\n", "        elif False:\n"),
     "pass20: validate silent about clustered gaps": (
         "geogpvae/validation.py", '    if gaps == "random" and clustered:', '    if False:'),
     "pass20: never-observed places not looked for": (
@@ -457,6 +457,17 @@ MUTANTS = {
         "geogpvae/cli/plot.py", "            if args.quiet:  # the map", "            if False:  # the map"),
     "pass22: the long stretches not offered where gaps cluster": (
         "geogpvae/engine/calibration.py", "CLUSTERED_STRETCHES) if clustered else STRETCHES", "CLUSTERED_STRETCHES) if False else STRETCHES"),
+    "pass22: a resumed selection trains its scored candidates again": (
+        "geogpvae/engine/selection.py", "            if factor in best.scores:  # scored before the checkpoint",
+        "            if False:  # scored before the checkpoint"),
+    "pass22: a resumed selection starts its candidate over": (
+        "geogpvae/engine/selection.py", "            resumed = resume is not None and resume.factor == factor",
+        "            resumed = False"),
+    "pass22: a selection checkpoint claims the selection is over": (
+        "geogpvae/engine/state.py", '        state["engine"]["kl_factor"], kept = None, progress.best', "        kept = progress.best"),
+    "pass22: the checkpointer confuses two candidates' epochs": (
+        "geogpvae/cli/impute.py", '        where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))',
+        "        where = int(engine.train_state.epoch)"),
     "pass22: the input's fill value dropped from v": (
         "geogpvae/fields/cf.py", "        v_out.encoding.update(fill)\n", "        pass\n"),
     "pass22: the writer replaces a kept fill value by NaN": (

@@ -72,8 +72,11 @@ def test_candidates_train_at_least_three_epochs_when_the_budget_is_few():
 def test_a_five_epoch_budget_chooses_after_three_epochs(field):
     seen = []
     eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, **SMALL).fit(
-        field.points, field.values, callback=lambda e: seen.append(e.train_state.epoch))
-    assert seen == [4, 5] and len(eng.history["loss"]) == 5 and set(eng.kl_scores_) == set(KL_FACTORS)
+        field.points, field.values,
+        callback=lambda e: seen.append((e.selection_ and e.selection_.factor, e.train_state.epoch)))
+    first, second = KL_FACTORS  # the callback sees each candidate's epochs (for checkpoints), then the rest
+    assert seen == [(first, 1), (first, 2), (first, 3), (second, 1), (second, 2), (second, 3), (None, 4), (None, 5)]
+    assert len(eng.history["loss"]) == 5 and set(eng.kl_scores_) == set(KL_FACTORS)
 
 
 def test_selection_keeps_the_candidate_that_predicts_held_out_values_best(field):
@@ -121,7 +124,8 @@ def test_check_values_never_reach_the_candidates_training(field):
 def test_fit_chooses_records_and_continues_on_every_value(field):
     seen = []
     eng = GPVAEEngine(epochs=12, calibrate=False, progress=False, **SMALL).fit(
-        field.points, field.values, callback=lambda e: seen.append((e.train_state.epoch, e._data.check)))
+        field.points, field.values,
+        callback=lambda e: seen.append((e.train_state.epoch, e._data.check)) if e.selection_ is None else None)
     # after the selection (3 epochs of 12: a whole-field fit) the chosen candidate trains on
     # every observed value
     assert selection_epochs(12, selection_share(GPVAEConfig(**SMALL), len(field.points))) == 3
@@ -157,7 +161,9 @@ def test_a_stop_asked_in_a_candidates_last_epoch_interrupts_the_selection(field,
         return polls["n"] >= n
 
     stopped = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop)
-    assert stopped.interrupted and stopped.kl_factor_ is None and stopped.train_state.epoch == 0
+    assert stopped.interrupted and stopped.kl_factor_ is None
+    # the first candidate has trained, not yet been scored: a checkpoint resumes from there
+    assert stopped.selection_.factor == KL_FACTORS[0] and stopped.train_state.epoch == n and not stopped.kl_scores_
 
 
 def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):
@@ -165,14 +171,29 @@ def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):
     full = GPVAEEngine(**opts).fit(field.points, field.values)
     polls = {"n": 0}
 
-    def stop():  # a signal during the second candidate's training
+    def stop():  # a signal during the second candidate's training (3 epochs each)
         polls["n"] += 1
-        return polls["n"] >= 3
+        return polls["n"] >= 5
 
-    stopped = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop)
-    assert stopped.interrupted and stopped.kl_factor_ is None and stopped.train_state.epoch == 0
-    resumed = GPVAEEngine(**opts).fit(field.points, field.values, resume=stopped.checkpoint())
+    saved = []  # as a batch job does: a checkpoint after every epoch, the last one kept
+    stopped = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop,
+                                      callback=lambda e: saved.append(e.checkpoint()))
+    assert stopped.interrupted and stopped.kl_factor_ is None
+    # the checkpoint keeps the first candidate's score and model, and the second's epochs so far
+    snapshot = saved[-1]
+    after = stopped.checkpoint()  # the engine's own, after the stop, says the same
+    assert snapshot["engine"]["kl_factor"] is None is after["engine"]["kl_factor"]
+    assert (after["selection"]["scores"], after["selection"]["factor"]) == (
+        snapshot["selection"]["scores"], snapshot["selection"]["factor"])
+    first, second = KL_FACTORS
+    assert snapshot["selection"]["scores"] == {first: full.kl_scores_[first]}
+    assert snapshot["selection"]["factor"] == second and snapshot["train"]["epoch"] == 2
+    trained = []  # the candidates' epochs the resumed run trains
+    resumed = GPVAEEngine(**opts).fit(field.points, field.values, resume=snapshot,
+                                      callback=lambda e: trained.append(e.selection_ and e.selection_.factor))
+    assert [f for f in trained if f is not None] == [second] * (stopped.selection_.epochs - 2)  # the rest only
     assert not resumed.interrupted and resumed.kl_factor_ == full.kl_factor_
+    assert resumed.kl_scores_ == pytest.approx(full.kl_scores_, rel=1e-6)
     assert resumed.history["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
     for name, value in full.model.state_dict().items():
         torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
@@ -286,5 +307,5 @@ def test_a_whole_field_fit_chooses_after_a_fifth_of_its_epochs(field):
     """256 locations, 20 whole-field epochs: the candidates train 4, the chosen one goes on from 5."""
     seen = []
     GPVAEEngine(epochs=20, calibrate=False, progress=False, **SMALL).fit(
-        field.points, field.values, callback=lambda e: seen.append(e.train_state.epoch))
+        field.points, field.values, callback=lambda e: None if e.selection_ else seen.append(e.train_state.epoch))
     assert seen == list(range(5, 21))

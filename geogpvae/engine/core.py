@@ -65,6 +65,7 @@ from .training import (
     FieldData,
     TrainState,
     context_index,
+    context_radius,
     field_data,
     neighbourhood_context,
     resolve_device,
@@ -291,7 +292,7 @@ class GPVAEEngine:
         x, y, observed = self._standardise(x, values, log, names)
         x = apply_metric(self, x, y, observed, resume)
         self._lengthscale_for(x, resume)
-        self.context_radius_ = self._context_radius(x)
+        self.context_radius_ = context_radius(x, self.config.context_scales, self.config.neighbour_backend)
         self._train(x, y, observed, resume, callback, should_stop)
         self._anchor = self._anchors(self._training_field())
         if self.config.calibrate and not self.interrupted:
@@ -456,20 +457,6 @@ class GPVAEEngine:
 
     interrupted: bool = False
     selection_ = None  # SelectionProgress while beta="auto" is choosing (see _select_kl_factor)
-
-    def _context_radius(self, x: np.ndarray) -> float:
-        """How far the encoder's context may reach before it stops being trusted.
-
-        1.5 times the largest distance from a training location to its farthest context neighbour:
-        new locations whose context lies farther out than anything seen in training are predicted
-        from the GP conditional alone, which relaxes to the prior far from the data, as it should.
-        """
-        scales = self.config.context_scales
-        if not scales or len(x) < 2:
-            return float("inf")
-        kk = min(max(scales), len(x) - 1)
-        dist, _ = knn(x, kk, exclude_self=True, backend=self.config.neighbour_backend)
-        return 1.5 * float(np.max(dist[:, -1]))
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None) -> GPVAE:
         cfg = self.config

@@ -31,6 +31,7 @@ __all__ = [
     "CONTEXT_HIDING_SHARE",
     "FieldData",
     "TrainState",
+    "context_radius",
     "neighbourhood_context",
     "visible_context",
     "with_context_hiding",
@@ -139,6 +140,22 @@ class TrainState:
 #: Share of the values hidden from the encoder in a training step that also leave the encoded
 #: locations' context (see :func:`visible_context`); chosen on tuning splits (docs/benchmarks.md).
 CONTEXT_HIDING_SHARE = 0.5
+
+
+def context_radius(x: np.ndarray, scales: int | tuple[int, ...], backend: str = "auto") -> float:
+    """How far the encoder's context may reach before it stops being trusted.
+
+    1.5 times the largest distance from a training location ``x`` (N, D) to its farthest
+    context neighbour (the largest of ``scales``); ``inf`` without a context or with fewer
+    than two locations. New locations whose context lies farther out than anything seen in
+    training are predicted from the GP conditional alone, which relaxes to the prior far
+    from the data, as it should.
+    """
+    if not scales or len(x) < 2:
+        return float("inf")
+    kk = min(max(scales) if isinstance(scales, tuple) else int(scales), len(x) - 1)
+    dist, _ = knn(x, kk, exclude_self=True, backend=backend)
+    return 1.5 * float(np.max(dist[:, -1]))
 
 
 def context_index(

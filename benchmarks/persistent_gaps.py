@@ -132,7 +132,8 @@ def main() -> None:
     base = np.stack([neighbour_average(m, sea) for m in ds.sst.values])
     fill, std = out.sst.values, out.sst_std.values
     print(f"impute {seconds:.1f} s; beta chosen x{out.attrs.get('geogpvae_kl_factor')}, "
-          f"clustered gaps {out.attrs.get('geogpvae_clustered_gaps')}")
+          f"clustered gaps {out.attrs.get('geogpvae_clustered_gaps')}; "
+          f"sources {out.attrs.get('geogpvae_predict_mode_chosen')}")
     print(f"{'gaps':24s} {'n':>6s} {'RMSE':>7s} {'cov95':>6s} {'z2':>6s} {'RMSE of the neighbour average':>30s}")
     for name, where in kinds.items():
         err = fill[where] - truth[where]

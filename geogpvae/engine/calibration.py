@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..gp.kernels import stretchable
+from ..gp.neighbours import knn
 from .holdout import matched_entries
 from .progress import Progress
 from .targets import _Field, _self_index
@@ -27,9 +28,9 @@ if TYPE_CHECKING:
     from .core import GPVAEEngine
 
 __all__ = [
-    "CLUSTERED_STRETCHES", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
+    "CLUSTERED_STRETCHES", "DEEP_SPACINGS", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
     "calibration_groups", "choose_factors",
-    "choose_noises", "choose_sources", "clearly_better", "hide_values", "noise_choices", "regime_factors",
+    "choose_deep", "choose_noises", "choose_sources", "clearly_better", "deep_distance", "deep_rows", "hide_values", "noise_choices", "regime_factors",
     "score_hidden", "split_mode", "stretched_neighbours", "value_nlls",
 ]
 
@@ -49,6 +50,15 @@ STRETCHES = (2.0, 4.0)
 #: fields 100-103: RMSE over every gap 0.935 -> 0.611 and 1.134 -> 0.754 on two, the same on
 #: the other two; docs/benchmarks.md, "Which split chose which default")
 CLUSTERED_STRETCHES = (2.0, 4.0, 8.0, 16.0)
+
+#: where gaps cluster, a location without values of its own lies *deep* in a gap when the
+#: nearest location with an observed value is farther than this many times the median distance
+#: between observed locations and their nearest neighbours (a fixed multiple, not tuned);
+#: calibration then chooses its latent source apart (:func:`choose_deep`): one stretch for every
+#: gap suited the one-cell gaps and missed patches missing in every month, whose cells lie 4-30
+#: spacings from the data (persistent-gap tuning fields 100-103: RMSE over every gap 0.611,
+#: 0.854, 0.954, 0.754 -> 0.491, 0.511, 0.561, 0.754; docs/benchmarks.md, rule 5)
+DEEP_SPACINGS = 3.0
 
 #: the variances the predictive can add to the decoded latent spread: the likelihood variance
 #: (the paper's), the variable's hidden-value variance estimated in training
@@ -104,6 +114,51 @@ def stretched_neighbours(
     if np.any(engine.clustered_gaps_):
         var = learnt_var if learnt_var is not None else engine._neighbours(x, anchor, self_index, rows)[1]
     return mean, var
+
+
+def deep_distance(x_observed: np.ndarray, backend: str = "auto", max_queries: int = 20000) -> float:
+    """:data:`DEEP_SPACINGS` times the median nearest-neighbour distance among observed locations.
+
+    Parameters
+    ----------
+    x_observed : ndarray, shape (A, D)
+        Locations with observed values (model coordinates).
+    backend : str
+        Neighbour search backend.
+    max_queries : int
+        At most this many locations (evenly spaced rows) are queried.
+    """
+    if len(x_observed) < 2:
+        return float("inf")
+    rows = np.unique(np.linspace(0, len(x_observed) - 1, min(max_queries, len(x_observed))).astype(int))
+    dist, _ = knn(x_observed, 2, query=x_observed[rows], backend=backend)
+    return DEEP_SPACINGS * float(np.median(dist[:, 1]))
+
+
+def deep_rows(engine: GPVAEEngine, x: torch.Tensor, anchor: dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
+    """Of ``rows`` (targets without values of their own), those farther than the engine's
+    ``deep_distance_`` from every anchor (location with observed values)."""
+    if rows.numel() == 0 or anchor["x"].shape[0] == 0:
+        return rows
+    dist, _ = knn(anchor["x"].detach().cpu().double().numpy(), 1, query=x[rows].detach().cpu().double().numpy(),
+                  backend=engine.config.neighbour_backend)
+    return rows[torch.as_tensor(dist[:, 0] > engine.deep_distance_, device=rows.device)]
+
+
+def choose_deep(stats: Stats, candidates: list[str], noises: tuple[str, ...]) -> tuple[str | None, dict[str, float]]:
+    """The source for locations deep in a gap: the lowest calibrated NLL of the held-out values
+    that deep (with the first added variance), None with fewer than :data:`MIN_VALUES` of them."""
+    scores: dict[str, float] = {}
+    for mode in candidates:
+        sq, lv = stats[("deep", f"{mode}|{noises[0]}" if noises else mode)]
+        if sum(v.size for parts in sq for v in parts) < MIN_VALUES:
+            return None, {}
+        _, nll = regime_factors(sq, lv)
+        if nll is not None:
+            scores[f"deep:{mode}"] = nll
+    if not scores:
+        return None, {}
+    return min(scores, key=scores.get).partition(":")[2], scores
 
 
 def calibration_groups(observed: np.ndarray, rounds: int, seed: int) -> np.ndarray:
@@ -345,9 +400,13 @@ def calibrate(
     k = len(engine.names)
     candidates = calibration_candidates(engine)
     noises = noise_choices(engine)
-    stats = {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
-             for r in REGIMES for m in candidates[r] for n in noises or (None,)}
     clustered = engine.clustered_gaps_.any()
+    engine.deep_distance_ = None
+    if clustered and cfg.predict_mode == "auto" and cfg.extra.get("deep_gaps", True):
+        candidates["deep"] = [m for m in candidates["unobserved"] if split_mode(m)[0] == "neighbours"]
+        engine.deep_distance_ = deep_distance(engine._x[engine._observed.any(1)], cfg.neighbour_backend)
+    stats = {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
+             for r in candidates for m in candidates[r] for n in noises or (None,)}
     groups = None if clustered else calibration_groups(engine._observed, rounds, cfg.seed + 99)
     with Progress(engine.progress, rounds, "calibration", unit="rounds") as bar:
         for r in range(rounds):
@@ -360,6 +419,11 @@ def calibrate(
             bar.update(r + 1)
     factors, chosen, engine.noise_, engine.calibration_nll_ = choose_sources(
         stats, candidates, noises, k, cfg.extra.get("noise_rule", "band"))
+    if "deep" in candidates:
+        deep, scores = choose_deep(stats, candidates["deep"], noises)
+        engine.calibration_nll_.update(scores)
+        if deep is not None:
+            chosen["deep"] = deep
     engine.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
     return factors
 
@@ -513,6 +577,10 @@ def score_hidden(
     parts = engine._sources(target, anchor, self_index[rows])
     own = visible[rows].any(1)
     truth = engine.loc + engine.scale * engine._y[rows]
+    deep = np.zeros(len(rows), dtype=bool)
+    if "deep" in candidates and (~own).any():  # which of them lie deep in a gap (score_deep)
+        far = deep_rows(engine, target.x, anchor, torch.as_tensor(np.flatnonzero(~own), device=engine.device))
+        deep[far.cpu().numpy()] = True
     for regime, in_regime in (("observed", own), ("unobserved", ~own)):
         if not in_regime.any():
             continue
@@ -539,8 +607,13 @@ def score_hidden(
                 if noise == "scaled":  # then the whole predictive variance times the ratio
                     sm = sm * np.sqrt(engine._variance_scale("scaled"))
                 z = (truth[in_regime] - mm) / sm
-                sq, lv = stats[(regime, mode if noise is None else f"{mode}|{noise}")]
-                for j in range(len(engine.names)):
-                    sel = hide[rows[in_regime], j]
-                    sq[j].append(z[sel, j] ** 2)
-                    lv[j].append(2 * np.log(sm[sel, j]))
+                key = mode if noise is None else f"{mode}|{noise}"
+                kept = [(regime, np.ones(len(z), dtype=bool))]
+                if regime == "unobserved" and mode in candidates.get("deep", ()):
+                    kept.append(("deep", deep[in_regime]))
+                for name, part in kept:
+                    sq, lv = stats[(name, key)]
+                    for j in range(len(engine.names)):
+                        sel = hide[rows[in_regime], j] & part
+                        sq[j].append(z[sel, j] ** 2)
+                        lv[j].append(2 * np.log(sm[sel, j]))

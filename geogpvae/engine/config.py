@@ -41,6 +41,7 @@ EXTRA_OPTIONS = {
     "clustered_stretches": "neighbour stretches of calibration where gaps cluster (engine/calibration.py)",
     "context_hiding": "'auto', true or false (engine/training.py)",
     "context_hiding_share": "share of hidden values taken out of the context (engine/training.py)",
+    "deep_gaps": "false: no latent source chosen apart for locations deep in clustered gaps (engine/calibration.py)",
     "holdout": "'random': held-out values at random even where gaps cluster (engine/holdout.py)",
     "kl_factors": "the beta candidates of beta='auto' (engine/selection.py)",
     "metric": "'auto' or 'fixed': neighbours re-chosen after a warm-up or not (engine/metric.py)",

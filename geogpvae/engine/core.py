@@ -23,7 +23,7 @@ import torch
 from ..errors import InputError, warn_caller
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn, median_neighbour_distance
-from .calibration import REGIMES, calibrate, split_mode, stretched_neighbours
+from .calibration import REGIMES, calibrate, deep_rows, split_mode, stretched_neighbours
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
 from .inputs import (
@@ -397,7 +397,10 @@ class GPVAEEngine:
         self.calibration_ = np.ones((2, k))
         self.noise_ = {}
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
-        self.kl_scores_, self.selection_ = {}, None
+        self.kl_scores_ = {} if resume is None else {float(f): v for f, v in resume["engine"].get("kl_scores", {}).items()}
+        self.selection_ = None
+        if resume is not None and "selection" in resume and cfg.beta != "auto":
+            raise ValueError("this checkpoint was written during beta='auto''s selection: resume it with beta='auto'")
         if selecting and self._data.check is not None:
             model, state = self._select_kl_factor(x, y, observed, should_stop, callback, resume)
             if model is None:
@@ -457,6 +460,7 @@ class GPVAEEngine:
 
     interrupted: bool = False
     selection_ = None  # SelectionProgress while beta="auto" is choosing (see _select_kl_factor)
+    deep_distance_ = None  # beyond it from the data a target is deep in a gap (calibration.deep_rows)
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None) -> GPVAE:
         cfg = self.config
@@ -633,6 +637,11 @@ class GPVAEEngine:
         if stretch != 1.0 and not bool(has_own.all()):
             rows = torch.nonzero(~has_own).squeeze(1)
             mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows, stretch)
+            source[rows.cpu().numpy()] = 1
+        if modes.get("deep") is not None and self.deep_distance_ is not None and not bool(has_own.all()):
+            rows = deep_rows(self, target.x, anchor, torch.nonzero(~has_own).squeeze(1))  # chosen apart
+            mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows,
+                                                         split_mode(modes["deep"])[1])
             source[rows.cpu().numpy()] = 1
         return mean, var, source
 

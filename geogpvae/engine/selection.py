@@ -279,7 +279,8 @@ def select_kl_factor(
         kept = None if best.factor is None else (best.factor, best.model, best.state)
         return SelectionProgress(dict(best.scores), kept, factor, model, state, epochs, tuple(factors))
 
-    with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs") as bar:
+    done = sum(epochs for f in factors if f in best.scores) + (resume.state.epoch if resume is not None else 0)
+    with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs", initial=done) as bar:
         for i, factor in enumerate(factors):
             if factor in best.scores:  # scored before the checkpoint
                 continue

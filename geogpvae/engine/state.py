@@ -70,6 +70,7 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "predict_mode": eng.predict_mode_,
         "noise": {r: list(v) for r, v in eng.noise_.items()},
         "context_radius": float(eng.context_radius_),
+        "deep_distance": None if eng.deep_distance_ is None else float(eng.deep_distance_),
         "n_points": int(eng.n_points_),
         "n_dims": int(eng.model.n_dims),
         "kl_factor": None if eng.kl_factor_ is None else float(eng.kl_factor_),
@@ -207,6 +208,7 @@ def restore_engine(
     eng.predict_mode_ = state.get("predict_mode")
     eng.noise_ = {r: list(v) for r, v in (state.get("noise") or {}).items()}  # older: model's hidden_var
     eng.context_radius_ = float(state.get("context_radius", float("inf")))
+    eng.deep_distance_ = state.get("deep_distance")
     eng.n_points_ = int(state["n_points"])
     eng.kl_factor_ = state.get("kl_factor", 1.0)
     eng.kl_scores_ = dict(state.get("kl_scores") or {})

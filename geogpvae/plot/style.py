@@ -388,7 +388,8 @@ def wrap_label(text: str, chars: int) -> str:
     last line: the word before them moves down too (``"std of sea surface\ntemperature
     [degC]"``, not ``"...temperature\n[degC]"``). A word longer than ``chars`` stays whole.
     """
-    units = re.search(r"\[[^\[\]]*\]$", text.strip())
+    text = text.strip()
+    units = re.search(r"\[[^\[\]]*\]$", text)
     words = text[:units.start()].split() if units else text.split()
     words += [units.group(0)] if units else []
     lines: list[list[str]] = []

@@ -468,6 +468,16 @@ MUTANTS = {
     "pass22: the checkpointer confuses two candidates' epochs": (
         "geogpvae/cli/impute.py", '        where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))',
         "        where = int(engine.train_state.epoch)"),
+    "pass22: deep targets keep the regime's source": (
+        "geogpvae/engine/core.py", '        if modes.get("deep") is not None and self.deep_distance_',
+        '        if False and modes.get("deep") is not None and self.deep_distance_'),
+    "pass22: deep means nearer than the deep distance": (
+        "geogpvae/engine/calibration.py", "dist[:, 0] > engine.deep_distance_", "dist[:, 0] < engine.deep_distance_"),
+    "pass22: nothing deep unless asked": (
+        "geogpvae/engine/calibration.py", 'cfg.extra.get("deep_gaps", True)', 'cfg.extra.get("deep_gaps", False)'),
+    "pass22: the deep choice ignores how many values it rests on": (
+        "geogpvae/engine/calibration.py", "        if sum(v.size for parts in sq for v in parts) < MIN_VALUES:",
+        "        if False:"),
     "pass22: the input's fill value dropped from v": (
         "geogpvae/fields/cf.py", "        v_out.encoding.update(fill)\n", "        pass\n"),
     "pass22: the writer replaces a kept fill value by NaN": (

@@ -254,3 +254,52 @@ def test_calibration_hides_every_observed_value_once_where_no_gaps_cluster(monke
     count = np.sum(hidden, axis=0)
     assert len(hidden) == 5
     assert np.all(count[eng._observed] == 1) and not count[~eng._observed].any()
+
+
+def test_locations_deep_in_a_gap_are_told_apart_and_their_source_chosen_on_values_as_deep():
+    from types import SimpleNamespace
+
+    import torch
+
+    from geogpvae.engine.calibration import (
+        DEEP_SPACINGS,
+        MIN_VALUES,
+        choose_deep,
+        deep_distance,
+        deep_rows,
+    )
+
+    grid = np.stack(np.meshgrid(np.arange(20.0), np.arange(20.0), indexing="ij"), -1).reshape(-1, 2) * 0.5
+    assert deep_distance(grid) == pytest.approx(DEEP_SPACINGS * 0.5)  # three spacings of 0.5
+    engine = SimpleNamespace(deep_distance_=1.5, config=SimpleNamespace(neighbour_backend="auto"))
+    anchor = {"x": torch.as_tensor(grid[grid[:, 0] < 5.0])}  # the data end at x = 4.5
+    targets = torch.as_tensor([[4.5, 1.0], [5.5, 1.0], [6.0, 1.0], [6.5, 1.0], [9.0, 3.0]])
+    picked = deep_rows(engine, targets, anchor, torch.arange(5))
+    assert picked.tolist() == [3, 4]  # farther than 1.5 from every anchor (6.0 is exactly 1.5: not deep)
+    # the source with the lowest calibrated NLL of the deep held-out values, if there are enough
+    rng = np.random.default_rng(0)
+    good, bad = rng.normal(0, 1, 40), rng.normal(0, 3, 40)
+    stats = {("deep", "neighbours|likelihood"): ([[bad ** 2]], [[np.zeros(40)]]),
+             ("deep", "neighbours*8|likelihood"): ([[good ** 2]], [[np.zeros(40)]])}
+    chosen, scores = choose_deep(stats, ["neighbours", "neighbours*8"], ("likelihood", "hidden"))
+    assert chosen == "neighbours*8" and scores["deep:neighbours*8"] < scores["deep:neighbours"]
+    few = {k: ([[v[0][0][0][: MIN_VALUES - 1]]], [[v[1][0][0][: MIN_VALUES - 1]]]) for k, v in stats.items()}
+    assert choose_deep(few, ["neighbours", "neighbours*8"], ("likelihood",)) == (None, {})
+
+
+def test_where_gaps_cluster_the_fit_measures_how_deep_a_gap_is():
+    from geogpvae.datasets.synthetic import grid_points, make_field
+    from geogpvae.engine.calibration import DEEP_SPACINGS
+    from geogpvae.engine.core import GPVAEEngine
+
+    f = make_field(grid_points((20, 20), 1 / 19), n_vars=2, n_latent=2, lengthscale=0.3, missing=0.0,
+                   noise=0.05, rng=3)
+    values = f.values.copy()
+    values[(np.abs(f.points[:, 0] - 0.5) < 0.2) & (np.abs(f.points[:, 1] - 0.5) < 0.2)] = np.nan  # one square hole
+    opts = dict(epochs=4, progress=False, neighbours=6, seed=0, encoder_hidden=(16,), decoder_hidden=(16,))
+    eng = GPVAEEngine(**opts).fit(f.points, values)
+    assert eng.clustered_gaps_.all() and eng.deep_distance_ == pytest.approx(DEEP_SPACINGS / 19)
+    assert GPVAEEngine(**opts, extra={"deep_gaps": False}).fit(f.points, values).deep_distance_ is None
+    scattered = f.values.copy()
+    scattered[np.random.default_rng(0).random(len(scattered)) < 0.2, 0] = np.nan  # at random: nothing deep
+    assert GPVAEEngine(**opts).fit(f.points, scattered).deep_distance_ is None

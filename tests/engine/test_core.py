@@ -118,6 +118,33 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     torch.testing.assert_close(in_gaps[1], plain[1])
 
 
+def test_targets_deep_in_a_gap_take_the_deep_source_and_the_others_the_regime_s(trained):
+    from geogpvae.engine.calibration import deep_rows, stretched_neighbours
+    from geogpvae.engine.state import engine_state, restore_engine
+
+    eng = trained
+    x = np.random.default_rng(1).random((60, 2)) * 1.6 - 0.3  # some far outside the unit square
+    target = eng._new_locations(x)
+    chosen, before, clustered = eng.predict_mode_, eng.deep_distance_, eng.clustered_gaps_
+    try:
+        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2", "deep": "neighbours*8"}
+        eng.deep_distance_, eng.clustered_gaps_ = 0.1, np.array([False, True, False])
+        mean, var, _ = eng._latent(target, eng._anchor, None, "auto")
+        every = torch.arange(len(x))
+        deep = deep_rows(eng, target.x, eng._anchor, every)
+        near = torch.as_tensor(np.setdiff1d(np.arange(len(x)), deep.numpy()))
+        assert 0 < len(deep) < len(x)
+        want_deep = stretched_neighbours(eng, target.x, eng._anchor, None, deep, 8.0)
+        want_near = stretched_neighbours(eng, target.x, eng._anchor, None, near, 2.0)
+        torch.testing.assert_close(mean[deep], want_deep[0])
+        torch.testing.assert_close(var[deep], want_deep[1])
+        torch.testing.assert_close(mean[near], want_near[0])
+        back = restore_engine(GPVAEEngine, engine_state(eng), progress=False)  # saved and loaded
+        assert back.deep_distance_ == 0.1 and back.predict_mode_["deep"] == "neighbours*8"
+    finally:
+        eng.predict_mode_, eng.deep_distance_, eng.clustered_gaps_ = chosen, before, clustered
+
+
 def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):
     pts, vals = field.points[:400], field.values[:400]
     eng = GPVAEEngine(context=0, epochs=2, progress=False, calibrate=False).fit(pts, vals)

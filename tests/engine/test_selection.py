@@ -197,6 +197,20 @@ def test_interrupted_during_selection_resumes_as_an_uninterrupted_run(field):
     assert resumed.history["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
     for name, value in full.model.state_dict().items():
         torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+    # a selection checkpoint is the selection's: refused with a fixed beta
+    with pytest.raises(ValueError, match="beta='auto'"):
+        GPVAEEngine(**{**opts, "beta": 1.0}).fit(field.points, field.values, resume=snapshot)
+    # stopped after the selection, the resumed run keeps what it chose and the scores it chose by
+    later = {"n": 0}
+
+    def stop_later():
+        later["n"] += 1
+        return later["n"] >= 7  # the first epoch after the two candidates' three
+
+    after = GPVAEEngine(**opts).fit(field.points, field.values, should_stop=stop_later)
+    assert after.interrupted and after.kl_factor_ == full.kl_factor_
+    again = GPVAEEngine(**opts).fit(field.points, field.values, resume=after.checkpoint())
+    assert again.kl_scores_ == pytest.approx(full.kl_scores_) and again.state_dict()["kl_scores"] == again.kl_scores_
 
 
 def test_too_few_values_to_hold_out_keep_the_base_weight():

@@ -486,9 +486,12 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
         prepare_field(_ocean_months(land=False), ["sst"])
     # numbers marked as time the CF way (World Ocean Atlas' "months since", left undecoded)
     for attrs in ({"axis": "T"}, {"standard_name": "time", "units": "months since 1955-01-01"}):
-        months = ds.assign_coords(time=("time", np.arange(4.0), attrs))
-        with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any time"):
+        months = ds.rename(time="t").assign_coords(t=("t", np.arange(4.0), attrs))  # not named time
+        with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any t:"):
             prepare_field(months, ["sst"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numbers along t without those attributes are no time axis
+        prepare_field(ds.rename(time="t").assign_coords(t=("t", np.arange(4.0))), ["sst"])
 
 
 def test_degrees_west_or_south_are_refused_with_the_conversion():

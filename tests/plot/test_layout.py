@@ -102,6 +102,7 @@ def test_colour_bar_labels_never_leave_the_units_alone_on_a_line():
     assert plot.style.wrap_label("std of sea surface temperature [degC]", 31) == "std of sea surface\ntemperature [degC]"
     assert plot.style.wrap_label("sea surface temperature [degC]", 31) == "sea surface temperature [degC]"
     assert plot.style.wrap_label("porosity [1]", 5) == "porosity\n[1]"  # nothing to move down
+    assert plot.style.wrap_label("  sea surface temperature [degC] ", 40) == "sea surface temperature [degC]"
     assert plot.style.wrap_label("cadmium in topsoil [mg kg-1]", 24) == "cadmium in\ntopsoil [mg kg-1]"
     ds = _grid(long_name="cadmium in the topsoil of the Swiss Jura mountains")
     fig = plot.field_map(ds, "v")

@@ -385,8 +385,9 @@ def wrap_label(text: str, chars: int) -> str:
     """``text`` broken at spaces into lines of at most ``chars`` characters.
 
     Units in brackets at the end (``[mg kg-1]``) are never broken, and never sit alone on the
-    last line: the word before them moves down too (``"std of sea surface\ntemperature
-    [degC]"``, not ``"...temperature\n[degC]"``). A word longer than ``chars`` stays whole.
+    last line: the word before them moves down too, so that "std of sea surface temperature
+    [degC]" ends its last line with "temperature [degC]". A word longer than ``chars`` stays
+    whole.
     """
     text = text.strip()
     units = re.search(r"\[[^\[\]]*\]$", text)

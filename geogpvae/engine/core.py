@@ -627,22 +627,23 @@ class GPVAEEngine:
         modes["unobserved"] = base
         uses = {m: m in ("neighbours", "combined") for m in ("encoder", "neighbours", "combined")}
         has_own = target.observed.any(1)
+        deep = torch.zeros_like(has_own)  # deep in a gap: their own source (calibration.choose_deep), below
+        if modes.get("deep") is not None and self.deep_distance_ is not None and not bool(has_own.all()):
+            deep[deep_rows(self, target.x, anchor, torch.nonzero(~has_own).squeeze(1))] = True
         need = (has_own & uses[modes["observed"]]) | (~has_own & uses[base])
         in_range = getattr(target, "in_range", None)
         if in_range is not None:  # beyond the encoder's range the neighbours stand in
             need = need | (~has_own & ~in_range)
         if stretch != 1.0:  # locations without values of their own: the stretched kernel, below
             need = need & has_own
-        mean, var, source = self._select(self._sources(target, anchor, self_index, need), modes)
-        if stretch != 1.0 and not bool(has_own.all()):
-            rows = torch.nonzero(~has_own).squeeze(1)
-            mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows, stretch)
-            source[rows.cpu().numpy()] = 1
-        if modes.get("deep") is not None and self.deep_distance_ is not None and not bool(has_own.all()):
-            rows = deep_rows(self, target.x, anchor, torch.nonzero(~has_own).squeeze(1))  # chosen apart
-            mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows,
-                                                         split_mode(modes["deep"])[1])
-            source[rows.cpu().numpy()] = 1
+        mean, var, source = self._select(self._sources(target, anchor, self_index, need & ~deep), modes)
+        pending = ([(~has_own & ~deep, stretch)] if stretch != 1.0 else []) + (
+            [(deep, split_mode(modes["deep"])[1])] if bool(deep.any()) else [])
+        for where, factor in pending:
+            rows = torch.nonzero(where).squeeze(1)
+            if rows.numel():
+                mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows, factor)
+                source[rows.cpu().numpy()] = 1
         return mean, var, source
 
     def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None, visible=None,

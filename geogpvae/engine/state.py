@@ -76,7 +76,7 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "kl_factor": None if eng.kl_factor_ is None else float(eng.kl_factor_),
         "kl_scores": {float(f): float(v) for f, v in eng.kl_scores_.items()},
         "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],
-        "weights": {k: v.detach().cpu() for k, v in eng.model.state_dict().items()},
+        "weights": _weights(eng.model),
         "history": {k: list(map(float, v)) for k, v in eng.history.items()},
     }
     if include_data:

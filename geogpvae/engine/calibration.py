@@ -136,8 +136,25 @@ def deep_distance(x_observed: np.ndarray, backend: str = "auto", max_queries: in
 
 
 def deep_rows(engine: GPVAEEngine, x: torch.Tensor, anchor: dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
-    """Of ``rows`` (targets without values of their own), those farther than the engine's
-    ``deep_distance_`` from every anchor (location with observed values)."""
+    """The targets deep in a gap: farther than the engine's ``deep_distance_`` from every anchor.
+
+    Parameters
+    ----------
+    engine : GPVAEEngine
+        Calibrated where gaps cluster (``deep_distance_`` set, in model coordinates).
+    x : Tensor, shape (M, D)
+        Target locations, model coordinates.
+    anchor : dict
+        The anchors (:meth:`GPVAEEngine._anchors`): ``anchor["x"]``, shape (A, D), the locations
+        with observed values.
+    rows : Tensor of int, shape (R,)
+        The targets to look at (those without values of their own).
+
+    Returns
+    -------
+    Tensor of int, shape (R',)
+        The subset of ``rows`` whose nearest anchor lies farther than ``deep_distance_``.
+    """
     if rows.numel() == 0 or anchor["x"].shape[0] == 0:
         return rows
     dist, _ = knn(anchor["x"].detach().cpu().double().numpy(), 1, query=x[rows].detach().cpu().double().numpy(),
@@ -146,8 +163,26 @@ def deep_rows(engine: GPVAEEngine, x: torch.Tensor, anchor: dict[str, torch.Tens
 
 
 def choose_deep(stats: Stats, candidates: list[str], noises: tuple[str, ...]) -> tuple[str | None, dict[str, float]]:
-    """The source for locations deep in a gap: the lowest calibrated NLL of the held-out values
-    that deep (with the first added variance), None with fewer than :data:`MIN_VALUES` of them."""
+    """The latent source for locations deep in a gap, from the held-out values that lie as deep.
+
+    Parameters
+    ----------
+    stats : dict
+        ``stats[("deep", source)]`` (``"source|noise"`` with ``noises``): per variable, squared
+        standardised errors and log variances of the deep held-out values (:func:`score_hidden`).
+    candidates : list of str
+        The neighbour sources scored (``"neighbours"``, ``"neighbours*8"``...).
+    noises : tuple of str
+        The added variances scored; the first one's scores decide (as for the regimes' sources).
+
+    Returns
+    -------
+    source : str or None
+        The candidate with the lowest calibrated NLL (nats per value); None with fewer than
+        :data:`MIN_VALUES` deep held-out values.
+    scores : dict
+        ``{"deep:source": NLL}`` of every candidate (empty with None).
+    """
     scores: dict[str, float] = {}
     for mode in candidates:
         sq, lv = stats[("deep", f"{mode}|{noises[0]}" if noises else mode)]

@@ -21,6 +21,7 @@ import torch
 from ..gp.kernels import stretchable
 from ..gp.neighbours import knn
 from .holdout import matched_entries
+from .predict import added_variance, variance_scale
 from .progress import Progress
 from .targets import _Field, _self_index
 
@@ -632,15 +633,15 @@ def score_hidden(
             vis = target.observed[sub]
             _, _, mm, sm_base = engine._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11,
                                                 calibrated=False, visible=vis, noise=base)
-            added_base = engine._added_variance(base, vis, len(sub)) if noises else None
+            added_base = added_variance(engine.model, base, vis, len(sub)) if noises else None
             for noise in noises or (None,):
                 sm = sm_base
                 added = "likelihood" if noise == "scaled" else noise  # "scaled" adds the likelihood's
                 if added != base:  # in modelled units the added variance simply adds: no decoding again
-                    shift = engine._added_variance(added, vis, len(sub)) - added_base
+                    shift = added_variance(engine.model, added, vis, len(sub)) - added_base
                     sm = sm_base * np.sqrt(1.0 + shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2)
                 if noise == "scaled":  # then the whole predictive variance times the ratio
-                    sm = sm * np.sqrt(engine._variance_scale("scaled"))
+                    sm = sm * np.sqrt(variance_scale(engine.model, "scaled"))
                 z = (truth[in_regime] - mm) / sm
                 key = mode if noise is None else f"{mode}|{noise}"
                 kept = [(regime, np.ones(len(z), dtype=bool))]

@@ -38,7 +38,14 @@ from .inputs import (
 from .metric import apply_metric
 from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
-from .predict import combine_posteriors, encoder_posterior, neighbour_posterior, predictive_moments
+from .predict import (
+    added_variance,
+    combine_posteriors,
+    encoder_posterior,
+    neighbour_posterior,
+    predictive_moments,
+    variance_scale,
+)
 from .progress import Progress
 from .same_field import matching_rows
 from .selection import (
@@ -661,10 +668,10 @@ class GPVAEEngine:
         choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise_
         hidden_var, scales = None, [None, None]
         if choice:
-            per_regime = [self._added_variance(choice.get(r), visible, mean.shape[0]) for r in REGIMES]
+            per_regime = [added_variance(self.model, choice.get(r), visible, mean.shape[0]) for r in REGIMES]
             rows = torch.as_tensor(own, device=mean.device).unsqueeze(1)
             hidden_var = torch.where(rows, *per_regime).detach()
-            scales = [self._variance_scale(choice.get(r)) for r in REGIMES]
+            scales = [variance_scale(self.model, choice.get(r)) for r in REGIMES]
         factors = self.calibration_ if calibrated else None
         if factors is None and all(s is None for s in scales):
             return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
@@ -684,34 +691,6 @@ class GPVAEEngine:
             for o, r in zip(out, res):
                 o[rows] = r
         return tuple(out)
-
-    def _added_variance(self, kind: str | list[str] | None, visible: torch.Tensor | None, n: int) -> torch.Tensor:
-        """The variance added to the decoded spread of ``n`` targets, (n, K), standardised.
-
-        ``kind``: one of :data:`~geogpvae.engine.calibration.NOISES` for every variable, one per
-        variable, or None (the model's ``hidden_var``). ``"scaled"`` adds the likelihood
-        variance (the scaling is :meth:`_variance_scale`'s).
-        """
-        model = self.model
-        kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
-        if "patterns" in kinds and visible is None:
-            raise ValueError("pattern variances need the variables seen at each target")
-        table = {"likelihood": model.noise_var, "scaled": model.noise_var, "hidden": model.hidden_estimate,
-                 None: model.hidden_var}
-        cols = {c: (model.hidden_var_at(visible) if c == "patterns" else table[c].expand(n, -1)) for c in set(kinds)}
-        if len(cols) == 1:
-            return cols[kinds[0]]
-        return torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)
-
-    def _variance_scale(self, kind: str | list[str] | None) -> np.ndarray | None:
-        """Per variable, the factor on the whole predictive variance that ``kind`` (as in
-        :meth:`_added_variance`) implies: the model's ``hidden_ratio`` where it is ``"scaled"``,
-        else 1; None when no variable is scaled."""
-        kinds = kind if isinstance(kind, (list, tuple)) else [kind] * self.model.n_vars
-        if "scaled" not in kinds:
-            return None
-        ratio = self.model.hidden_ratio.detach().cpu().double().numpy()
-        return np.where(np.asarray(kinds, dtype=object) == "scaled", ratio, 1.0)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()

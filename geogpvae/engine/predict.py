@@ -43,7 +43,8 @@ from ..gp.neighbours import distinct_offsets, knn
 from ..gp.priors.spa import spa_conditional
 from .model import GPVAE
 
-__all__ = ["encoder_posterior", "neighbour_posterior", "pseudo_observations", "combine_posteriors", "predictive_moments"]
+__all__ = ["added_variance", "combine_posteriors", "encoder_posterior", "neighbour_posterior", "predictive_moments",
+           "pseudo_observations", "variance_scale"]
 
 
 @torch.no_grad()
@@ -324,6 +325,60 @@ def predictive_moments(
     for part in out:
         part *= unit
     return out  # type: ignore[return-value]
+
+
+def added_variance(model: GPVAE, kind: str | list[str] | None, visible: torch.Tensor | None, n: int) -> torch.Tensor:
+    """The variance added to the decoded spread of ``n`` targets, in standardised units.
+
+    Parameters
+    ----------
+    model : GPVAE
+        The fitted model.
+    kind : str, list of str or None
+        One of :data:`~geogpvae.engine.calibration.NOISES` for every variable, one per
+        variable, or None (the model's ``hidden_var``). ``"scaled"`` adds the likelihood
+        variance (its scaling is :func:`variance_scale`'s).
+    visible : Tensor of bool, shape (n, K), optional
+        The variables seen at each target; needed for ``"patterns"``.
+    n : int
+        Number of targets.
+
+    Returns
+    -------
+    Tensor, shape (n, K)
+    """
+    kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
+    if "patterns" in kinds and visible is None:
+        raise ValueError("pattern variances need the variables seen at each target")
+    table = {"likelihood": model.noise_var, "scaled": model.noise_var, "hidden": model.hidden_estimate,
+             None: model.hidden_var}
+    cols = {c: (model.hidden_var_at(visible) if c == "patterns" else table[c].expand(n, -1)) for c in set(kinds)}
+    if len(cols) == 1:
+        return cols[kinds[0]]
+    return torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)
+
+
+def variance_scale(model: GPVAE, kind: str | list[str] | None) -> np.ndarray | None:
+    """Per variable, the factor on the whole predictive variance that ``kind`` implies.
+
+    Parameters
+    ----------
+    model : GPVAE
+        The fitted model.
+    kind : str, list of str or None
+        As for :func:`added_variance`.
+
+    Returns
+    -------
+    ndarray, shape (K,), or None
+        The model's ``hidden_ratio`` where the variable's kind is ``"scaled"``, else 1; None
+        when no variable is scaled.
+    """
+    kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
+    if "scaled" not in kinds:
+        return None
+    ratio = model.hidden_ratio.detach().cpu().double().numpy()
+    return np.where(np.asarray(kinds, dtype=object) == "scaled", ratio, 1.0)
 
 
 def _power_of_two_units(scale: np.ndarray, log: np.ndarray) -> np.ndarray:

@@ -114,7 +114,7 @@ MUTANTS = {
         "geogpvae/engine/calibration.py", "shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2",
         "shift.detach().cpu().double().numpy() / sm_base**2"),
     "noise: per-variable choice applied to the wrong column": (
-        "geogpvae/engine/core.py", "torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)",
+        "geogpvae/engine/predict.py", "torch.stack([cols[c][:, j] for j, c in enumerate(kinds)], dim=1)",
         "torch.stack([cols[c][:, 0] for j, c in enumerate(kinds)], dim=1)"),
     "hidden variance: predictive adds the likelihood variance": (
         "geogpvae/engine/predict.py", "noise = model.hidden_var.detach()", "noise = model.noise_var.detach()"),
@@ -157,8 +157,8 @@ MUTANTS = {
     "scaled variance: predicted unscaled": (
         "geogpvae/engine/core.py", "vf = scales[regime] if vf is None else vf * scales[regime]", "pass"),
     "scaled variance: scored with the ratio's square root twice": (
-        "geogpvae/engine/calibration.py", "sm = sm * np.sqrt(engine._variance_scale(\"scaled\"))",
-        "sm = sm * engine._variance_scale(\"scaled\")"),
+        "geogpvae/engine/calibration.py", "sm = sm * np.sqrt(variance_scale(engine.model, \"scaled\"))",
+        "sm = sm * variance_scale(engine.model, \"scaled\")"),
     "holdout: calibration ignores the shaped values": (
         "geogpvae/engine/calibration.py", "if values is None else observed & values", "if True else observed & values"),
     "holdout: a location counts as its own nearest location": (

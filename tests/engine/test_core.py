@@ -7,6 +7,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
+from geogpvae.engine.predict import added_variance
 from geogpvae.engine.targets import _self_index
 from geogpvae.errors import InputError
 
@@ -394,7 +395,7 @@ def test_added_variances_add_in_modelled_units(auto_noise):
         shift = (added - eng.model.noise_var).detach().double().numpy() * eng.scale**2
         np.testing.assert_allclose(got[n][3] ** 2, got["likelihood"][3] ** 2 + shift, rtol=1e-6)  # float32 model
     # one variance per variable: each column its own kind's
-    mixed = eng._added_variance(["likelihood", "patterns", "hidden"], visible, 12)
+    mixed = added_variance(eng.model, ["likelihood", "patterns", "hidden"], visible, 12)
     torch.testing.assert_close(mixed[:, 0], eng.model.noise_var[0].expand(12))
     torch.testing.assert_close(mixed[:, 1], eng.model.hidden_var_at(visible)[:, 1])
     torch.testing.assert_close(mixed[:, 2], eng.model.hidden_estimate[2].expand(12))

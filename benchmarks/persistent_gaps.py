@@ -3,7 +3,8 @@
 The twentieth session's new-user pass found that patches missing in every month of a
 (time, lat, lon) field were filled with about the global mean, far from the truth, while a
 per-month neighbour average filled them well. This script rebuilds such a field and scores
-``geogpvae.impute`` on it by kind of gap, against that baseline:
+``geogpvae.impute`` on it by kind of gap (RMSE, the Gaussian NLL of the fill and its std in
+nats per value, cov95 and the mean squared z-score ``z2``), against that baseline:
 
 * SST = 28 - 25 sin^2(lat) plus smooth anomalies that change with the month (degC), on a
   regular grid (lat descending, lon 0..360), ``--months`` months;
@@ -134,13 +135,15 @@ def main() -> None:
     print(f"impute {seconds:.1f} s; beta chosen x{out.attrs.get('geogpvae_kl_factor')}, "
           f"clustered gaps {out.attrs.get('geogpvae_clustered_gaps')}; "
           f"sources {out.attrs.get('geogpvae_predict_mode_chosen')}")
-    print(f"{'gaps':24s} {'n':>6s} {'RMSE':>7s} {'cov95':>6s} {'z2':>6s} {'RMSE of the neighbour average':>30s}")
+    print(f"{'gaps':24s} {'n':>6s} {'RMSE':>7s} {'NLL':>7s} {'cov95':>6s} {'z2':>6s} "
+          f"{'RMSE of the neighbour average':>30s}")
     for name, where in kinds.items():
         err = fill[where] - truth[where]
         z2 = float(np.mean((err / std[where]) ** 2))
+        nll = float(np.mean(0.5 * np.log(2 * np.pi * std[where] ** 2) + 0.5 * (err / std[where]) ** 2))
         cov = float(np.mean(np.abs(err) <= 1.96 * std[where]))
         base_rmse = float(np.sqrt(np.mean((base[where] - truth[where]) ** 2)))
-        print(f"{name:24s} {int(where.sum()):6d} {float(np.sqrt(np.mean(err ** 2))):7.3f} {cov:6.3f} {z2:6.2f} "
+        print(f"{name:24s} {int(where.sum()):6d} {float(np.sqrt(np.mean(err ** 2))):7.3f} {nll:7.3f} {cov:6.3f} {z2:6.2f} "
               f"{base_rmse:30.3f}")
     if args.validate:
         for gaps in ("random", "shaped"):

@@ -341,8 +341,8 @@ def _train_and_write(
 
         def after_epoch(engine: Any) -> None:
             checkpointer.after_epoch(engine)
-            if int(engine.train_state.epoch) >= checkpointer.total:
-                trap.plan = final
+            if engine.selection_ is None and int(engine.train_state.epoch) >= checkpointer.total:
+                trap.plan = final  # not after a beta candidate's last epoch: the fit itself follows
 
         engine = _train(imputer, field, resume, after_epoch, should_stop)
         if engine.interrupted:

@@ -300,7 +300,8 @@ def select_kl_factor(
                     raise
                 best.scores[factor] = math.inf  # diverged: not a candidate
                 continue
-            if asked or (state.epoch < epochs and not state.done):  # interrupted
+            # a candidate that ends the whole budget (epochs=1) left train() without asking: ask here
+            if (state.done and stop()) or asked or (state.epoch < epochs and not state.done):  # interrupted
                 return Selection(factor=None, scores=best.scores, progress=where(factor, model, state))
             score = check_score(model, data, state, seed=config.seed, shape=shape)
             best.scores[factor] = score

@@ -140,9 +140,11 @@ def kept_fill(encoding: Mapping[str, Any], dtype: np.dtype, *arrays: np.ndarray)
     dict
         ``{"_FillValue": fill}`` (and ``missing_value`` where the input had it), the input's
         scalar, finite fill value in ``dtype``; empty where the input had none (NaN is then
-        the fill), was packed (its fill value is a code), has two different ones, loses its
-        value in the cast to ``dtype``, or where a value to be written equals it (that value
-        would read back as missing).
+        the fill), was packed (its fill value is a code), has two different ones (a float32
+        and a float64 of the same number count as one), loses its value in the cast to
+        ``dtype``, or where a value to be written equals it (that value would read back as
+        missing). With ``_Unsigned = "true"`` an integer fill is read as the unsigned value
+        it codes (a byte's -1 is 255).
     """
     if "scale_factor" in encoding or "add_offset" in encoding:
         return {}  # a packing's fill value is a code, not a number in the units of the values
@@ -150,9 +152,22 @@ def kept_fill(encoding: Mapping[str, Any], dtype: np.dtype, *arrays: np.ndarray)
     numbers = [np.asarray(v) for v in found if v is not None]
     if not numbers or any(n.size != 1 or n.dtype.kind not in "iuf" for n in numbers):
         return {}
+    if str(encoding.get("_Unsigned", "")).lower() == "true":  # signed codes of unsigned values: -1 is 255
+        numbers = [n.astype(f"u{n.dtype.itemsize}") if n.dtype.kind == "i" else n for n in numbers]
     fill = dtype.type(numbers[0].item())
-    if not np.isfinite(fill) or any(float(fill) != n.item() for n in numbers):
-        return {}  # NaN already, changed by the cast, or two different fill values
+    if not np.isfinite(fill) or float(fill) != numbers[0].item():
+        return {}  # NaN already, or changed by the cast
+    if not all(_same_number(numbers[0], n) for n in numbers[1:]):
+        return {}  # two different fill values
     if any(np.any(np.asarray(a) == fill) for a in arrays):
         return {}
     return {"_FillValue": fill, **({"missing_value": fill} if found[1] is not None else {})}
+
+
+def _same_number(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two scalar fill values name the same number: two floats compared in the narrower
+    of their precisions (a float32 and a float64 ``1e20`` mark the same cells), else exactly."""
+    if a.dtype.kind == b.dtype.kind == "f":
+        narrow = min(a.dtype, b.dtype, key=lambda d: d.itemsize)
+        return bool(narrow.type(a.item()) == narrow.type(b.item()))
+    return bool(a.item() == b.item())

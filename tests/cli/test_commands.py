@@ -753,6 +753,26 @@ def test_a_stop_before_the_first_epoch_does_not_promise_a_resume(tmp_path):
     assert "after epoch 80 of 236" in later and "run again with --resume to continue" in later
 
 
+def test_a_signal_in_a_beta_candidate_never_announces_the_end_of_training(data, tmp_path, capsys, monkeypatch):
+    # with --epochs 1 each candidate trains the job's whole count of epochs; a signal after the
+    # second candidate's says the epoch is finishing, not that training is over
+    second = KL_FACTORS[1]
+    original = cli_impute._Checkpointer.after_epoch
+
+    def after_epoch(self, engine):
+        original(self, engine)
+        if getattr(engine.selection_, "factor", None) == second:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(cli_impute._Checkpointer, "after_epoch", after_epoch)
+    args = ["impute", str(data["grid"]), str(tmp_path / "out.nc"), "--neighbours", "4", "--epochs", "1", *SMALL,
+            "--checkpoint-dir", str(tmp_path / "ck"), "--progress", "none"]
+    assert main(args) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "received SIGTERM: finishing the current epoch, then stopping" in err, err
+    assert "training is finished" not in err
+
+
 def test_a_stop_during_the_selection_resumes_it_where_it_stood(data, tmp_path, capsys, monkeypatch):
     out, ck, whole = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "whole.nc"
     second = KL_FACTORS[1]

@@ -25,6 +25,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
+    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -258,8 +259,8 @@ MUTANTS = {
     "inputs: a dim's string labels read as its coordinate": (
         "geogpvae/fields/geometry.py", 'source = source.drop_vars(axis.names[0], errors="ignore")', "pass"),
     "pass18: a stop asked after a candidate's last epoch ignored": (
-        "geogpvae/engine/selection.py", "if asked or (state.epoch < epochs and not state.done):",
-        "if state.epoch < epochs and not state.done:"),
+        "geogpvae/engine/selection.py", "if (state.done and stop()) or asked or (state.epoch < epochs and not state.done):",
+        "if (state.done and stop()) or (state.epoch < epochs and not state.done):"),
     "pass18: unknown extra keys accepted": (
         "geogpvae/engine/config.py", "        if unknown:\n            import difflib", "        if False:\n            import difflib"),
     "pass18: a flag and its --option silently disagree": (
@@ -494,6 +495,17 @@ MUTANTS = {
         "geogpvae/plot/calibration.py", "    if beyond.any():  # the axes end", "    if False:  # the axes end"),
     "pass22: units left alone on a colour bar's last line": (
         "geogpvae/plot/style.py", "    if units and len(lines) > 1", "    if False and len(lines) > 1"),
+    "pass23: two precisions of one fill value taken as two": (
+        "geogpvae/fields/packing.py", "narrow = min(a.dtype, b.dtype, key=lambda d: d.itemsize)",
+        "narrow = max(a.dtype, b.dtype, key=lambda d: d.itemsize)"),
+    "pass23: an unsigned byte's fill kept as -1": (
+        "geogpvae/fields/packing.py", 'if str(encoding.get("_Unsigned", "")).lower() == "true":',
+        'if False:'),
+    "pass23: the end of training announced after a beta candidate": (
+        "geogpvae/cli/impute.py", "if engine.selection_ is None and int(engine.train_state.epoch) >= checkpointer.total:",
+        "if int(engine.train_state.epoch) >= checkpointer.total:"),
+    "pass23: a stop during a candidate that ends the budget ignored": (
+        "geogpvae/engine/selection.py", "if (state.done and stop()) or asked", "if asked"),
 }
 
 

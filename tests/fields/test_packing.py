@@ -217,6 +217,10 @@ def test_a_fill_value_is_kept_only_when_no_value_would_read_back_as_missing():
     assert kept_fill({"_FillValue": np.float32(-999)}, f32, np.array([1.0, -999.0])) == {}  # a value equal to it
     assert kept_fill({"_FillValue": np.nan}, f32, values) == {}  # NaN is the default anyway
     assert kept_fill({"_FillValue": -999.0, "missing_value": 1e20}, f32, values) == {}  # two of them
+    one = kept_fill({"_FillValue": np.float32(1e20), "missing_value": 1e20}, f32, values)  # one, in two precisions
+    assert one == {"_FillValue": np.float32(1e20), "missing_value": np.float32(1e20)}
+    assert kept_fill({"_FillValue": np.int8(-1), "_Unsigned": "true"}, f32, values) == {"_FillValue": 255.0}
+    assert kept_fill({"_FillValue": np.int8(-1)}, f32, values) == {"_FillValue": -1.0}  # signed: -1 is -1
     assert kept_fill({"_FillValue": 0.1}, f32, values) == {}  # not the same number in float32
     assert kept_fill({"_FillValue": np.int16(-9999)}, np.dtype(np.float64), values) == {"_FillValue": -9999.0}
     assert kept_fill({}, f32, values) == {}

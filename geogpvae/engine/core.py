@@ -440,8 +440,8 @@ class GPVAEEngine:
         """``beta="auto"``: train the candidates, keep the best (the check values then go back unless the
         stopping rule needs them). Interrupted: ``(None, None)``, ``selection_`` kept for :meth:`checkpoint`."""
         cfg, n, k = self.config, x.shape[0], y.shape[1]
-        factors, epochs = tuple(cfg.extra.get("kl_factors", KL_FACTORS)), selection_epochs(
-            cfg.replace(holdout=0.0).n_epochs(n), selection_share(cfg, n))  # with the stopping rule: of the budget it replaces
+        budget = cfg.replace(holdout=0.0).n_epochs(n)  # with the stopping rule: the budget it replaces
+        factors, epochs = tuple(cfg.extra.get("kl_factors", KL_FACTORS)), selection_epochs(budget, selection_share(cfg, n))
 
         def build(factor):
             return _distributed(self._build_model(k, x.shape[1], n, factor), self.device)
@@ -454,7 +454,7 @@ class GPVAEEngine:
         shape = score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_)
         chosen = select_kl_factor(build, self._data, cfg, epochs=epochs, should_stop=should_stop, progress=self.progress,
                                   factors=factors, resume=selection_from(resume, build, k, epochs, factors),
-                                  on_epoch=on_epoch, shape=shape)
+                                  on_epoch=on_epoch, shape=shape, then=budget - epochs)
         self.kl_scores_, self.selection_, self.kl_factor_ = dict(chosen.scores), None, chosen.factor
         if chosen.factor is None:
             self.interrupted, self.train_state, self.model = True, TrainState(), self._build_model(k, x.shape[1], n)

@@ -7,7 +7,9 @@ command line):
 * ``"log"``: plain lines on stderr for batch logs, one when a stage starts, then one every
   :data:`LOG_INTERVAL` seconds of wall clock, also from inside a long epoch or calibration
   round (a unit reported from inside also reports its end, with the epoch's loss), and one
-  when the stage ends, e.g. ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``;
+  when the stage ends, e.g. ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``; the
+  β selection's lines also estimate the end of the training that follows it
+  (``selection 40/120 epochs ... eta 00:04:00 (training 00:17:00)``);
 * ``"none"`` (or ``False``): nothing;
 * ``True``: a bar on a terminal, log lines otherwise.
 
@@ -83,12 +85,16 @@ class Progress:
         Units already done (a resumed run); the time estimate counts from here.
     interval : float, optional
         Seconds between log lines (default :data:`LOG_INTERVAL`).
+    then : int
+        Units of the same cost that follow this stage (the epochs the chosen candidate trains
+        after the β selection): lines then also estimate the end of both, e.g. ``eta 00:02:10
+        (training 00:09:40)``.
     """
 
     def __init__(self, mode: bool | str | None, total: int, name: str, *, unit: str | None = None,
-                 initial: int = 0, interval: float | None = None) -> None:
+                 initial: int = 0, interval: float | None = None, then: int = 0) -> None:
         self.mode = display_mode(mode)
-        self.total, self.name, self.unit = int(total), name, unit
+        self.total, self.name, self.unit, self.then = int(total), name, unit, max(int(then), 0)
         self.interval = LOG_INTERVAL if interval is None else float(interval)
         self.start = clock()
         self.last = -math.inf  # the first update is always shown
@@ -108,8 +114,9 @@ class Progress:
         step, self.done = done - self.done, done
         if self.bar is not None:
             self.bar.update(step)
-            if note:
-                self.bar.set_postfix_str(note)
+            whole = self._whole(done, clock() - self.start)
+            if note or whole:
+                self.bar.set_postfix_str(f"{note}{whole}".strip())
         elif self.mode == "log":
             now = clock()
             # a unit long enough to be reported from inside also reports its end (its loss)
@@ -139,9 +146,15 @@ class Progress:
         text = f"{self.name} {shown}" + (f" {self.unit}" if self.unit else "")
         eta = ""
         if done > self.first:
-            eta = f" eta {_hms(elapsed / (done - self.first) * max(self.total - done, 0))}"
+            eta = f" eta {_hms(elapsed / (done - self.first) * max(self.total - done, 0))}{self._whole(done, elapsed)}"
         note = f" {note}" if note else ""
         print(f"{text}{note} elapsed {_hms(elapsed)}{eta}", file=sys.stderr, flush=True)
+
+    def _whole(self, done: float, elapsed: float) -> str:
+        """`` (training hh:mm:ss)``: the time left in this stage and the ``then`` units after it."""
+        if not self.then or done <= self.first:
+            return ""
+        return f" (training {_hms(elapsed / (done - self.first) * (max(self.total - done, 0) + self.then))})"
 
     def close(self) -> None:
         """End the bar (a no-op for log lines and none)."""

@@ -223,6 +223,7 @@ def select_kl_factor(
     shape: bool | np.ndarray = True,
     resume: SelectionProgress | None = None,
     on_epoch: Callable[[SelectionProgress], None] | None = None,
+    then: int = 0,
 ) -> Selection:
     """Train one model per candidate KL factor on ``data`` (check values held out); keep the best.
 
@@ -254,6 +255,9 @@ def select_kl_factor(
     on_epoch : callable, optional
         Called with the :class:`SelectionProgress` after every epoch of a candidate
         (checkpointing).
+    then : int
+        Epochs the chosen candidate trains after the selection; the progress lines estimate
+        the end of the whole training with them (:class:`~geogpvae.engine.progress.Progress`).
 
     Returns
     -------
@@ -280,7 +284,8 @@ def select_kl_factor(
         return SelectionProgress(dict(best.scores), kept, factor, model, state, epochs, tuple(factors))
 
     done = sum(epochs for f in factors if f in best.scores) + (resume.state.epoch if resume is not None else 0)
-    with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs", initial=done) as bar:
+    with Progress(shown_here(progress), len(factors) * epochs, "selection", unit="epochs", initial=done,
+                  then=then) as bar:
         for i, factor in enumerate(factors):
             if factor in best.scores:  # scored before the checkpoint
                 continue

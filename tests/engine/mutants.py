@@ -25,7 +25,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
-    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py
+    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -180,7 +180,8 @@ MUTANTS = {
         "geogpvae/engine/selection.py", "return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE",
         "return SELECTION_SHARE"),
     "selection share: the fit ignores it": (
-        "geogpvae/engine/core.py", "selection_share(cfg, n))  # with", 'cfg.extra.get("selection_share", 0.35))  # with'),
+        "geogpvae/engine/core.py", "selection_epochs(budget, selection_share(cfg, n))",
+        'selection_epochs(budget, cfg.extra.get("selection_share", 0.35))'),
     "rows: advanced indexing on the CPU (unordered gradient sums)": (
         "geogpvae/gp/rows.py", 'if t.device.type != "cpu":', "if True:"),
     "context hiding: hidden values' sum left in": (
@@ -506,6 +507,10 @@ MUTANTS = {
         "if int(engine.train_state.epoch) >= checkpointer.total:"),
     "pass23: a stop during a candidate that ends the budget ignored": (
         "geogpvae/engine/selection.py", "if (state.done and stop()) or asked", "if asked"),
+    "pass23: the training estimate leaves out the epochs after the selection": (
+        "geogpvae/engine/progress.py", "(max(self.total - done, 0) + self.then)", "(max(self.total - done, 0))"),
+    "pass23: the engine tells the selection nothing of the epochs after it": (
+        "geogpvae/engine/core.py", "shape=shape, then=budget - epochs)", "shape=shape)"),
 }
 
 

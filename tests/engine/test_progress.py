@@ -48,6 +48,27 @@ def test_stage_lines_start_every_interval_and_end(fake_clock, capsys):
     assert all(" eta " in line for line in lines[1:])
 
 
+def _seconds(hms: str) -> int:
+    h, m, sec = (int(v) for v in hms.strip("()").split(":"))
+    return 3600 * h + 60 * m + sec
+
+
+def test_the_selection_estimates_the_end_of_the_training_after_it(fake_clock, capsys):
+    # 6 candidate epochs, then 30 epochs of the chosen one at the same pace: at 2 of 6 done,
+    # the stage has 4 epochs left and the training 34
+    fake_clock[0] = 25.0
+    with Progress("log", 6, "selection", unit="epochs", interval=0.0, then=30) as bar:
+        bar.update(2, "beta x1 loss 9.5")
+    line = _lines(capsys)[-1]
+    assert line.startswith("selection 2/6 epochs beta x1 loss 9.5 elapsed") and "(training " in line
+    words = line.split()
+    eta, whole = _seconds(words[words.index("eta") + 1]), _seconds(words[words.index("(training") + 1])
+    assert eta > 0 and abs(whole - eta * 34 / 4) <= 5
+    with Progress("log", 6, "calibration", unit="rounds", interval=0.0) as bar:  # no then: no estimate
+        bar.update(2)
+    assert "training" not in _lines(capsys)[-1]
+
+
 def test_within_a_long_unit_a_line_comes_by_the_clock(fake_clock, capsys):
     fake_clock[0] = 4.0
     bar = Progress("log", 2, "epoch", interval=10.0)
@@ -113,6 +134,8 @@ def test_engine_reports_calibration_and_prediction(capsys):
     assert any(line.startswith("epoch 4/4") for line in lines)  # the chosen one carries on
     chosen = [line for line in lines if line.startswith("selection 6/6")][-1]  # names the winner
     assert f"chose beta x{engine.kl_factor_:g} " in chosen
+    # the chosen candidate's one epoch after the selection counts in the training's estimate
+    assert all("(training " in line for line in lines if line.startswith("selection 6/6"))
 
 
 def test_prediction_chunks_are_counted_and_change_nothing(monkeypatch, capsys):

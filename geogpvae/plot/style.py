@@ -34,13 +34,30 @@ _WARNED: set[str] = set()
 def _warn_once(key: str, message: str, stacklevel: int = 4) -> None:
     """Emit ``message`` as a UserWarning, at most once per process for ``key``.
 
-    The default ``stacklevel`` points at the caller of a public function that called a
-    helper that called this.
+    A warning an ``"ignore"`` filter drops (``geogpvae plot -q``, a ``warnings.catch_warnings``
+    block) does not count as shown: the next call outside the filter warns. The default
+    ``stacklevel`` points at the caller of a public function that called a helper that called
+    this.
     """
     if key in _WARNED:
         return
-    _WARNED.add(key)
+    if not _ignored(message):
+        _WARNED.add(key)
     warnings.warn(message, UserWarning, stacklevel=stacklevel)
+
+
+def _ignored(message: str) -> bool:
+    """Whether the first warnings filter that matches a UserWarning ``message`` ignores it.
+
+    Filters tied to a module or a line are passed over (which module warns is not known
+    here): at worst such a warning counts as shown.
+    """
+    for action, text, category, module, line in warnings.filters:
+        if module is not None or line:
+            continue
+        if issubclass(UserWarning, category) and (text is None or text.match(message)):
+            return action == "ignore"
+    return False
 
 
 def _plt():

@@ -42,7 +42,7 @@ import xarray as xr
 from geogpvae._version import __version__
 
 from .packing import kept_fill, kept_packing
-from .valid import clip_fills, unpacked_bounds
+from .valid import clip_fills, undecoded_fills, unpacked_bounds
 
 __all__ = [
     "FLAG_FILL_VALUE",
@@ -242,6 +242,8 @@ def imputation_variables(
     src_attrs = dict(values.attrs if attrs is None else attrs)
     out_dtype = output_dtype(values.dtype)
     original = np.asarray(values.values)
+    undecoded = undecoded_fills(values, original)  # fill cells xarray missed (float32 data, float64 fill)
+    original = np.where(undecoded, np.nan, original) if undecoded.any() else original
     observed, imp = _cell_status(name, values, original, imputed, domain)
     filled = _as_array(filled_values, values, "filled_values")
     sd = _as_array(std, values, "std")

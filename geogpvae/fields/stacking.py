@@ -57,7 +57,7 @@ from .geometry import (
     coordinate_role,
     coordinates_at,
 )
-from .valid import attr_numbers, valid_bounds
+from .valid import attr_numbers, undecoded_fills, valid_bounds
 
 __all__ = [
     "Field",
@@ -445,8 +445,21 @@ def _stack_values(
         if var.chunks is not None:
             var = var.compute()
         originals[name] = var
-        values[:, j] = _take(var, dims, shape, index)
+        values[:, j] = _undecoded_fills(name, var, _take(var, dims, shape, index))
     return values, originals
+
+
+def _undecoded_fills(name: str, var: xr.DataArray, col: np.ndarray) -> np.ndarray:
+    """``col`` with NaN where it holds the variable's fill value in the variable's own float
+    type, which xarray left undecoded (:func:`~geogpvae.fields.valid.undecoded_fills`); warns."""
+    hits = undecoded_fills(var, col)
+    if not hits.any():
+        return col
+    warn_caller(
+        f"{name}: {int(hits.sum())} values equal its fill value {col[hits][0]:g} in {var.dtype}, which "
+        "xarray left undecoded (the attribute is another float type): taken as missing, as CF says"
+    )
+    return np.where(hits, np.nan, col)
 
 
 _DECODE_HINT = (

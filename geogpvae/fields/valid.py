@@ -26,7 +26,7 @@ import xarray as xr
 
 from ..errors import warn_caller
 
-__all__ = ["attr_numbers", "clip_fills", "packing_of", "unpacked_bounds", "valid_bounds"]
+__all__ = ["attr_numbers", "clip_fills", "packing_of", "undecoded_fills", "unpacked_bounds", "valid_bounds"]
 
 _BOUND_KEYS = ("valid_min", "valid_max", "valid_range")
 
@@ -34,6 +34,34 @@ _BOUND_KEYS = ("valid_min", "valid_max", "valid_range")
 def attr_numbers(value: Any) -> np.ndarray:
     """An attribute's numbers (a scalar, a list or an array) as a flat float64 array."""
     return np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
+
+
+def undecoded_fills(var: xr.DataArray, values: np.ndarray) -> np.ndarray:
+    """Where ``values`` hold the decoded variable's fill value at the variable's own precision.
+
+    xarray decodes a ``missing_value`` (or ``_FillValue``) in the attribute's type: a float64
+    ``1e20`` on float32 data (common in model output) misses the float32 ``1e20`` cells, which
+    then read as values of 1e20. CF says they are missing. Only the fills of a decoded,
+    unpacked float variable (in its encoding, where xarray moved them) count.
+
+    Parameters
+    ----------
+    var : xarray.DataArray
+        The variable, for its dtype and encoding.
+    values : ndarray
+        Its values (all or some), in any float type.
+
+    Returns
+    -------
+    ndarray of bool, the shape of ``values``
+    """
+    enc = var.encoding
+    fills = [enc[k] for k in ("_FillValue", "missing_value") if enc.get(k) is not None]
+    if var.dtype.kind != "f" or not fills or "scale_factor" in enc or "add_offset" in enc:
+        return np.zeros(np.shape(values), dtype=bool)
+    numbers = np.concatenate([attr_numbers(f) for f in fills])
+    cast = numbers[np.isfinite(numbers)].astype(var.dtype).astype(np.float64)
+    return np.isin(values, cast)
 
 
 def packing_of(encoding: Mapping[str, Any]) -> tuple[float, float]:

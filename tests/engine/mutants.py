@@ -25,7 +25,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
-    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -513,6 +513,15 @@ MUTANTS = {
         "geogpvae/engine/core.py", "shape=shape, then=budget - epochs)", "shape=shape)"),
     "pass23: a plot warning dropped by a filter counts as shown": (
         "geogpvae/plot/style.py", "    if not _ignored(message):", "    if True:"),
+    "pass23: undecoded fill cells taken as values": (
+        "geogpvae/fields/stacking.py", "values[:, j] = _undecoded_fills(name, var, _take(var, dims, shape, index))",
+        "values[:, j] = _take(var, dims, shape, index)"),
+    "pass23: undecoded fill cells compared in float64": (
+        "geogpvae/fields/valid.py", "cast = numbers[np.isfinite(numbers)].astype(var.dtype).astype(np.float64)",
+        "cast = numbers[np.isfinite(numbers)]"),
+    "pass23: undecoded fill cells written back as values": (
+        "geogpvae/fields/cf.py", "original = np.where(undecoded, np.nan, original) if undecoded.any() else original",
+        "pass"),
 }
 
 

@@ -9,7 +9,7 @@ import xarray as xr
 
 import geogpvae
 from geogpvae.datasets.synthetic import make_gaussian_field
-from geogpvae.fields.valid import clip_fills, valid_bounds
+from geogpvae.fields.valid import clip_fills, undecoded_fills, valid_bounds
 
 
 def test_valid_bounds_in_the_values_units():
@@ -63,3 +63,43 @@ def test_a_value_at_a_bound_given_in_codes_with_a_float32_step_is_inside():
     decoded = np.asarray(xr.conventions.decode_cf_variable("ice", codes).values)
     low, high = valid_bounds({"valid_min": 0, "valid_max": 10000}, enc)
     assert low == decoded[0] and high == float(decoded[2])  # 100 % is not above the bound
+
+
+def _model_output(tmp_path):
+    """float32 SST whose missing_value 1e20 is a float64 attribute (no _FillValue), as model output
+    often is: xarray leaves the float32 1e20 cells undecoded. Land (x < 3) and a patch at sea."""
+    ds = make_gaussian_field((16, 14), missing=0.0, seed=2)
+    sst = (ds.v0.values + 20.0).astype(np.float32)
+    land, patch = np.zeros(sst.shape, bool), np.zeros(sst.shape, bool)
+    land[:, :3], patch[5:9, 6:10] = True, True
+    sst[land | patch] = np.float32(1e20)
+    path = tmp_path / "model.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        for dim, size in ds.sizes.items():
+            nc.createDimension(dim, size)
+            nc.createVariable(dim, "f8", (dim,))[:] = ds[dim].values
+        var = nc.createVariable("sst", "f4", tuple(ds.v0.dims))
+        var.setncattr("missing_value", np.float64(1e20))
+        var.set_auto_maskandscale(False)
+        var[:] = sst
+        nc.createVariable("sea", "i1", tuple(ds.v0.dims))[:] = (~land).astype(np.int8)
+    return path, land, patch
+
+
+def test_fill_cells_xarray_leaves_undecoded_are_missing_not_values(tmp_path):
+    path, land, patch = _model_output(tmp_path)
+    with xr.open_dataset(path) as opened:
+        ds = opened.load()
+    assert float(ds.sst.max()) > 1e19  # xarray's decoding missed them
+    assert undecoded_fills(ds.sst, ds.sst.values).sum() == (land | patch).sum()
+    assert not undecoded_fills(xr.DataArray(ds.sst.values), ds.sst.values).any()  # no fill declared: values
+    with pytest.warns(UserWarning, match=r"sst: 16 values equal its fill value 1e\+20 in float32, which xarray left"):
+        out = geogpvae.impute(ds, vars=["sst"], mask="sea", epochs=5, neighbours=6, progress=False, seed=0)
+    seen = ~(land | patch)
+    np.testing.assert_array_equal(out.sst.values[seen].view(np.uint32), ds.sst.values[seen].view(np.uint32))
+    assert np.isfinite(out.sst.values[patch]).all() and float(out.sst.values[patch].max()) < 100
+    assert (out.sst_imputed.values[patch] == 1).all() and np.isnan(out.sst.values[land]).all()
+    target = tmp_path / "filled.nc"
+    geogpvae.to_netcdf(out, target)
+    with xr.open_dataset(target) as back:  # nothing reads back as a value of 1e20
+        assert float(back.sst.max()) < 100 and back.sst.isnull().values[land].all()

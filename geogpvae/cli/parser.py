@@ -82,9 +82,11 @@ examples:
   {PROG} plot soil_filled.nc --var Cd --map -o cd_map.pdf
   {PROG} plot demo.nc --var v0 --uncertainty -o v0_std.png
   {PROG} plot t2m_filled.nc --var t2m --isel time=3 -o t2m_day4.png
-Without --layer/--map/--uncertainty/--isel: layers for 3-D variables (along z, else along
-the first dim that is not horizontal, such as time), a map otherwise (a profile along the
-coordinate for a 1-D grid: a transect, a time series or a well log).
+Without --layer/--map/--uncertainty/--isel: layers for 3-D variables (along z, else along a
+vertical dim such as depth, else along the first dim that is not horizontal, such as time), a
+map otherwise (a profile along the coordinate for a 1-D grid: a transect, a time series or a
+well log). Layers of a 4-D variable are drawn at the first time step (or other extra dim);
+--layer with --isel time=I picks another.
 """
 
 _DEMO_EPILOG = f"""\
@@ -350,10 +352,11 @@ def _plot_parser(subs: Any) -> None:
     )
     kind.add_argument("--map", action="store_true", help="a map of the field and its std")
     kind.add_argument("--uncertainty", action="store_true", help="uncertainty panels")
-    p.add_argument("--axis", help="dim to slice layers along (default: z, else the first dim "
-                   "that is not horizontal, e.g. time or depth)")
+    p.add_argument("--axis", help="dim to slice layers along (default: z, else a vertical dim "
+                   "such as depth, else the first dim that is not horizontal, e.g. time)")
     p.add_argument("--isel", type=_isel_list, metavar="DIM=I[,DIM=I]", help="a map of this "
-                   "slice of the other dims, 0-based (default: the first of each), e.g. time=3")
+                   "slice of the other dims, 0-based (default: the first of each), e.g. time=3; "
+                   "with --layer, the slice of the dims a layer cannot show")
     p.add_argument("--no-outlines", action="store_true", help="maps: no outlines around the "
                    "imputed cells (they hide the field on dense grids)")
     p.add_argument("--truth", metavar="TRUTH.nc", help="the complete field, for error panels")

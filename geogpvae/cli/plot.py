@@ -25,26 +25,58 @@ def _plot_kind(args: argparse.Namespace, ndim: int) -> str:
     return "layers" if ndim >= 3 else "map"
 
 
+def _horizontal(da: Any, dim: str) -> bool:
+    from ..plot.conventions import _coord, _is_lat, _is_lon, _is_x, _is_y
+
+    return any(test(dim, _coord(da, dim)) for test in (_is_lon, _is_lat, _is_x, _is_y))
+
+
+def _vertical(da: Any, dim: str) -> bool:
+    """A dim whose coordinate says it is vertical (CF: ``axis="Z"``, ``positive``, a depth or
+    height standard name, an ocean or atmosphere level)."""
+    c = da.coords.get(dim)
+    attrs = {} if c is None else c.attrs
+    name = str(attrs.get("standard_name", "")).lower()
+    return (str(attrs.get("axis", "")).upper() == "Z" or "positive" in attrs
+            or any(w in name for w in ("depth", "height", "altitude", "_s_coordinate", "sigma", "level")))
+
+
 def _layer_axis(da: Any, given: str | None) -> str:
-    """``--axis``, else ``z``, else the variable's first dim that is not horizontal."""
+    """``--axis``, else ``z``, else a vertical dim, else the first dim that is not horizontal."""
     if given is not None:
         return given
     if "z" in da.dims or da.ndim < 3:
         return "z"
-    from ..plot.conventions import _coord, _is_lat, _is_lon, _is_x, _is_y
+    dims = [str(d) for d in da.dims]
+    vertical = [d for d in dims if _vertical(da, d)]
+    return vertical[0] if vertical else next((d for d in dims if not _horizontal(da, d)), dims[0])
 
-    def horizontal(dim: str) -> bool:
-        return any(test(dim, _coord(da, dim)) for test in (_is_lon, _is_lat, _is_x, _is_y))
 
-    return next((str(d) for d in da.dims if not horizontal(str(d))), str(da.dims[0]))
+def _fix_other_dims(ds: Any, var: str, axis: str, isel: dict[str, int] | None) -> dict[str, int]:
+    """The slice of the dims a layer along ``axis`` cannot show (a layer is 2-D): ``--isel``'s
+    index where it names them, else 0. A dim ``--isel`` names must be one of them."""
+    da = ds[var]
+    shown = [str(d) for d in da.dims if str(d) != axis]
+    others = [d for d in shown if not _horizontal(da, d)][: max(len(shown) - 2, 0)]
+    for dim, i in (isel or {}).items():
+        if dim not in others:
+            raise UsageError(f"--isel {dim}={i}: layers along {axis!r} of {var!r} draw its dims "
+                             f"{', '.join(d for d in shown if d not in others)}; --isel can fix only "
+                             f"{', '.join(others) or 'no other dim'}")
+        if not -da.sizes[dim] <= i < da.sizes[dim]:
+            raise UsageError(f"--isel {dim}={i}: {dim} has {da.sizes[dim]} positions (0 to {da.sizes[dim] - 1})")
+    return {d: int((isel or {}).get(d, 0)) for d in others}
 
 
 def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) -> Any:
     from .. import plot
 
     if kind == "layers":
+        args.axis = _layer_axis(ds[var], args.axis)
+        args.fixed = _fix_other_dims(ds, var, args.axis, args.isel)  # 4-D: one time step, say
+        ds = ds.isel(args.fixed) if args.fixed else ds
+        truth = truth.isel({d: i for d, i in args.fixed.items() if d in truth.dims}) if truth is not None else None
         da = ds[var]
-        args.axis = _layer_axis(da, args.axis)
         if args.axis not in da.dims:  # a single 2-D layer, or an error from layers()
             if args.layer not in (None, [1]) and da.ndim == 2:
                 raise UsageError(
@@ -63,7 +95,7 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
         numbers = [int(c.values[k]) if keyed else k + 1 for k in positions]
         return plot.layers(ds, var, layer=numbers, axis=args.axis, truth=truth)
     if args.isel and kind != "map":
-        raise UsageError(f"--isel picks the slice of a map; it does not apply to {kind} plots")
+        raise UsageError(f"--isel picks the slice of a map or of layers; it does not apply to {kind} plots")
     if args.no_outlines and kind != "map":
         raise UsageError(f"--no-outlines is an option of maps; {kind} plots draw no outlines")
     if kind == "map":
@@ -120,6 +152,7 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
             kind = _plot_kind(args, ds[var].ndim)
             fig = _figure(ds, var, kind, args, truth)
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""
+            along += "".join(f", {d}={i}" for d, i in getattr(args, "fixed", {}).items()) if kind == "layers" else ""
             try:
                 _save_figure(fig, out, args.dpi)
             finally:

@@ -62,6 +62,7 @@ __all__ = [
     "Geometry",
     "build_geometry",
     "check_spanned",
+    "unspanned_dims",
     "choose_coordinates",
     "coordinate_role",
     "coordinates_at",
@@ -750,6 +751,32 @@ def coordinates_at(
     return np.concatenate([_columns(source, a, dims, shape, index) for a in geometry.axes], axis=1)
 
 
+def unspanned_dims(
+    source: xr.Dataset | xr.DataArray, geometry: Geometry, dims: Sequence[str], shape: Sequence[int]
+) -> list[tuple[str, int]]:
+    """The dims (longer than 1) along which none of the geometry's coordinates varies.
+
+    Parameters
+    ----------
+    source : xarray.Dataset or xarray.DataArray
+        The data, holding the coordinates.
+    geometry : Geometry
+    dims, shape : sequence of str, sequence of int
+        The variables' dims and their lengths.
+
+    Returns
+    -------
+    list of (str, int)
+        Each such dim and its length: the slices along it share their coordinates.
+    """
+    spanned = set()
+    for axis in geometry.axes:
+        for name in axis.names:
+            held = axis.kind != "index" and _holds(source, name)
+            spanned.update(map(str, source[name].dims) if held else [name])
+    return [(str(d), int(n)) for d, n in zip(dims, shape) if str(d) not in spanned and n > 1]
+
+
 def check_spanned(
     source: xr.Dataset | xr.DataArray,
     geometry: Geometry,
@@ -780,13 +807,8 @@ def check_spanned(
     InputError
         Naming the dim and how to impute its slices one at a time.
     """
-    spanned = set()
-    for axis in geometry.axes:
-        for name in axis.names:
-            held = axis.kind != "index" and _holds(source, name)
-            spanned.update(map(str, source[name].dims) if held else [name])
-    for dim, size in zip(dims, shape):
-        if str(dim) not in spanned and size > 1 and dim not in trained_dims:
+    for dim, size in unspanned_dims(source, geometry, dims, shape):
+        if dim not in trained_dims:
             names = ", ".join(n for a in geometry.axes for n in a.names)
             raise InputError(
                 f"the variables have a dim {dim!r} ({size} long) along which none of the model's "

@@ -56,7 +56,9 @@ from .geometry import (
     choose_coordinates,
     coordinate_role,
     coordinates_at,
+    unspanned_dims,
 )
+from .scales import unitless_axes, unitless_axes_warning
 from .valid import attr_numbers, undecoded_fills, valid_bounds
 
 __all__ = [
@@ -688,6 +690,13 @@ def prepare_field(
     chosen = choose_coordinates(ds, dims, coords)
     geometry = build_geometry(ds, chosen, coord_scale)
     field = stack_field(ds, names, geometry, transforms, mask)
+    shared = unspanned_dims(ds, geometry, dims, [ds.sizes[d] for d in dims])
+    if shared:  # named coordinates that leave dims out: their slices become repeats of one place
+        warn_caller(_shared_places_warning(ds, geometry, shared))
+    timed = frozenset(a.names[0] for a in geometry.axes if _is_time_axis(ds, a))  # months since...
+    unitless = unitless_axes(geometry, field.x, timed) if coord_scale is None else []
+    if unitless:  # an s-coordinate beside km: every location's neighbours in its own column
+        warn_caller(unitless_axes_warning(unitless))
     # a log transform proposed for heavy-tailed variables, unless the user chose their transform
     chosen_by_user = set(names) if isinstance(transform, str) else set(transform or ())
     linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
@@ -697,6 +706,20 @@ def prepare_field(
     if text:
         warn_caller(text)
     return field
+
+
+def _shared_places_warning(ds: xr.Dataset, geometry: Geometry, shared: list[tuple[str, int]]) -> str:
+    """Text of the warning that the chosen coordinates leave ``shared`` dims out."""
+    names = [n for a in geometry.axes for n in a.names]
+    along = ", ".join(f"{d} ({n})" for d, n in shared)
+    repeats = int(np.prod([n for _, n in shared]))
+    hint = [*names, *(d for d, _ in shared if d in ds.variables)]
+    return (
+        f"none of the coordinates ({', '.join(names)}) varies along {along}: the {repeats} cells at "
+        "each place share its coordinates and are modelled as repeated values of one location, so a "
+        "gap is filled from the other cells at that place; unless that is meant, name coordinates for "
+        f"those dims too (coordinates {', '.join(hint)})"
+    )
 
 
 #: the share of locations never observed along a time axis above which a warning proposes a mask

@@ -696,6 +696,28 @@ def test_plot_of_a_time_series_of_maps_slices_along_time(tmp_path, capsys):
     assert "(layers of v along y)" in capsys.readouterr().err
 
 
+def test_plot_of_a_four_dimensional_file_draws_layers_along_its_vertical_axis(tmp_path, capsys):
+    """(time, depth, y, x): layers along the depth (axis="Z"), at one time step: the first, or
+    the one --isel names; --isel can fix only the dims a layer cannot show."""
+    rng = np.random.default_rng(1)
+    value = rng.standard_normal((2, 3, 5, 6))
+    flag = (rng.random(value.shape) < 0.3).astype(np.int8)
+    dims = ("time", "depth", "y", "x")
+    src = tmp_path / "ocean_filled.nc"
+    xr.Dataset({"v": (dims, value), "v_std": (dims, 0.1 * flag), "v_imputed": (dims, flag)},
+               coords={"time": np.arange(2.0), "depth": ("depth", [5.0, 15.0, 30.0], {"axis": "Z", "units": "m"}),
+                       "y": np.arange(5.0), "x": np.arange(6.0)}).to_netcdf(src)
+    capsys.readouterr()
+    assert main(["plot", str(src), "-o", str(tmp_path / "a.png")]) == 0
+    assert "(layers of v along depth, time=0)" in capsys.readouterr().err
+    assert main(["plot", str(src), "--layer", "2", "--isel", "time=1", "-o", str(tmp_path / "b.png")]) == 0
+    assert "(layers of v along depth, time=1)" in capsys.readouterr().err
+    assert main(["plot", str(src), "--layer", "1", "--isel", "time=2", "-o", str(tmp_path / "c.png")]) == 2
+    assert "--isel time=2: time has 2 positions (0 to 1)" in _error_line(capsys)
+    assert main(["plot", str(src), "--layer", "1", "--isel", "y=0", "-o", str(tmp_path / "d.png")]) == 2
+    assert "--isel can fix only time" in _error_line(capsys)
+
+
 def test_plot_isel_picks_the_slice_of_a_map(tmp_path, capsys, monkeypatch):
     from geogpvae import plot
 

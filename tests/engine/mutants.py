@@ -25,7 +25,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
-    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py
+    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -284,7 +284,7 @@ MUTANTS = {
     "pass18: slices along a dim without coordinates taken as the same locations": (
         "geogpvae/fields/stacking.py", "        check_spanned(ds, geometry, dims, shape, trained_dims)\n", "        pass\n"),
     "pass18: a training field's own unspanned dim refused": (
-        "geogpvae/fields/geometry.py", "and size > 1 and dim not in trained_dims:", "and size > 1:"),
+        "geogpvae/fields/geometry.py", "        if dim not in trained_dims:", "        if True:"),
     "pass18: a scalar coordinate not broadcast": (
         "geogpvae/fields/geometry.py", "    if var.ndim == 0:  # a scalar", "    if False:  # a scalar"),
     "pass18: a truth paired with the field by position": (
@@ -522,6 +522,18 @@ MUTANTS = {
     "pass23: undecoded fill cells written back as values": (
         "geogpvae/fields/cf.py", "original = np.where(undecoded, np.nan, original) if undecoded.any() else original",
         "pass"),
+    "pass23: coordinates leaving dims out go unmentioned": (
+        "geogpvae/fields/stacking.py", "    if shared:  # named coordinates that leave dims out", "    if False:  # named coordinates that leave dims out"),
+    "pass23: a unitless coordinate beside km goes unmentioned": (
+        "geogpvae/fields/stacking.py", "    if unitless:  # an s-coordinate", "    if False:  # an s-coordinate"),
+    "pass23: the scale to give for a unitless coordinate inverted": (
+        "geogpvae/fields/scales.py", 'f"{name!r}: {spacing / step:.3g}"', 'f"{name!r}: {step / spacing:.3g}"'),
+    "pass23: a coordinate in metres taken for unitless": (
+        "geogpvae/fields/scales.py", "in NO_LENGTH_UNITS)", "in NO_LENGTH_UNITS or True)"),
+    "pass23: layers of a 4-D field keep every dim": (
+        "geogpvae/cli/plot.py", "args.fixed = _fix_other_dims(ds, var, args.axis, args.isel)", "args.fixed = {}"),
+    "pass23: a vertical dim not preferred for layers": (
+        "geogpvae/cli/plot.py", "return vertical[0] if vertical else next(", "return next("),
 }
 
 

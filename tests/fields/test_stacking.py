@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from geogpvae.datasets import make_gaussian_field
 from geogpvae.errors import CoordinateWarning, InputError
 from geogpvae.fields import stacking
 from geogpvae.fields.geometry import EARTH_RADIUS_KM, Geometry, sphere_positions
@@ -489,9 +490,10 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
         months = ds.rename(time="t").assign_coords(t=("t", np.arange(4.0), attrs))  # not named time
         with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places \(8%\) have no value at any t:"):
             prepare_field(months, ["sst"])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # numbers along t without those attributes are no time axis
+    with warnings.catch_warnings(record=True) as seen:  # numbers along t without those attributes
+        warnings.simplefilter("always")  # are no time axis (only their scale is warned about)
         prepare_field(ds.rename(time="t").assign_coords(t=("t", np.arange(4.0))), ["sst"])
+    assert [str(w.message).split(" (")[0] for w in seen] == ["t"]
 
 
 def test_degrees_west_or_south_are_refused_with_the_conversion():
@@ -513,3 +515,19 @@ def test_degrees_west_or_south_are_refused_with_the_conversion():
     with pytest.raises(InputError, match=r"'lat' is in 'degrees_south'"):
         stacking.locations(ds.assign_coords(lat=(-ds.lat).assign_attrs(units="degrees_south"))[["lon", "lat"]],
                            east.geometry)
+
+
+def test_coordinates_that_leave_dims_out_are_warned_about():
+    # a (time, level, y, x) field with coordinates named for y and x only: its 6 cells at each
+    # place become repeats of one location; the default coordinates span every dim
+    ds = make_gaussian_field((6, 5), missing=0.0, seed=3)
+    v = np.stack([np.stack([ds.v0.values + k + t for k in range(3)]) for t in range(2)])
+    v[0][np.random.default_rng(0).random(v[0].shape) < 0.3] = np.nan  # the second time step complete
+    cube = xr.Dataset({"v": (("time", "level", "y", "x"), v)},
+                      coords={"time": [0.0, 1.0], "level": [0.0, 0.5, 1.0], "y": ds.y.values, "x": ds.x.values})
+    with pytest.warns(UserWarning, match=r"none of the coordinates \(y, x\) varies along time \(2\), level \(3\): "
+                      r"the 6 cells at each place .* \(coordinates y, x, time, level\)"):
+        prepare_field(cube, ["v"], coords=["y", "x"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_field(cube, ["v"])

@@ -6,10 +6,12 @@ leaves the levels far apart and the neighbours lateral. A coordinate *without* l
 ocean s-coordinate in [-1, 0], model level numbers, a dim without a coordinate) has no scale
 that could be set against kilometres; its steps are often much shorter than the distance between
 neighbouring places, and then every location's nearest neighbours are the levels of its own
-column. Where those levels differ, gaps are filled from the level next to them (on a ROMS-like
-field of three s-levels with gaps at the surface: RMSE 2.2 and a bias of -2.2, the whole step
-between levels; with ``coord_scale={"s_rho": 100}`` 0.24). :func:`unitless_axes` finds such
-coordinates and the scale that makes one step as far as one place.
+column. Where those levels differ, gaps are filled from the level next to them: on a ROMS-like
+field of three s-levels 2 degC apart with gaps at the surface (``benchmarks/unitless_levels.py``,
+seed 0, the package defaults) the surface gaps scored RMSE 2.37 with a mean error of -2.31, and
+0.30 (mean error -0.08, cov95 0.947) with the scale the warning names,
+``coord_scale={"s_rho": 86.5}``. :func:`unitless_axes` finds such coordinates and that scale;
+the default does not apply it (docs/benchmarks.md, "Levels without length units").
 """
 
 from __future__ import annotations

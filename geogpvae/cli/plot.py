@@ -32,13 +32,14 @@ def _horizontal(da: Any, dim: str) -> bool:
 
 
 def _vertical(da: Any, dim: str) -> bool:
-    """A dim whose coordinate says it is vertical (CF: ``axis="Z"``, ``positive``, a depth or
-    height standard name, an ocean or atmosphere level)."""
+    """A vertical dim: by name (``depth``, ``lev``...) or coordinate (CF ``axis="Z"``,
+    ``positive``, a depth, height or ocean/atmosphere level standard name)."""
+    from ..plot.conventions import _is_vertical
+
     c = da.coords.get(dim)
-    attrs = {} if c is None else c.attrs
-    name = str(attrs.get("standard_name", "")).lower()
-    return (str(attrs.get("axis", "")).upper() == "Z" or "positive" in attrs
-            or any(w in name for w in ("depth", "height", "altitude", "_s_coordinate", "sigma", "level")))
+    name = str({} if c is None else c.attrs.get("standard_name", "")).lower()
+    return _is_vertical(dim, c) or any(w in name for w in ("depth", "height", "altitude", "_s_coordinate",
+                                                           "sigma", "level"))
 
 
 def _layer_axis(da: Any, given: str | None) -> str:
@@ -73,6 +74,9 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
 
     if kind == "layers":
         args.axis = _layer_axis(ds[var], args.axis)
+        if args.axis not in ds[var].dims and ds[var].ndim >= 3:
+            raise UsageError(f"--axis {args.axis}: not a dim of {var!r} (dims "
+                             f"{', '.join(map(str, ds[var].dims))})")
         args.fixed = _fix_other_dims(ds, var, args.axis, args.isel)  # 4-D: one time step, say
         ds = ds.isel(args.fixed) if args.fixed else ds
         truth = truth.isel({d: i for d, i in args.fixed.items() if d in truth.dims}) if truth is not None else None

@@ -454,7 +454,7 @@ class GPVAEEngine:
         shape = score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_)
         chosen = select_kl_factor(build, self._data, cfg, epochs=epochs, should_stop=should_stop, progress=self.progress,
                                   factors=factors, resume=selection_from(resume, build, k, epochs, factors),
-                                  on_epoch=on_epoch, shape=shape, then=budget - epochs)
+                                  on_epoch=on_epoch, shape=shape, then=cfg.n_epochs(n) - epochs)
         self.kl_scores_, self.selection_, self.kl_factor_ = dict(chosen.scores), None, chosen.factor
         if chosen.factor is None:
             self.interrupted, self.train_state, self.model = True, TrainState(), self._build_model(k, x.shape[1], n)

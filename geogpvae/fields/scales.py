@@ -17,10 +17,11 @@ the default does not apply it (docs/benchmarks.md, "Levels without length units"
 from __future__ import annotations
 
 import numpy as np
+import xarray as xr
 
 from .geometry import Geometry
 
-__all__ = ["NO_LENGTH_UNITS", "unitless_axes", "unitless_axes_warning"]
+__all__ = ["NO_LENGTH_UNITS", "VERTICAL_NAMES", "looks_vertical", "unitless_axes", "unitless_axes_warning"]
 
 #: ``units`` attributes (lower case) that say a coordinate is a count or a ratio, not a length
 NO_LENGTH_UNITS = frozenset({"", "1", "-", "none", "nondimensional", "dimensionless", "level", "levels",
@@ -29,15 +30,26 @@ NO_LENGTH_UNITS = frozenset({"", "1", "-", "none", "nondimensional", "dimensionl
 #: a unitless step below this share of the distance between places is warned about
 STEP_SHARE = 0.1
 
+#: names of vertical dims and coordinates (lower case); ``s_...`` (ROMS ``s_rho``, ``s_w``) too
+VERTICAL_NAMES = frozenset({"z", "depth", "layer", "level", "levels", "lev", "sigma", "k", "nz"})
+
+
+def looks_vertical(ds: xr.Dataset, name: str) -> bool:
+    """Whether ``name`` is a vertical dim or coordinate of ``ds``: by its name, or by CF attributes
+    (``axis="Z"``, ``positive``, a depth, height, sigma, s-coordinate or level standard name)."""
+    attrs = ds[name].attrs if name in ds.variables else {}
+    standard = str(attrs.get("standard_name", "")).lower()
+    return (name.lower() in VERTICAL_NAMES or name.lower().startswith("s_") or "positive" in attrs
+            or str(attrs.get("axis", "")).upper() == "Z"
+            or any(w in standard for w in ("depth", "height", "altitude", "_s_coordinate", "sigma", "level")))
+
 
 def _spacing(columns: np.ndarray, max_places: int = 20000, seed: int = 0) -> float:
     """The median distance (km) from a place on the sphere to the nearest other place."""
     from scipy.spatial import cKDTree
 
     rng = np.random.default_rng(seed)
-    rows = columns if len(columns) <= 10 * max_places else columns[rng.choice(len(columns), 10 * max_places,
-                                                                               replace=False)]
-    places = np.unique(rows, axis=0)
+    places = np.unique(columns, axis=0)  # every distinct place: a sample would lie farther apart
     if len(places) < 2:
         return float("nan")
     query = places if len(places) <= max_places else places[rng.choice(len(places), max_places, replace=False)]

@@ -58,7 +58,7 @@ from .geometry import (
     coordinates_at,
     unspanned_dims,
 )
-from .scales import unitless_axes, unitless_axes_warning
+from .scales import looks_vertical, unitless_axes, unitless_axes_warning
 from .valid import attr_numbers, undecoded_fills, valid_bounds
 
 __all__ = [
@@ -693,8 +693,10 @@ def prepare_field(
     shared = unspanned_dims(ds, geometry, dims, [ds.sizes[d] for d in dims])
     if shared:  # named coordinates that leave dims out: their slices become repeats of one place
         warn_caller(_shared_places_warning(ds, geometry, shared))
-    timed = frozenset(a.names[0] for a in geometry.axes if _is_time_axis(ds, a))  # months since...
-    unitless = unitless_axes(geometry, field.x, timed) if coord_scale is None else []
+    # levels only (a unitless time index or month number is left alone), and not those scaled by hand
+    skip = frozenset(a.names[0] for a in geometry.axes if not looks_vertical(ds, a.names[0]) or a.names[0] in
+                     (coord_scale or {}) or _is_time_axis(ds, a))
+    unitless = unitless_axes(geometry, field.x, skip)
     if unitless:  # an s-coordinate beside km: every location's neighbours in its own column
         warn_caller(unitless_axes_warning(unitless))
     # a log transform proposed for heavy-tailed variables, unless the user chose their transform
@@ -713,7 +715,7 @@ def _shared_places_warning(ds: xr.Dataset, geometry: Geometry, shared: list[tupl
     names = [n for a in geometry.axes for n in a.names]
     along = ", ".join(f"{d} ({n})" for d, n in shared)
     repeats = int(np.prod([n for _, n in shared]))
-    hint = [*names, *(d for d, _ in shared if d in ds.variables)]
+    hint = [*names, *(d for d, _ in shared)]  # a dim without a coordinate counts its positions
     return (
         f"none of the coordinates ({', '.join(names)}) varies along {along}: the {repeats} cells at "
         "each place share its coordinates and are modelled as repeated values of one location, so a "

@@ -716,6 +716,13 @@ def test_plot_of_a_four_dimensional_file_draws_layers_along_its_vertical_axis(tm
     assert "--isel time=2: time has 2 positions (0 to 1)" in _error_line(capsys)
     assert main(["plot", str(src), "--layer", "1", "--isel", "y=0", "-o", str(tmp_path / "d.png")]) == 2
     assert "--isel can fix only time" in _error_line(capsys)
+    assert main(["plot", str(src), "--axis", "dpeth", "-o", str(tmp_path / "e.png")]) == 2
+    assert "--axis dpeth: not a dim of 'v' (dims time, depth, y, x)" in _error_line(capsys)
+    with xr.open_dataset(src) as ds:  # a dim named depth, without attributes, is vertical too
+        plain = ds.load().assign_coords(depth=("depth", [5.0, 15.0, 30.0]))
+    plain.to_netcdf(tmp_path / "plain.nc")
+    assert main(["plot", str(tmp_path / "plain.nc"), "-o", str(tmp_path / "f.png")]) == 0
+    assert "(layers of v along depth, time=0)" in capsys.readouterr().err
 
 
 def test_plot_isel_picks_the_slice_of_a_map(tmp_path, capsys, monkeypatch):

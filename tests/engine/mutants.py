@@ -25,7 +25,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass20:" tests/fields/test_packing.py tests/fields/test_valid.py tests/test_api.py tests/fields/test_stacking.py tests/test_bad_input.py tests/engine/test_progress.py tests/cli/test_commands.py tests/test_validation.py
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
-    python tests/engine/mutants.py -k "pass23:" tests/engine/test_core.py tests/engine/test_calibration.py tests/test_api.py tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_selection.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
+    python tests/engine/mutants.py -k "pass23:" tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -510,7 +510,7 @@ MUTANTS = {
     "pass23: the training estimate leaves out the epochs after the selection": (
         "geogpvae/engine/progress.py", "(max(self.total - done, 0) + self.then)", "(max(self.total - done, 0))"),
     "pass23: the engine tells the selection nothing of the epochs after it": (
-        "geogpvae/engine/core.py", "shape=shape, then=budget - epochs)", "shape=shape)"),
+        "geogpvae/engine/core.py", "shape=shape, then=cfg.n_epochs(n) - epochs)", "shape=shape)"),
     "pass23: a plot warning dropped by a filter counts as shown": (
         "geogpvae/plot/style.py", "    if not _ignored(message):", "    if True:"),
     "pass23: undecoded fill cells taken as values": (
@@ -534,6 +534,14 @@ MUTANTS = {
         "geogpvae/cli/plot.py", "args.fixed = _fix_other_dims(ds, var, args.axis, args.isel)", "args.fixed = {}"),
     "pass23: a vertical dim not preferred for layers": (
         "geogpvae/cli/plot.py", "return vertical[0] if vertical else next(", "return next("),
+    "pass23: a mistyped layer axis drawn anyway": (
+        "geogpvae/cli/plot.py", "if args.axis not in ds[var].dims and ds[var].ndim >= 3:",
+        "if False and args.axis not in ds[var].dims and ds[var].ndim >= 3:"),
+    "pass23: any unitless number taken for a level": (
+        "geogpvae/fields/stacking.py", "if not looks_vertical(ds, a.names[0]) or a.names[0] in", "if a.names[0] in"),
+    "pass23: a scale given for one axis silences the others": (
+        "geogpvae/fields/stacking.py", "    unitless = unitless_axes(geometry, field.x, skip)",
+        "    unitless = unitless_axes(geometry, field.x, skip) if coord_scale is None else []"),
 }
 
 

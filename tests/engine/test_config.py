@@ -100,7 +100,8 @@ def test_reading_the_defaults_does_not_import_torch():
 def test_epochs_none_is_resolved_by_the_config_alone():
     """``epochs=None`` means "the step budget": only GPVAEConfig decides what that is.
 
-    Everything else asks ``GPVAEConfig.n_epochs`` (the engine's training plan, the share of it
+    Everything else asks ``GPVAEConfig.n_epochs`` (the engine's training plan and the estimate of its
+    end during the selection, the share of it
     that ``beta="auto"``'s candidates train, the learnt metric's warm-up share, impute's job plan
     once per job, info's forecast);
     no module tests ``epochs`` for None itself.
@@ -117,4 +118,4 @@ def test_epochs_none_is_resolved_by_the_config_alone():
     calls = {str(path.relative_to(package)): path.read_text().count(".n_epochs(")
              for path in package.rglob("*.py")}
     assert {k: n for k, n in calls.items() if n} == {
-        "cli/impute.py": 1, "cli/info.py": 1, "engine/core.py": 1, "engine/metric.py": 1, "engine/training.py": 1}
+        "cli/impute.py": 1, "cli/info.py": 1, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}

@@ -21,7 +21,7 @@ def _levels(units: str | None) -> xr.Dataset:
     base = np.sin(lon / 3)[None, :] + np.cos(lat / 4)[:, None]
     v = np.stack([base + 2 * k for k in range(3)])
     v[2][rng.random(base.shape) < 0.3] = np.nan  # gaps at the surface only
-    attrs = {} if units is None else {"units": units}
+    attrs = {"positive": "up", **({} if units is None else {"units": units})}
     return xr.Dataset({"temp": (("s", "lat", "lon"), v)},
                       coords={"s": ("s", s, attrs), "lat": ("lat", lat, {"units": "degrees_north"}),
                               "lon": ("lon", lon, {"units": "degrees_east"})})
@@ -42,6 +42,22 @@ def test_a_unitless_level_beside_km_is_warned_about_with_the_scale_to_give():
         prepare_field(_levels("m"), ["temp"])  # a length: metres count as km, levels far apart
     with pytest.warns(UserWarning, match="has no length units"):
         prepare_field(_levels("1"), ["temp"])  # CF's unit of a ratio
+    with pytest.warns(UserWarning, match="has no length units"):  # a scale for another axis only
+        prepare_field(_levels(None), ["temp"], coord_scale={"lat": 1.0})
+
+
+def test_unitless_numbers_that_are_no_level_are_left_alone():
+    # a month number or a time dim without a coordinate beside lon/lat: their scale is the
+    # learnt metric's business, not a column of levels
+    months = _levels(None).rename(s="month").assign_coords(month=("month", [1.0, 2.0, 3.0]))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        prepare_field(months, ["temp"])
+        prepare_field(months.drop_vars("month"), ["temp"])  # a dim without a coordinate
+    assert not [w for w in seen if "length units" in str(w.message)]
+    # the same numbers named as a level, or marked vertical, are one
+    with pytest.warns(UserWarning, match="lev \\(step 1, counted as 1 km\\) has no length units"):
+        prepare_field(months.rename(month="lev"), ["temp"])
 
 
 def test_only_geometries_on_the_sphere_are_looked_at():

@@ -67,7 +67,9 @@ def unitless_axes(geometry: Geometry, x: np.ndarray, skip: frozenset[str] = froz
     x : ndarray, shape (N, D)
         The locations, as :func:`~geogpvae.fields.geometry.coordinates_at` made them (scaled).
     skip : set of str
-        Coordinates not to look at (numbers marked as time, such as months since a date).
+        Coordinates not to look at: in :func:`~geogpvae.fields.stacking.prepare_field`, those that
+        do not look vertical (:func:`looks_vertical`), those ``coord_scale`` names and numbers
+        marked as time (months since a date).
 
     Returns
     -------

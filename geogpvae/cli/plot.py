@@ -32,14 +32,10 @@ def _horizontal(da: Any, dim: str) -> bool:
 
 
 def _vertical(da: Any, dim: str) -> bool:
-    """A vertical dim: by name (``depth``, ``lev``...) or coordinate (CF ``axis="Z"``,
-    ``positive``, a depth, height or ocean/atmosphere level standard name)."""
-    from ..plot.conventions import _is_vertical
+    """A vertical dim (:func:`~geogpvae.fields.scales.looks_vertical`)."""
+    from ..fields.scales import looks_vertical
 
-    c = da.coords.get(dim)
-    name = str({} if c is None else c.attrs.get("standard_name", "")).lower()
-    return _is_vertical(dim, c) or any(w in name for w in ("depth", "height", "altitude", "_s_coordinate",
-                                                           "sigma", "level"))
+    return looks_vertical(dim, da.coords.get(dim))
 
 
 def _layer_axis(da: Any, given: str | None) -> str:

@@ -34,10 +34,11 @@ STEP_SHARE = 0.1
 VERTICAL_NAMES = frozenset({"z", "depth", "layer", "level", "levels", "lev", "sigma", "k", "nz"})
 
 
-def looks_vertical(ds: xr.Dataset, name: str) -> bool:
-    """Whether ``name`` is a vertical dim or coordinate of ``ds``: by its name, or by CF attributes
-    (``axis="Z"``, ``positive``, a depth, height, sigma, s-coordinate or level standard name)."""
-    attrs = ds[name].attrs if name in ds.variables else {}
+def looks_vertical(name: str, coord: xr.DataArray | None = None) -> bool:
+    """Whether the dim or coordinate ``name`` is vertical: by its name, or by the CF attributes of
+    its coordinate ``coord`` (``axis="Z"``, ``positive``, a depth, height, sigma, s-coordinate or
+    level standard name). Maps (``geogpvae plot``) and the unitless-level check share it."""
+    attrs = {} if coord is None else coord.attrs
     standard = str(attrs.get("standard_name", "")).lower()
     return (name.lower() in VERTICAL_NAMES or name.lower().startswith("s_") or "positive" in attrs
             or str(attrs.get("axis", "")).upper() == "Z"

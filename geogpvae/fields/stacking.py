@@ -694,7 +694,7 @@ def prepare_field(
     if shared:  # named coordinates that leave dims out: their slices become repeats of one place
         warn_caller(_shared_places_warning(ds, geometry, shared))
     # levels only (a unitless time index or month number is left alone), and not those scaled by hand
-    skip = frozenset(a.names[0] for a in geometry.axes if not looks_vertical(ds, a.names[0]) or a.names[0] in
+    skip = frozenset(a.names[0] for a in geometry.axes if not looks_vertical(a.names[0], ds.variables.get(a.names[0])) or a.names[0] in
                      (coord_scale or {}) or _is_time_axis(ds, a))
     unitless = unitless_axes(geometry, field.x, skip)
     if unitless:  # an s-coordinate beside km: every location's neighbours in its own column

@@ -60,7 +60,10 @@ def undecoded_fills(var: xr.DataArray, values: np.ndarray) -> np.ndarray:
     if var.dtype.kind != "f" or not fills or "scale_factor" in enc or "add_offset" in enc:
         return np.zeros(np.shape(values), dtype=bool)
     numbers = np.concatenate([attr_numbers(f) for f in fills])
-    cast = numbers[np.isfinite(numbers)].astype(var.dtype).astype(np.float64)
+    numbers = numbers[np.isfinite(numbers)]
+    cast = numbers.astype(var.dtype).astype(np.float64)
+    if np.array_equal(cast, numbers):  # the fill is exact in the variable's type: xarray decoded it
+        return np.zeros(np.shape(values), dtype=bool)
     return np.isin(values, cast)
 
 

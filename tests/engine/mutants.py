@@ -517,8 +517,7 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", "values[:, j] = _undecoded_fills(name, var, _take(var, dims, shape, index))",
         "values[:, j] = _take(var, dims, shape, index)"),
     "pass23: undecoded fill cells compared in float64": (
-        "geogpvae/fields/valid.py", "cast = numbers[np.isfinite(numbers)].astype(var.dtype).astype(np.float64)",
-        "cast = numbers[np.isfinite(numbers)]"),
+        "geogpvae/fields/valid.py", "cast = numbers.astype(var.dtype).astype(np.float64)", "cast = numbers"),
     "pass23: undecoded fill cells written back as values": (
         "geogpvae/fields/cf.py", "original = np.where(undecoded, np.nan, original) if undecoded.any() else original",
         "pass"),
@@ -538,10 +537,14 @@ MUTANTS = {
         "geogpvae/cli/plot.py", "if args.axis not in ds[var].dims and ds[var].ndim >= 3:",
         "if False and args.axis not in ds[var].dims and ds[var].ndim >= 3:"),
     "pass23: any unitless number taken for a level": (
-        "geogpvae/fields/stacking.py", "if not looks_vertical(ds, a.names[0]) or a.names[0] in", "if a.names[0] in"),
+        "geogpvae/fields/stacking.py", "if not looks_vertical(a.names[0], ds.variables.get(a.names[0])) or a.names[0] in",
+        "if a.names[0] in"),
     "pass23: a scale given for one axis silences the others": (
         "geogpvae/fields/stacking.py", "    unitless = unitless_axes(geometry, field.x, skip)",
         "    unitless = unitless_axes(geometry, field.x, skip) if coord_scale is None else []"),
+    "pass23: every fill value taken as exact in the variable's type": (
+        "geogpvae/fields/valid.py", "    if np.array_equal(cast, numbers):  # the fill is exact",
+        "    if True:  # the fill is exact"),
 }
 
 

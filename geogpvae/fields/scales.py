@@ -35,9 +35,23 @@ VERTICAL_NAMES = frozenset({"z", "depth", "layer", "level", "levels", "lev", "si
 
 
 def looks_vertical(name: str, coord: xr.DataArray | None = None) -> bool:
-    """Whether the dim or coordinate ``name`` is vertical: by its name, or by the CF attributes of
-    its coordinate ``coord`` (``axis="Z"``, ``positive``, a depth, height, sigma, s-coordinate or
-    level standard name). Maps (``geogpvae plot``) and the unitless-level check share it."""
+    """Whether the dim or coordinate ``name`` is vertical.
+
+    Maps (``geogpvae plot``) and the unitless-level check share it.
+
+    Parameters
+    ----------
+    name : str
+        The dim or coordinate; its name alone counts when it is one of :data:`VERTICAL_NAMES`
+        or starts with ``s_`` (ROMS ``s_rho``, ``s_w``).
+    coord : xarray.DataArray, optional
+        Its coordinate, for the CF attributes: ``axis="Z"``, ``positive``, or a depth, height,
+        sigma, s-coordinate or level ``standard_name``.
+
+    Returns
+    -------
+    bool
+    """
     attrs = {} if coord is None else coord.attrs
     standard = str(attrs.get("standard_name", "")).lower()
     return (name.lower() in VERTICAL_NAMES or name.lower().startswith("s_") or "positive" in attrs
@@ -103,7 +117,19 @@ def unitless_axes(geometry: Geometry, x: np.ndarray, skip: frozenset[str] = froz
 
 
 def unitless_axes_warning(found: list[tuple[str, float, float]]) -> str:
-    """The text of the warning about :func:`unitless_axes`' coordinates, with the scales to give."""
+    """The text of the warning about :func:`unitless_axes`' coordinates, with the scales to give.
+
+    Parameters
+    ----------
+    found : list of (str, float, float)
+        :func:`unitless_axes`' result (not empty): name, median step, spacing of places in km.
+
+    Returns
+    -------
+    str
+        The warning, naming each coordinate's ``coord_scale`` (spacing / step) and the command
+        line's ``--option coord_scale.NAME=...``.
+    """
     parts = [f"{name} (step {step:.3g}, counted as {step:.3g} km)" for name, step, _ in found]
     spacing = found[0][2]
     scales = ", ".join(f"{name!r}: {spacing / step:.3g}" for name, step, _ in found)

@@ -9,8 +9,9 @@ nats per value, cov95 and the mean squared z-score ``z2``), against that baselin
 * SST = 28 - 25 sin^2(lat) plus smooth anomalies that change with the month (degC), on a
   regular grid (lat descending, lon 0..360), ``--months`` months;
 * land (a few caps and Antarctica) NaN in every month, given to the model as ``mask``;
-* cloud gaps: ``--random-gap`` of the cells at random, four random caps per month, and three
-  caps missing in every month (over the North Pole, across lon 0 at 60 N, across the dateline).
+* cloud gaps: ``--random-gap`` of the cells at random, four random caps per month (they move
+  from month to month), and three caps missing in every month (over the North Pole, across
+  lon 0 at 60 N, across the dateline; left out with ``--no-persistent``).
 
 Field seeds 100 and up are tuning fields; no seed is a scored split yet. Options as JSON.
 
@@ -59,8 +60,11 @@ PERSISTENT = {"north pole": (88.0, 0.0, 6.0), "across lon 0 at 60 N": (60.0, 0.0
               "across the dateline": (-5.0, 180.0, 8.0)}
 
 
-def sst_field(res: float, months: int, seed: int, random_gap: float) -> tuple[xr.Dataset, np.ndarray, dict]:
-    """The observed field (with ``sea`` mask), the truth, and boolean masks of the gap kinds."""
+def sst_field(res: float, months: int, seed: int, random_gap: float,
+              persistent_caps: bool = True) -> tuple[xr.Dataset, np.ndarray, dict]:
+    """The observed field (with ``sea`` mask), the truth, and boolean masks of the gap kinds
+    (every gap, the caps that move from month to month, and each persistent cap if
+    ``persistent_caps``)."""
     rng = np.random.default_rng(seed)
     lat, lon = np.arange(90 - res / 2, -90, -res), np.arange(0, 360, res)
     points = _unit_vectors(lat, lon)
@@ -76,12 +80,16 @@ def sst_field(res: float, months: int, seed: int, random_gap: float) -> tuple[xr
     truth[:, land] = np.nan
     persistent = {name: _cap(points, *where) & ~land for name, where in PERSISTENT.items()}
     cloud = rng.random(truth.shape) < random_gap
+    moving = np.zeros(truth.shape, dtype=bool)
     for m in range(months):
-        for _ in range(4):
-            cloud[m] |= _cap(points, rng.uniform(-60, 60), rng.uniform(0, 360), rng.uniform(5, 12))
-        for where in persistent.values():
-            cloud[m] |= where
-    cloud &= ~land[None]
+        for _ in range(4):  # drawn whether or not the persistent caps are kept: the same field
+            moving[m] |= _cap(points, rng.uniform(-60, 60), rng.uniform(0, 360), rng.uniform(5, 12))
+        if persistent_caps:
+            for where in persistent.values():
+                cloud[m] |= where
+    if not persistent_caps:
+        persistent = {}
+    cloud = (cloud | moving) & ~land[None]
     observed = np.where(cloud, np.nan, truth)
     ds = xr.Dataset(
         {"sst": (("time", "lat", "lon"), observed, {"units": "degC", "standard_name": "sea_surface_temperature"}),
@@ -89,7 +97,7 @@ def sst_field(res: float, months: int, seed: int, random_gap: float) -> tuple[xr
         coords={"time": np.datetime64("2020-01-15") + 30 * np.arange(months).astype("timedelta64[D]"),
                 "lat": ("lat", lat, {"units": "degrees_north"}), "lon": ("lon", lon, {"units": "degrees_east"})},
     )
-    kinds = {"every gap": cloud}
+    kinds = {"every gap": cloud, "caps that move": moving & ~land[None]}
     kinds.update({name: cloud & where[None] for name, where in persistent.items()})
     return ds, truth, kinds
 
@@ -118,11 +126,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=100, help="field seed (100 and up: tuning fields)")
     p.add_argument("--random-gap", type=float, default=0.15)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--no-persistent", action="store_true",
+                   help="no caps missing in every month: only the random cells and the caps that move")
     p.add_argument("--validate", action="store_true", help="also run geogpvae.validate (random, shaped)")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     options = json.loads(args.options)
-    ds, truth, kinds = sst_field(args.res, args.months, args.seed, args.random_gap)
+    ds, truth, kinds = sst_field(args.res, args.months, args.seed, args.random_gap, not args.no_persistent)
     print(reference_line(), flush=True)
     print(f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}; "
           f"field {dict(ds.sst.sizes)}, seed {args.seed}; options {json.dumps(options)}")

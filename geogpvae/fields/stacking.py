@@ -777,10 +777,22 @@ def _is_time_axis(ds: xr.Dataset, axis: Any) -> bool:
     return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"
 
 
+def _zeros_and_ones(var: xr.DataArray) -> bool:
+    """Floats that are all 0 or 1, as ROMS stores ``mask_rho``."""
+    if var.dtype.kind != "f":
+        return False
+    values = np.asarray(var.values)
+    return bool(np.isin(values, (0.0, 1.0)).all())
+
+
 def _mask_hint(ds: xr.Dataset, names: Sequence[str], places: tuple[str, ...], seen: np.ndarray) -> str:
-    """A variable of ``ds`` on ``places`` that is non-zero (or zero) just where values were seen."""
-    for name, var in ds.data_vars.items():
-        if name in names or set(map(str, var.dims)) != set(places) or not (_is_flag(var) or var.dtype.kind in "biu"):
+    """A variable of ``ds`` on ``places`` that is non-zero (or zero) just where values were seen:
+    integers, flags, or floats of 0 and 1 only; data variables first, then coordinates that
+    are not dims."""
+    candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]
+    for name, var in candidates:
+        if (name in names or set(map(str, var.dims)) != set(places)
+                or not (_is_flag(var) or var.dtype.kind in "biu" or _zeros_and_ones(var))):
             continue
         inside = np.asarray(var.transpose(*places).values) != 0
         for where, text in ((inside, f"mask={name!r} / --mask-var {name}"), (~inside, f"mask=ds[{name!r}] == 0")):

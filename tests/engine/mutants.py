@@ -26,6 +26,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
     python tests/engine/mutants.py -k "pass23:" tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
+    python tests/engine/mutants.py -k "pass24:" tests/fields/test_stacking.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -545,6 +546,12 @@ MUTANTS = {
     "pass23: every fill value taken as exact in the variable's type": (
         "geogpvae/fields/valid.py", "    if np.array_equal(cast, numbers):  # the fill is exact",
         "    if True:  # the fill is exact"),
+    "pass24: any float proposed as a mask": (
+        "geogpvae/fields/stacking.py", "return bool(np.isin(values, (0.0, 1.0)).all())", "return True"),
+    "pass24: coordinates not searched for a mask": (
+        "geogpvae/fields/stacking.py",
+        "candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]",
+        "candidates = list(ds.data_vars.items())"),
 }
 
 

@@ -476,9 +476,16 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
     lsm = ds.drop_vars("sea").assign(lsm=1 - ds.sea)
     with pytest.warns(UserWarning, match=r"mask=ds\['lsm'\] == 0\)"):
         prepare_field(lsm, ["sst"])
+    # ROMS keeps its mask as floats of 0 and 1 (mask_rho), often as a coordinate
+    roms = ds.drop_vars("sea").assign_coords(mask_rho=ds.sea.astype("float64"))
+    with pytest.warns(UserWarning, match=r"mask='mask_rho' / --mask-var mask_rho"):
+        prepare_field(roms, ["sst"])
     basins = ds.drop_vars("sea").assign(basin=(("lat", "lon"), np.arange(120).reshape(10, 12) % 3))
     with pytest.warns(UserWarning, match=r"True where values belong; on the command line --mask-var NAME\)"):
         prepare_field(basins, ["sst"])
+    depth = ds.drop_vars("sea").assign(h=ds.sea * 2.5)  # floats other than 0 and 1 (a depth, 0 on land): no mask
+    with pytest.warns(UserWarning, match=r"True where values belong; on the command line --mask-var NAME\)"):
+        prepare_field(depth, ["sst"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prepare_field(ds, ["sst"], mask="sea")  # a mask given: nothing to say

@@ -577,14 +577,14 @@ def test_field_map_curvilinear_grid_drawn_as_points_where_cells_cannot_be(case):
     fig.canvas.draw()
 
 
-def _nemo_like(lon=None, lat=None):
+def _nemo_like(where=(slice(3, 8), slice(10, 16))):
     """20 x 30 cells over 40..10 W, 30..50 N as NEMO writes them, a 5 x 6 block of eliminated
     land at nav_lon = nav_lat = 0 with no data, and the block's cell mask."""
     j, i = np.meshgrid(np.arange(20), np.arange(30), indexing="ij")
-    lon = -40.0 + 30.0 * i / 29 + 0.1 * j if lon is None else lon
-    lat = 30.0 + 20.0 * j / 19 - 0.05 * i if lat is None else lat
+    lon = -40.0 + 30.0 * i / 29 + 0.1 * j
+    lat = 30.0 + 20.0 * j / 19 - 0.05 * i
     block = np.zeros(lon.shape, dtype=bool)
-    block[3:8, 10:16] = True
+    block[where] = True
     lon, lat = np.where(block, 0.0, lon), np.where(block, 0.0, lat)
     sst = np.where(block, np.nan, 15.0 + np.sin(np.radians(4 * lon)) + 0.3 * (50.0 - lat))
     ds = xr.Dataset({"sst": (("y", "x"), sst, {"units": "degC"})},
@@ -597,11 +597,13 @@ def _placeholder_warnings(record):
     return [str(w.message) for w in record if "placeholders for cells without a position" in str(w.message)]
 
 
-def test_field_map_leaves_nemo_placeholder_cells_blank_without_streaks():
+@pytest.mark.parametrize("where", [(slice(3, 8), slice(10, 16)), (slice(15, 20), slice(0, 6))],
+                         ids=["inside", "in a corner"])
+def test_field_map_leaves_nemo_placeholder_cells_blank_without_streaks(where):
     # NEMO's eliminated land domains (nav_lon = nav_lat = 0): no cell is drawn reaching for
     # (0 N, 0 E); the grid is drawn as cells with those cells left out, and a warning says so
     pytest.importorskip("cartopy")
-    ds, block = _nemo_like()
+    ds, block = _nemo_like(where)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         fig = plot.field_map(ds, "sst")
@@ -627,6 +629,25 @@ def test_field_map_leaves_nemo_placeholder_cells_blank_without_streaks():
         warnings.simplefilter("always")
         plot.field_map(ds, "sst")
     assert not _placeholder_warnings(record)
+
+
+def test_field_map_leaves_imputed_placeholder_cells_blank_in_every_panel():
+    # imputed without a mask, the placeholders were filled (flag 1, a std): still no position
+    pytest.importorskip("cartopy")
+    ds, block = _nemo_like()
+    flag = np.where(block, 1, 0).astype(np.int8)
+    flag[12:14, 20:23] = 1  # a genuine hole, imputed
+    ds = ds.assign(sst=ds.sst.fillna(17.0), sst_std=(("y", "x"), np.where(flag == 1, 0.2, 0.0)),
+                   sst_imputed=(("y", "x"), flag, FLAG_ATTRS))
+    fig, axs = _drawn(ds.rename(sst="v", sst_std="v_std", sst_imputed="v_imputed"))
+    for ax in axs:
+        assert np.ma.getmaskarray(mesh(ax).get_array()).reshape(block.shape)[block].all()
+    assert np.ma.count(mesh(axs[1]).get_array()) == 6  # the std of the genuine hole only
+    domain = next(c for c in axs[0].collections if c.get_gid() == "domain")
+    np.testing.assert_array_equal(np.ma.getmaskarray(domain.get_array()).reshape(block.shape), block)
+    outline = next(c for c in axs[0].collections if c.get_gid() == "outline")
+    assert len(outline.get_segments()) == 10  # around the genuine hole only: 3 + 3 + 2 + 2 sides
+    fig.canvas.draw()
 
 
 def test_field_map_of_a_grid_really_crossing_0n_0e_is_untouched():

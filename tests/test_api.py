@@ -726,3 +726,28 @@ def test_predict_on_coordinates_alone_keeps_the_training_dim_order(grid):
     # a dim the training field lacks (scattered sites) follows those it shares: none here
     sites = xr.Dataset(coords={"lon": ("site", [5.5, 6.0]), "lat": ("site", [46.0, 47.0])})
     assert imp.predict(sites).v0.dims == ("site",)
+
+
+def test_impute_warns_of_nemo_placeholder_cells_and_keeps_observed_values():
+    # NEMO's eliminated land domains (nav_lon = nav_lat = 0, no data): without a mask they would
+    # be filled as places at 0 N, 0 E, and a warning says so; with the mask it proposes, they are
+    # left out (NaN); observed values come back unchanged either way
+    j, i = np.meshgrid(np.arange(20), np.arange(30), indexing="ij")
+    lon, lat = -40.0 + 30.0 * i / 29 + 0.1 * j, 30.0 + 20.0 * j / 19 - 0.05 * i
+    lon[3:8, 10:16] = lat[3:8, 10:16] = 0.0
+    rng = np.random.default_rng(0)
+    sst = 15.0 + np.sin(np.radians(4 * lon)) + 0.3 * (50.0 - lat) + 0.1 * rng.normal(size=lon.shape)
+    sst[rng.random(sst.shape) < 0.2] = np.nan
+    sst[3:8, 10:16] = np.nan
+    ds = xr.Dataset({"sst": (("y", "x"), sst)},
+                    coords={"nav_lon": (("y", "x"), lon, {"standard_name": "longitude", "units": "degrees_east"}),
+                            "nav_lat": (("y", "x"), lat, {"standard_name": "latitude", "units": "degrees_north"})})
+    with pytest.warns(UserWarning, match=r"30 cells \(y, x\) have nav_lon = nav_lat = 0 exactly"):
+        out = impute(ds, vars=["sst"], seed=0, **TINY)
+    observed = np.isfinite(sst)
+    assert _same_bits(out.sst.values[observed], sst[observed])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        masked = impute(ds, vars=["sst"], mask=(ds.nav_lon != 0) | (ds.nav_lat != 0), seed=0, **TINY)
+    assert _same_bits(masked.sst.values[observed], sst[observed])
+    assert np.isnan(masked.sst.values[3:8, 10:16]).all() and np.isfinite(masked.sst.values[~observed & (lat != 0)]).all()

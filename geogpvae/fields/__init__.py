@@ -4,6 +4,8 @@
 arrays (a :class:`~geogpvae.fields.stacking.Field`) and puts predictions back in the
 Dataset's shape; :mod:`~geogpvae.fields.geometry` decides which coordinates form the model's
 ``x`` and how they become numbers (coordinate roles, times, lon/lat on the sphere, scales);
+:mod:`~geogpvae.fields.placeholders` finds the cells an ocean model wrote without a position
+(NEMO's ``nav_lon`` = ``nav_lat`` = 0);
 :mod:`~geogpvae.fields.cf` writes the CF attributes and the ``v_std``/``v_imputed`` variables,
 with :mod:`~geogpvae.fields.valid` (CF's valid bounds, which fills keep to) and
 :mod:`~geogpvae.fields.packing` (whether a packed input stays packed);

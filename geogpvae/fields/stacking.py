@@ -58,6 +58,7 @@ from .geometry import (
     coordinates_at,
     unspanned_dims,
 )
+from .placeholders import placeholder_warning
 from .scales import looks_vertical, unitless_axes, unitless_axes_warning
 from .valid import attr_numbers, undecoded_fills, valid_bounds
 
@@ -704,9 +705,10 @@ def prepare_field(
     linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
     for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
         warn_caller(text)
-    text = None if mask is not None else never_observed_warning(ds, field)
-    if text:
-        warn_caller(text)
+    never = None if mask is not None else never_observed_warning(ds, field)
+    for text in (never, placeholder_warning(ds, field)):  # NEMO's cells at (0, 0) without a position
+        if text:
+            warn_caller(text)
     return field
 
 

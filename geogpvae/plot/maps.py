@@ -12,6 +12,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from ..fields.placeholders import placeholder_cells
 from .cartography import _add_map_features, _contiguous_lon, _import_cartopy
 from .conventions import (
     _LAT_NAMES,
@@ -42,12 +43,14 @@ from .style import (
     _corners,
     _draw_domain,
     _edges,
+    _fill_centres,
     _fmt_value,
     _outline,
     _panel_norms,
     _plt,
     _scalar_notes,
     _units_suffix,
+    _warn_once,
     is_log_variable,
     label_for,
     wrap_label,
@@ -87,23 +90,46 @@ def _curvilinear_coords(ds: xr.Dataset, var: str, coords: str) -> tuple[xr.DataA
     return lon[0], lat[0]
 
 
-def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc.
+def _placeholders(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The placeholder cells of a curvilinear grid (NEMO's eliminated land domains), said once."""
+    blank = placeholder_cells(h, v)
+    if blank.any():  # the caller of field_map, past _mesh_centres and its caller
+        _warn_once("placeholder-cells", f"{int(blank.sum())} cells of the curvilinear grid have longitude "
+                   "and latitude both exactly 0, far from their neighbouring cells: placeholders for cells "
+                   "without a position (NEMO writes them for the land processor domains it eliminates); "
+                   "they are left blank", stacklevel=6)
+    return blank
+
+
+def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc,
+    and its placeholder cells, which are left blank.
 
     That is a grid with at least two cells along each dim, finite centres, and no step of
     90 degrees of longitude or more between neighbouring cells once the longitudes are
     taken within 180 degrees of the middle cell's: regional grids, across the dateline too.
     Global grids (with their seam or the fold of a tripolar grid) and grids with NaN
-    centres give None, and are drawn as points.
+    centres give None, and are drawn as points. Placeholder cells (longitude and latitude
+    both exactly 0, far from the grid: :func:`~geogpvae.fields.placeholders.placeholder_cells`)
+    have no position: their centres are put where their neighbours' lead
+    (:func:`~geogpvae.plot.style._fill_centres`), for the corners of the cells around them.
     """
     h, v = np.asarray(lon.values, dtype=float), np.asarray(lat.values, dtype=float)
-    if min(h.shape) < 2 or not (np.isfinite(h).all() and np.isfinite(v).all()):
+    blank = _placeholders(h, v)
+    if min(h.shape) < 2 or not (np.isfinite(h[~blank]).all() and np.isfinite(v[~blank]).all()):
         return None
-    middle = h[h.shape[0] // 2, h.shape[1] // 2]
+    h, v = np.where(blank, np.nan, h), np.where(blank, np.nan, v)
+    rows, cols = np.nonzero(~blank)  # the middle cell, or the placed cell nearest to it
+    k = np.argmin((rows - h.shape[0] // 2) ** 2 + (cols - h.shape[1] // 2) ** 2)
+    middle = h[rows[k], cols[k]]
     h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0
+    if blank.any():
+        h, v = _fill_centres(h), _fill_centres(v)
+        if not (np.isfinite(h).all() and np.isfinite(v).all()):
+            return None
     if max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
         return None
-    return h, v
+    return h, v, blank
 
 
 def _as_profile(ds: xr.Dataset, var: str, truth, isel, log, figsize) -> Figure:
@@ -117,14 +143,17 @@ def _as_profile(ds: xr.Dataset, var: str, truth, isel, log, figsize) -> Figure:
 
 def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
     """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat)
-    that cannot be drawn as cells as points at its cells' centres; sites on a regular
-    lattice (with ``raster``) as a grid."""
+    that cannot be drawn as cells as points at its cells' centres (those that have one);
+    sites on a regular lattice (with ``raster``) as a grid."""
     found = _curvilinear_coords(ds, var, coords)
     if found is not None and _mesh_centres(*found) is None:
         dims = tuple(str(d) for d in found[0].dims)
         cells = {"_".join(dims): dims}
-        return (ds.stack(cells, create_index=False),
-                None if truth is None else truth.stack(cells, create_index=False), coords)
+        # cells without a position (NaN centres, placeholders) are left out
+        h, v = np.asarray(found[0].values, dtype=float), np.asarray(found[1].values, dtype=float)
+        placed = {"_".join(dims): (np.isfinite(h + v) & ~placeholder_cells(h, v)).reshape(-1)}
+        return (ds.stack(cells, create_index=False).isel(placed),
+                None if truth is None else truth.stack(cells, create_index=False).isel(placed), coords)
     return _lattice_of(f, coords) if raster else None
 
 
@@ -251,7 +280,10 @@ def field_map(
       and regional climate models write them) are drawn as cells on a map, with corners
       midway between neighbouring centres, in one piece across the dateline. Global ones
       (a seam, or the fold of a tripolar grid) and ones with NaN centres are drawn as points
-      at the cells' centres, like scattered data.
+      at the cells' centres, like scattered data. Placeholder cells, with longitude and
+      latitude both exactly 0 far from the rest of the grid (NEMO writes them for the land
+      processor domains it eliminates), have no position: they are left blank, or out of
+      the points, and a warning says so once.
     - A field with one dim and no sites (a transect, a time series, a well log) has no map:
       it is drawn by :func:`~geogpvae.plot.profile` instead (with ``truth``, ``log`` and
       ``figsize``; the map options do not apply).
@@ -439,6 +471,7 @@ class _MapGeometry:
     vattr: xr.DataArray | None
     is_lonlat: bool
     order: np.ndarray | None
+    blank: np.ndarray | None = None  # cells of a curvilinear grid without a position
 
     @property
     def hname(self) -> str:
@@ -466,7 +499,8 @@ def _map_geometry(
     if mesh is not None:  # cells drawn on their 2-D corners
         spatial = tuple(str(d) for d in curvilinear[0].dims)
         sel, notes = _other_dims(da, spatial, isel)
-        return _MapGeometry(None, spatial, sel, notes, *mesh, *curvilinear, True, None)
+        blank = mesh[2] if mesh[2].any() else None
+        return _MapGeometry(None, spatial, sel, notes, *mesh[:2], *curvilinear, True, None, blank)
     sites = _find_sites(ds, da, coords)
     spatial = _spatial_dims(ds, da, var, coords, sites)
     sel, notes = _other_dims(da, spatial, isel)
@@ -518,6 +552,10 @@ def _map_panels(f: _Field, g: _MapGeometry, std: bool) -> _MapPanels:
     value_keys = ["imputed"] + (["truth"] if tru is not None else [])
     unc_keys = (["std"] if std and sdev is not None else []) + (["error"] if tru is not None else [])
     obs, imp, inside = _status(value, sdev, flag)
+    if g.blank is not None:  # placeholder cells: left blank (white), in every panel
+        obs, imp, inside = obs & ~g.blank, imp & ~g.blank, inside & ~g.blank
+        value = np.where(g.blank, np.nan, value)
+        tru = None if tru is None else np.where(g.blank, np.nan, np.asarray(tru, dtype=float))
     # without a flag, only a positive std tells the imputed (predicted) cells apart
     unknown = flag is None and sdev is None
     predicted_only = flag is None and bool(imp.any()) and not obs.any()

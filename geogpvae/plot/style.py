@@ -299,6 +299,31 @@ def _corners(centres: np.ndarray) -> np.ndarray:
     return 0.25 * (padded[:-1, :-1] + padded[1:, :-1] + padded[:-1, 1:] + padded[1:, 1:])
 
 
+def _fill_centres(centres: np.ndarray) -> np.ndarray:
+    """Centres of a curvilinear grid with its NaN ones put where their neighbours lead.
+
+    Along each row, then each column, a NaN centre is interpolated linearly (by position)
+    between the nearest finite ones on either side, or extended beyond the last two. The
+    corners of the cells around a cell without a position then follow their own grid, not
+    a placeholder position; the cell itself is left blank. Lines with fewer than two finite
+    centres stay NaN.
+    """
+    def line(c: np.ndarray) -> np.ndarray:
+        known = np.flatnonzero(np.isfinite(c))
+        if known.size < 2 or known.size == c.size:
+            return c
+        k = np.arange(c.size)
+        out = np.interp(k, known, c[known])
+        for side, (a, b) in ((k < known[0], known[:2]), (k > known[-1], known[-2:])):
+            out[side] = c[a] + (k[side] - a) * (c[b] - c[a]) / (b - a)
+        return out
+
+    filled = np.asarray(centres, dtype=float)
+    for axis in (1, 0):
+        filled = np.apply_along_axis(line, axis, filled)
+    return filled
+
+
 def _coord_note(name: str, coord: xr.DataArray | None, value: Any) -> str:
     """``"z = 4.2 m"``: a coordinate value, rounded for a title, with its units."""
     if coord is not None and name == "layer":

@@ -26,7 +26,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass21:" tests/engine/test_core.py tests/engine/test_calibration.py tests/cli/test_text.py tests/fields/test_stacking.py tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass22:" tests/engine/test_calibration.py tests/engine/test_selection.py tests/cli/test_commands.py tests/fields/test_packing.py tests/fields/test_stacking.py tests/plot/test_figures.py tests/plot/test_layout.py
     python tests/engine/mutants.py -k "pass23:" tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
-    python tests/engine/mutants.py -k "pass24:" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass24: mask hint" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass24: placeholder" tests/fields/test_placeholders.py tests/plot/test_figures.py tests/test_api.py::test_impute_warns_of_nemo_placeholder_cells_and_keeps_observed_values
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -546,12 +547,41 @@ MUTANTS = {
     "pass23: every fill value taken as exact in the variable's type": (
         "geogpvae/fields/valid.py", "    if np.array_equal(cast, numbers):  # the fill is exact",
         "    if True:  # the fill is exact"),
-    "pass24: any float proposed as a mask": (
+    "pass24: mask hint takes any float": (
         "geogpvae/fields/stacking.py", "return bool(np.isin(values, (0.0, 1.0)).all())", "return True"),
-    "pass24: coordinates not searched for a mask": (
+    "pass24: mask hint skips coordinates": (
         "geogpvae/fields/stacking.py",
         "candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]",
         "candidates = list(ds.data_vars.items())"),
+    "pass24: placeholder cells never found": (
+        "geogpvae/fields/placeholders.py", "    return np.concatenate([[False], far])[labels]", "    return found"),
+    "pass24: placeholder cells found wherever a block at (0, 0) has a neighbour": (
+        "geogpvae/fields/placeholders.py", "far = np.isfinite(closest) & (closest > steps * step)",
+        "far = np.isfinite(closest)"),
+    "pass24: placeholder cells need only one coordinate at 0": (
+        "geogpvae/fields/placeholders.py", "zero = (h == 0) & (v == 0)", "zero = (h == 0) | (v == 0)"),
+    "pass24: placeholder cells left unmentioned before imputation": (
+        "geogpvae/fields/stacking.py", "for text in (never, placeholder_warning(ds, field)):", "for text in (never,):"),
+    "pass24: placeholder cells with values warned about": (
+        "geogpvae/fields/placeholders.py", "holes = int((blank & inside & ~seen).sum())",
+        "holes = int((blank & inside).sum())"),
+    "pass24: placeholder cells a mask leaves out warned about": (
+        "geogpvae/fields/placeholders.py", "holes = int((blank & inside & ~seen).sum())",
+        "holes = int((blank & ~seen).sum())"),
+    "pass24: placeholder cells drawn as cells at (0, 0)": (
+        "geogpvae/plot/maps.py", "    blank = _placeholders(h, v)\n", "    blank = _placeholders(h, v) & False\n"),
+    "pass24: placeholder cells left blank without a warning": (
+        "geogpvae/plot/maps.py", "    if blank.any():  # the caller of field_map", "    if False:  # the caller of field_map"),
+    "pass24: placeholder cells' centres not extended past the grid's edge": (
+        "geogpvae/plot/style.py", "        for side, (a, b) in ((k < known[0], known[:2]), (k > known[-1], known[-2:])):",
+        "        for side, (a, b) in ():"),
+    "pass24: placeholder cells, imputed, drawn with their values": (
+        "geogpvae/plot/maps.py", "        value = np.where(g.blank, np.nan, value)\n", ""),
+    "pass24: placeholder cells, imputed, counted inside the domain": (
+        "geogpvae/plot/maps.py", "obs, imp, inside = obs & ~g.blank, imp & ~g.blank, inside & ~g.blank",
+        "obs, imp, inside = obs, imp, inside"),
+    "pass24: placeholder cells drawn as points at (0, 0)": (
+        "geogpvae/plot/maps.py", "(np.isfinite(h + v) & ~placeholder_cells(h, v))", "np.isfinite(h + v)"),
 }
 
 

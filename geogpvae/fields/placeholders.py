@@ -1,0 +1,139 @@
+"""Placeholder cells of a curvilinear grid: cells that an ocean model wrote without a position.
+
+NEMO does not compute the processor domains that hold only land; in its output the 2-D
+coordinates ``nav_lon`` and ``nav_lat`` of those cells are both exactly 0 and the data are
+missing. Taken at their word they are places at 0 N, 0 E: maps stretch cells across the globe
+to reach them, and imputation fills them as if they lay in the Gulf of Guinea.
+:func:`placeholder_cells` finds them from the coordinates alone; maps leave them blank, and
+:func:`placeholder_warning` tells :func:`~geogpvae.fields.stacking.prepare_field`'s caller to
+mask them out when they hold no value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+__all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_warning"]
+
+#: a block of cells at (0 N, 0 E) is a placeholder when every grid neighbour outside it is more
+#: than this many median grid steps from (0 N, 0 E); a genuine cell there has neighbours about
+#: one step away
+PLACEHOLDER_STEPS = 5.0
+
+
+def _unit_vectors(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """Positions on the unit sphere, shape ``lon.shape + (3,)``; NaN where not finite."""
+    h, v = np.radians(lon), np.radians(lat)
+    return np.stack([np.cos(v) * np.cos(h), np.cos(v) * np.sin(h), np.sin(v)], axis=-1)
+
+
+def _neighbour_distances(xyz: np.ndarray, zero: np.ndarray) -> tuple[float, np.ndarray]:
+    """The median step between neighbouring cells that are not at (0, 0), and for every cell
+    the distance from (0 N, 0 E) to its nearest 4-neighbour not at (0, 0) (inf without one)."""
+    steps = []
+    for axis in (0, 1):
+        d = np.linalg.norm(np.diff(xyz, axis=axis), axis=-1)
+        both = ~(zero[1:] | zero[:-1]) if axis == 0 else ~(zero[:, 1:] | zero[:, :-1])
+        steps.append(d[both & np.isfinite(d)])
+    pooled = np.concatenate(steps)
+    step = float(np.median(pooled)) if pooled.size else float("nan")
+    origin = np.linalg.norm(xyz - np.array([1.0, 0.0, 0.0]), axis=-1)  # chord from (0 N, 0 E)
+    origin = np.where(zero | ~np.isfinite(origin), np.inf, origin)
+    padded = np.pad(origin, 1, constant_values=np.inf)
+    nearest = np.minimum.reduce([padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2], padded[1:-1, 2:]])
+    return step, nearest
+
+
+def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -> np.ndarray:
+    """Cells of a 2-D longitude/latitude pair that are placeholders, not places at 0 N, 0 E.
+
+    A placeholder has longitude and latitude both exactly 0, and the block of such cells it
+    belongs to (4-connected along the grid's dims) lies far from the grid: every grid
+    neighbour of the block that is not itself at (0, 0) is more than ``steps`` median grid
+    steps from (0 N, 0 E). A grid that genuinely crosses (0 N, 0 E) has at most one cell
+    there, with neighbours about one step away, and reports nothing. So does a grid whose
+    cells are all at (0, 0), or a block with no finite neighbour: nothing to tell them by.
+
+    Parameters
+    ----------
+    lon, lat : array-like, shape (ny, nx)
+        The cells' longitudes and latitudes in degrees (e.g. NEMO's ``nav_lon``,
+        ``nav_lat``); non-finite values are cells without a position, never placeholders.
+    steps : float
+        How many median grid steps (between neighbouring cells not at (0, 0), as chords on
+        the sphere) the block's nearest neighbour must lie beyond.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (ny, nx)
+        True at the placeholder cells.
+
+    Raises
+    ------
+    ValueError
+        ``lon`` and ``lat`` are not 2-D arrays of one shape.
+    """
+    from scipy import ndimage
+
+    h, v = np.asarray(lon, dtype=float), np.asarray(lat, dtype=float)
+    if h.ndim != 2 or h.shape != v.shape:
+        raise ValueError(f"lon and lat must be 2-D arrays of one shape, got {h.shape} and {v.shape}")
+    zero = (h == 0) & (v == 0)
+    found = np.zeros(h.shape, dtype=bool)
+    if not zero.any() or zero.all():
+        return found
+    step, nearest = _neighbour_distances(_unit_vectors(h, v), zero)
+    if not step > 0:
+        return found
+    labels, n = ndimage.label(zero)
+    closest = np.asarray(ndimage.minimum(nearest, labels, index=np.arange(1, n + 1)), dtype=float)
+    far = np.isfinite(closest) & (closest > steps * step)
+    return np.concatenate([[False], far])[labels]
+
+
+def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
+    """The text of a warning about placeholder cells that would be filled as places at (0, 0).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The input, whose longitude/latitude pair (an axis of kind ``sphere`` of
+        ``field.geometry``) is searched when both are 2-D.
+    field : Field
+        Its stacked field (:class:`~geogpvae.fields.stacking.Field`).
+
+    Returns
+    -------
+    str or None
+        The warning's text, naming how many placeholder cells (:func:`placeholder_cells`)
+        lie inside the domain with no value of any variable at any other index, and how to
+        mask them out; None where there are none. A placeholder cell with a value is no
+        placeholder: it is left alone.
+    """
+    pair = next((a.names for a in field.geometry.axes if a.kind == "sphere"), None)
+    if pair is None or any(n not in ds.variables or ds[n].ndim != 2 for n in pair):
+        return None
+    lon, lat = ds[pair[0]], ds[pair[1]]
+    places = tuple(d for d in field.dims if d in lon.dims)
+    if lon.dims != lat.dims or len(places) != 2:
+        return None
+    blank = placeholder_cells(lon.transpose(*places).values, lat.transpose(*places).values)
+    if not blank.any():
+        return None
+    full = np.full((int(np.prod(field.shape)), field.values.shape[1]), np.nan)
+    full[field.index] = field.values
+    other = tuple(i for i, d in enumerate(field.dims) if d not in places)
+    seen = (~np.isnan(full)).any(axis=1).reshape(field.shape).any(axis=other)
+    inside = field.domain.any(axis=other)
+    holes = int((blank & inside & ~seen).sum())
+    if holes == 0:
+        return None
+    h, v = pair
+    return (f"{holes} cells ({', '.join(places)}) have {h} = {v} = 0 exactly, far from their grid "
+            "neighbours, and no value: placeholders for cells without a position (NEMO writes them for "
+            "the land processor domains it eliminates), which would be filled as if they lay at 0 N, 0 E. "
+            f"Pass a mask that leaves them out (True where values belong), e.g. NEMO's tmask, or "
+            f"mask=(ds[{h!r}] != 0) | (ds[{v!r}] != 0)")

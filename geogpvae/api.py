@@ -111,8 +111,9 @@ class GPVAEImputer:
         plain numbers is modelled in cell steps (each coordinate divided by its step) and
         everything else in its own units; ``{}``: every coordinate in its own units.
     epochs : int, optional
-        Training epochs; None: the engine's step budget (1,000 whole-field steps up to
-        1,024 locations, else about 4,000 steps' worth of mini-batches, at least 1,000).
+        Training epochs; None: the engine's budget (1,000 whole-field steps up to 1,024
+        locations, else about 4,000 steps' worth of mini-batches, at least 1,000; more epochs
+        on fields of up to 50,000 locations: ``epochs`` of :class:`~geogpvae.GPVAEConfig`).
     seed : int
         Seed of every random choice; the same data, options and seed give the same result
         on the same device.

@@ -21,7 +21,8 @@ from ..errors import InputError
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
-__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MAX_STEPS"]
+__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MAX_STEPS", "MIN_EPOCHS",
+           "MIN_EPOCHS_UP_TO"]
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
@@ -35,6 +36,12 @@ DTYPES = ("float32", "float64")
 FULL_BATCH = 1024  # fields up to this many locations train on full batches by default
 STEP_BUDGET = 1000  # optimiser steps of the default training budget
 MAX_STEPS = 4000  # the most steps the stopping rule may take
+#: Mini-batch fits of up to ``MIN_EPOCHS_UP_TO`` locations train at least ``MIN_EPOCHS`` epochs
+#: by default, or three times the step budget's epochs where that is fewer: the step budget
+#: alone gives a field of 17,000 locations 59 epochs, far from converged on smooth fields
+#: (rule 8, docs/benchmarks.md); larger fields keep the step budget (and its time).
+MIN_EPOCHS = 120
+MIN_EPOCHS_UP_TO = 50_000
 #: Keys of ``extra``: settings for tuning runs and experiments, each read where it is used.
 EXTRA_OPTIONS = {
     "chunk": "run length of compact mini-batches (config.py)",
@@ -151,7 +158,9 @@ class GPVAEConfig:
         Passes over the data. ``None``: a budget of optimiser steps (see
         :meth:`step_budget`: 1000 full-batch steps on fields of up to 1024 locations; 4000
         steps in batches of 256, and in proportion fewer with larger batches but at least
-        1000, on larger ones; at least 5 epochs). With ``holdout > 0``, training goes on
+        1000, on larger ones; at least 5 epochs; in mini-batches on fields of up to
+        ``MIN_EPOCHS_UP_TO`` (50,000) locations at least ``MIN_EPOCHS`` (120) epochs, or three
+        times the step budget's where that is fewer). With ``holdout > 0``, training goes on
         for up to ``MAX_STEPS`` (4000) steps but stops once the fit of held-out observed
         values stops improving, and keeps the weights that fitted them best (see
         :mod:`geogpvae.engine.stopping`). An explicit number trains exactly that many
@@ -472,7 +481,10 @@ class GPVAEConfig:
             return self.epochs
         steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))
         budget = MAX_STEPS if self.stops_early() else self.step_budget(n_points)
-        return int(min(budget, max(5, math.ceil(budget / steps_per_epoch))))
+        epochs = int(min(budget, max(5, math.ceil(budget / steps_per_epoch))))
+        if not self.stops_early() and n_points <= MIN_EPOCHS_UP_TO:  # (whole-field fits: 1000 already)
+            epochs = max(epochs, min(MIN_EPOCHS, 3 * epochs))
+        return epochs
 
     def stops_early(self) -> bool:
         """Whether training ends by the held-out stopping rule (``epochs=None``, ``holdout > 0``)."""

@@ -28,6 +28,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass23:" tests/fields/test_packing.py tests/cli/test_commands.py tests/engine/test_progress.py tests/plot/test_figures.py tests/fields/test_valid.py tests/fields/test_stacking.py tests/fields/test_scales.py
     python tests/engine/mutants.py -k "pass24: mask hint" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass24: placeholder" tests/fields/test_placeholders.py tests/plot/test_figures.py tests/test_api.py::test_impute_warns_of_nemo_placeholder_cells_and_keeps_observed_values
+    python tests/engine/mutants.py -k "pass24: budget" tests/engine/test_config.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -582,6 +583,16 @@ MUTANTS = {
         "obs, imp, inside = obs, imp, inside"),
     "pass24: placeholder cells drawn as points at (0, 0)": (
         "geogpvae/plot/maps.py", "(np.isfinite(h + v) & ~placeholder_cells(h, v))", "np.isfinite(h + v)"),
+    "pass24: budget no floor of epochs": (
+        "geogpvae/engine/config.py", "            epochs = max(epochs, min(MIN_EPOCHS, 3 * epochs))", "            pass"),
+    "pass24: budget floor not capped at three times": (
+        "geogpvae/engine/config.py", "epochs = max(epochs, min(MIN_EPOCHS, 3 * epochs))", "epochs = max(epochs, MIN_EPOCHS)"),
+    "pass24: budget floor raises the stopping rule's cap": (
+        "geogpvae/engine/config.py", "if not self.stops_early() and n_points <= MIN_EPOCHS_UP_TO:",
+        "if n_points <= MIN_EPOCHS_UP_TO:"),
+    "pass24: budget floor on every size": (
+        "geogpvae/engine/config.py", "if not self.stops_early() and n_points <= MIN_EPOCHS_UP_TO:",
+        "if not self.stops_early():"),
 }
 
 

@@ -58,6 +58,13 @@ def test_default_budget_batches_and_learning_rates():
     # (at least 1000) with larger batches; at least 5 epochs
     assert cfg.batch_for(2304) == 256 and cfg.n_epochs(2304) == 445 and cfg.lr_for(2304) == 0.003
     assert cfg.batch_for(20_000) == 512 and cfg.step_budget(20_000) == 2000
+    # ... but mini-batch fits of up to 50,000 locations train at least 120 epochs, or three
+    # times the step budget's (the step budget alone: 50 here, 86 for 12,000 locations, 21 at
+    # 50,000), larger ones keep it
+    assert cfg.n_epochs(20_000) == 120 and cfg.n_epochs(12_000) == 120 and cfg.n_epochs(50_000) == 63
+    assert cfg.n_epochs(50_001) == 21 and cfg.n_epochs(1025) == 800
+    # explicit epochs and the stopping rule's cap (4000 steps) are not raised
+    assert GPVAEConfig(epochs=60).n_epochs(20_000) == 60 and GPVAEConfig(holdout=0.1).n_epochs(20_000) == 100
     assert cfg.batch_for(141_900) == 4096 and cfg.n_epochs(141_900) == 29
     assert cfg.batch_for(10**8) == 4096 and cfg.n_epochs(10**8) == 5
     # with the stopping rule the cap is 4000 steps; explicit choices win

@@ -63,6 +63,7 @@ def test_the_announced_epochs_are_the_epochs_run(grid, tmp_path, capsys, monkeyp
     from geogpvae.engine import config
 
     monkeypatch.setattr(config, "STEP_BUDGET", 3)  # 3 full-batch steps: 3 epochs of 1 step
+    monkeypatch.setattr(config, "MIN_EPOCHS", 3)  # (and no more for the mini-batch floor)
     out = tmp_path / "out.nc"
     job = [a for a in JOB if a not in ("--epochs", "2")]
     assert main(["impute", str(grid), str(out), *job, "--option", "holdout=0",

@@ -417,11 +417,11 @@ MUTANTS = {
     "pass20: validate silent about clustered gaps": (
         "geogpvae/validation.py", '    if gaps == "random" and clustered:', '    if False:'),
     "pass20: never-observed places not looked for": (
-        "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = None"),
+        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field)", "    never = None"),
     "pass20: never-observed places counted at any single time": (
         "geogpvae/fields/stacking.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
     "pass20: never-observed warning even with a mask": (
-        "geogpvae/fields/stacking.py", "    text = None if mask is not None else never_observed_warning(ds, field)", "    text = never_observed_warning(ds, field)"),
+        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field)", "    never = never_observed_warning(ds, field)"),
     "pass20: the metric warm-up silent": (
         "geogpvae/engine/metric.py", 'with Progress(shown_here(engine.progress), rounds,', 'with Progress(False, rounds,'),
     "pass20: --no-outlines ignored": (

@@ -360,11 +360,17 @@ def _fmt_value(value: Any, step: float | None = None, digits: int = 3) -> str:
 
     More decimals are kept where ``step``, the spacing of the coordinate, needs them to
     tell neighbouring values apart (``1500.3`` and ``1500.6`` rather than ``1500`` twice).
-    Integers are printed whole, and trailing zeros are dropped.
+    Integers are printed whole, and trailing zeros are dropped. Dates (numpy or cftime, any
+    calendar) read as the day, with hours and minutes only where the time is not midnight.
     """
     value = np.asarray(value)
-    if np.issubdtype(value.dtype, np.datetime64):
-        return str(np.datetime_as_string(value, unit="D"))
+    if np.issubdtype(value.dtype, np.datetime64):  # the day, and the time of day where it has one
+        day = value.astype("datetime64[D]")
+        return str(np.datetime_as_string(value, unit="D" if day == value else "m")).replace("T", " ")
+    item = value.item() if value.ndim == 0 else None
+    if hasattr(item, "calendar") and hasattr(item, "strftime"):  # a cftime date (noleap, 360_day)
+        midnight = (item.hour, item.minute, item.second, item.microsecond) == (0, 0, 0, 0)
+        return item.strftime("%Y-%m-%d" if midnight else "%Y-%m-%d %H:%M")
     if np.issubdtype(value.dtype, np.integer) or np.issubdtype(value.dtype, np.bool_):
         return str(int(value))
     if np.issubdtype(value.dtype, np.number):

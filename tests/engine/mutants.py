@@ -29,6 +29,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass24: mask hint" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass24: placeholder" tests/fields/test_placeholders.py tests/plot/test_figures.py tests/test_api.py::test_impute_warns_of_nemo_placeholder_cells_and_keeps_observed_values
     python tests/engine/mutants.py -k "pass24: budget" tests/engine/test_config.py
+    python tests/engine/mutants.py -k "pass24: title" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -593,6 +594,10 @@ MUTANTS = {
     "pass24: budget floor on every size": (
         "geogpvae/engine/config.py", "if not self.stops_early() and n_points <= MIN_EPOCHS_UP_TO:",
         "if not self.stops_early():"),
+    "pass24: title dates without their hours": (
+        "geogpvae/plot/style.py", 'unit="D" if day == value else "m"', 'unit="D"'),
+    "pass24: title dates of cftime printed whole": (
+        "geogpvae/plot/style.py", 'if hasattr(item, "calendar") and hasattr(item, "strftime"):', "if False:"),
 }
 
 

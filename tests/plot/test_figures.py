@@ -1234,6 +1234,11 @@ def test_coordinate_values_are_rounded_for_titles():
     assert style._fmt_value(1500.3, step=0.3) == "1500.3"
     assert style._fmt_value(1500.6, step=0.3) == "1500.6"
     assert style._fmt_value(np.datetime64("2001-02-15T00:00")) == "2001-02-15"
+    # hourly data keep their hours (each panel its own title), and cftime dates read the same way
+    assert style._fmt_value(np.datetime64("2001-02-15T06:00:00.000000000")) == "2001-02-15 06:00"
+    cftime = pytest.importorskip("cftime")
+    assert style._fmt_value(cftime.DatetimeNoLeap(2000, 1, 15)) == "2000-01-15"
+    assert style._fmt_value(cftime.Datetime360Day(2000, 2, 30, 12)) == "2000-02-30 12:00"
 
 
 def test_layers_axis_labels_fit_narrow_panels():

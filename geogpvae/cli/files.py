@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import string
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -212,7 +214,21 @@ def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
     return os.stat(path)
 
 
-def _open(inputs: Sequence[str], concat_dim: str | None) -> Any:
+#: xarray's warning about a variable with two fill values (``_FillValue`` and ``missing_value``)
+_MULTIPLE_FILLS = re.compile(r"variable '(.+?)' has multiple fill values")
+
+
+def _open(inputs: Sequence[str], concat_dim: str | None, variables: Sequence[str] | None = None) -> Any:
+    """The inputs as one Dataset; with ``variables`` (those the command uses), xarray's
+    warnings about two fill values of any other variable are not passed on."""
     from ..fields.io import open_dataset
 
-    return open_dataset(list(inputs) if len(inputs) > 1 else inputs[0], concat_dim=concat_dim)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ds = open_dataset(list(inputs) if len(inputs) > 1 else inputs[0], concat_dim=concat_dim)
+    for w in caught:
+        found = _MULTIPLE_FILLS.match(str(w.message))
+        if found and variables is not None and found.group(1) not in variables:
+            continue
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return ds

@@ -303,7 +303,7 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
         say(f"{cluster.world} processes ({cluster.backend}); this is rank 0 on {device}")
     imputer = make_imputer(s, device, _progress(s.progress) if cluster.is_main else False)
     say(f"reading {', '.join(job.inputs)}")
-    with _open(job.inputs, s.concat_dim) as ds:
+    with _open(job.inputs, s.concat_dim, s.vars) as ds:
         field = imputer.prepare(ds, s.vars)
         # epochs=None resolved once for the job: the engine's training plan does the same
         total = imputer.config_.n_epochs(field.values.shape[0])

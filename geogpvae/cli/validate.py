@@ -52,7 +52,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     options = dict(settings.options)
     transform = _transform(options.pop("transform", None), settings.log_vars)
     progress = _progress(settings.progress if not (args.json and settings.progress == "auto") else "none")
-    with _open(files, settings.concat_dim) as ds, warnings.catch_warnings():
+    with _open(files, settings.concat_dim, settings.vars) as ds, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="the gaps of .* cluster")  # the table says it
         scores = validate(ds, settings.vars, share=args.share, gaps=args.gaps, seed=settings.seed,
                           progress=progress, engine=settings.engine, neighbours=settings.neighbours,

@@ -143,6 +143,23 @@ def test_impute_scattered_with_named_vars_and_coords(data, tmp_path):
         assert ds.v0.dims == ("site",) and np.isfinite(ds.v0.values).all()
 
 
+def test_two_fill_values_of_a_variable_not_imputed_are_not_relayed(data, tmp_path, capsys):
+    """xarray warns of a variable with both _FillValue and missing_value; `impute --vars` passes
+    the warning on only for the variables it imputes."""
+    import netCDF4
+
+    path = tmp_path / "two_fills.nc"
+    with xr.open_dataset(data["grid"]) as ds:
+        ds.load().to_netcdf(path, encoding={n: {"_FillValue": -999.0} for n in ("v1", "v2")})
+    with netCDF4.Dataset(path, "a") as f:
+        for name in ("v1", "v2"):
+            f[name].setncattr("missing_value", np.float64(1e20))  # beside _FillValue -999
+    job = [a for a in TINY if a != "-q"]
+    assert main(["impute", str(path), str(tmp_path / "o.nc"), "--vars", "v0,v1", *job, "--progress", "none"]) == 0
+    told = [line for line in capsys.readouterr().err.splitlines() if "multiple fill values" in line]
+    assert any("'v1'" in t for t in told) and not any("'v2'" in t for t in told)
+
+
 def test_config_file_with_flags_overriding_it(data, tmp_path):
     sub = tmp_path / "job"
     sub.mkdir()

@@ -30,6 +30,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass24: placeholder" tests/fields/test_placeholders.py tests/plot/test_figures.py tests/test_api.py::test_impute_warns_of_nemo_placeholder_cells_and_keeps_observed_values
     python tests/engine/mutants.py -k "pass24: budget" tests/engine/test_config.py
     python tests/engine/mutants.py -k "pass24: title" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass24: two-fill" tests/cli/test_commands.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -598,6 +599,10 @@ MUTANTS = {
         "geogpvae/plot/style.py", 'unit="D" if day == value else "m"', 'unit="D"'),
     "pass24: title dates of cftime printed whole": (
         "geogpvae/plot/style.py", 'if hasattr(item, "calendar") and hasattr(item, "strftime"):', "if False:"),
+    "pass24: two-fill warnings of unused variables relayed": (
+        "geogpvae/cli/impute.py", "    with _open(job.inputs, s.concat_dim, s.vars) as ds:", "    with _open(job.inputs, s.concat_dim) as ds:"),
+    "pass24: two-fill warnings dropped for every variable": (
+        "geogpvae/cli/files.py", "if found and variables is not None and found.group(1) not in variables:", "if found:"),
 }
 
 

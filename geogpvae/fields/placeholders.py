@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-__all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_warning"]
+__all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_places", "placeholder_warning"]
 
 #: a block of cells at (0 N, 0 E) is a placeholder when every grid neighbour outside it is more
 #: than this many median grid steps from (0 N, 0 E); a genuine cell there has neighbours about
@@ -94,6 +94,35 @@ def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -
     return np.concatenate([[False], far])[labels]
 
 
+def placeholder_places(ds: xr.Dataset, field: Any) -> tuple[tuple[str, ...], np.ndarray] | None:
+    """The placeholder cells of a field's 2-D longitude/latitude pair, if it has any.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The input.
+    field : Field
+        Its stacked field (:class:`~geogpvae.fields.stacking.Field`), whose geometry names the
+        longitude/latitude pair (an axis of kind ``sphere``).
+
+    Returns
+    -------
+    (places, blank) or None
+        ``places``, the pair's two dims in the field's order, and ``blank``, a boolean array
+        over them, True at the placeholder cells (:func:`placeholder_cells`); None where the
+        pair is not 2-D on two of the field's dims or has no placeholder cell.
+    """
+    pair = next((a.names for a in field.geometry.axes if a.kind == "sphere"), None)
+    if pair is None or any(n not in ds.variables or ds[n].ndim != 2 for n in pair):
+        return None
+    lon, lat = ds[pair[0]], ds[pair[1]]
+    places = tuple(d for d in field.dims if d in lon.dims)
+    if lon.dims != lat.dims or len(places) != 2:
+        return None
+    blank = placeholder_cells(lon.transpose(*places).values, lat.transpose(*places).values)
+    return (places, blank) if blank.any() else None
+
+
 def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
     """The text of a warning about placeholder cells that would be filled as places at (0, 0).
 
@@ -113,16 +142,11 @@ def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
         mask them out; None where there are none. A placeholder cell with a value is no
         placeholder: it is left alone.
     """
-    pair = next((a.names for a in field.geometry.axes if a.kind == "sphere"), None)
-    if pair is None or any(n not in ds.variables or ds[n].ndim != 2 for n in pair):
+    found = placeholder_places(ds, field)
+    if found is None:
         return None
-    lon, lat = ds[pair[0]], ds[pair[1]]
-    places = tuple(d for d in field.dims if d in lon.dims)
-    if lon.dims != lat.dims or len(places) != 2:
-        return None
-    blank = placeholder_cells(lon.transpose(*places).values, lat.transpose(*places).values)
-    if not blank.any():
-        return None
+    places, blank = found
+    pair = next(a.names for a in field.geometry.axes if a.kind == "sphere")
     full = np.full((int(np.prod(field.shape)), field.values.shape[1]), np.nan)
     full[field.index] = field.values
     other = tuple(i for i, d in enumerate(field.dims) if d not in places)

@@ -58,7 +58,7 @@ from .geometry import (
     coordinates_at,
     unspanned_dims,
 )
-from .placeholders import placeholder_warning
+from .placeholders import placeholder_places, placeholder_warning
 from .scales import looks_vertical, unitless_axes, unitless_axes_warning
 from .valid import attr_numbers, undecoded_fills, valid_bounds
 
@@ -751,7 +751,9 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
         The warning's text, naming the never-observed places and a matching mask variable
         where there is one; None where the field has no time axis (or only one), no such
         place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
-        every cell (a mask was given).
+        every cell (a mask was given). Placeholder cells of a curvilinear grid
+        (:func:`~geogpvae.fields.placeholders.placeholder_places`) are not counted: they have
+        a warning of their own.
     """
     times = {str(d) for a in field.geometry.axes if _is_time_axis(ds, a)
              for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
@@ -759,10 +761,12 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
     if not along or len(along) == len(field.dims) or field.values.shape[0] != int(np.prod(field.shape)):
         return None
     seen = (~np.isnan(field.values)).any(axis=1).reshape(field.shape).any(axis=along)
-    never = int((~seen).sum())
+    places = tuple(d for d in field.dims if d not in times)
+    blank = placeholder_places(ds, field)  # NEMO's cells without a position: a warning of their own
+    unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]
+    never = int(unexplained.sum())
     if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:
         return None
-    places = tuple(d for d in field.dims if d not in times)
     return (f"{never} of the {seen.size} ({', '.join(places)}) places ({never / seen.size:.0%}) have no "
             f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
             f"If they are land or outside the domain, pass a mask (True where values belong"

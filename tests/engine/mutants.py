@@ -603,6 +603,9 @@ MUTANTS = {
         "geogpvae/cli/impute.py", "    with _open(job.inputs, s.concat_dim, s.vars) as ds:", "    with _open(job.inputs, s.concat_dim) as ds:"),
     "pass24: two-fill warnings dropped for every variable": (
         "geogpvae/cli/files.py", "if found and variables is not None and found.group(1) not in variables:", "if found:"),
+    "pass24: placeholder cells counted again as never observed": (
+        "geogpvae/fields/stacking.py", "unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]",
+        "unexplained = ~seen"),
 }
 
 

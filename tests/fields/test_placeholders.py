@@ -99,6 +99,18 @@ def test_prepare_field_warns_with_a_time_axis_too():
         prepare_field(ds, ["sst"])
     texts = [str(w.message) for w in seen]
     assert any(t.startswith("30 cells (y, x) have nav_lon = nav_lat = 0") for t in texts)
+    # one warning per cause: the placeholders are not counted again as places never observed ...
+    assert not any("have no value at any" in t for t in texts)
+    # ... while land that has a position still is
+    land = ds.copy(deep=True)
+    land["sst"][:, 12:18, 0:5] = np.nan  # 30 more cells, never observed, at their own positions
+    with pytest.warns(UserWarning) as seen:
+        prepare_field(land, ["sst"])
+    texts = [str(w.message) for w in seen]
+    assert any(t.startswith("30 cells (y, x) have nav_lon") for t in texts)
+    (never,) = [t for t in texts if " of the 600 (y, x) places" in t]
+    count = int(never.split(" ", 1)[0])  # the land, and a few cells missing at random each time
+    assert 30 <= count < 30 + 10 and "have no value at any time_counter" in never
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prepare_field(ds, ["sst"], mask=(ds.nav_lon != 0) | (ds.nav_lat != 0))

@@ -153,6 +153,7 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
             fig = _figure(ds, var, kind, args, truth)
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""
             along += "".join(f", {d}={i}" for d, i in getattr(args, "fixed", {}).items()) if kind == "layers" else ""
+            hint = _map_hint(ds, var, kind, args.axis if args.axis in ds[var].dims else None)
             try:
                 _save_figure(fig, out, args.dpi)
             finally:
@@ -162,7 +163,20 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
         finally:
             if truth is not None:
                 truth.close()
-    Reporter(args.quiet)(f"wrote {args.output} ({kind} of {var}{along})")
+    Reporter(args.quiet)(f"wrote {args.output} ({kind} of {var}{along}){hint}")
     return EXIT_OK
+
+
+def _map_hint(ds: Any, var: str, kind: str, axis: str | None) -> str:
+    """Where layers of a curvilinear grid (2-D longitude/latitude, as ocean models write) were
+    drawn in index space: how to draw them on a map instead."""
+    from ..plot.maps import _curvilinear_coords
+
+    found = _curvilinear_coords(ds, var, "auto") if kind == "layers" else None
+    if found is None or axis is None or axis in found[0].dims:
+        return ""
+    lon, lat = (str(c.name) for c in found)
+    return (f"; drawn in grid steps: {var!r} has 2-D longitudes and latitudes ({lon}, {lat}), and "
+            f"--map draws them on a map (--isel {axis}=N picks the {axis})")
 
 

@@ -706,11 +706,33 @@ def test_plot_of_a_time_series_of_maps_slices_along_time(tmp_path, capsys):
                coords={"time": np.arange(3.0), "y": np.arange(5.0), "x": np.arange(6.0)}).to_netcdf(src)
     capsys.readouterr()
     assert main(["plot", str(src), "-o", str(tmp_path / "a.png")]) == 0
-    assert "(layers of v along time)" in capsys.readouterr().err
+    assert "(layers of v along time)\n" in capsys.readouterr().err  # 1-D coordinates: no map hint
     assert main(["plot", str(src), "--layer", "2,3", "-o", str(tmp_path / "b.png")]) == 0
     assert "along time" in capsys.readouterr().err
     assert main(["plot", str(src), "--axis", "y", "-o", str(tmp_path / "c.png")]) == 0
     assert "(layers of v along y)" in capsys.readouterr().err
+
+
+def test_layers_of_a_curvilinear_grid_say_how_to_draw_a_map(tmp_path, capsys):
+    """(time, y, x) with 2-D lon/lat, as NEMO writes: the default layers are drawn in grid steps,
+    and the message says that --map draws the map."""
+    rng = np.random.default_rng(1)
+    j, i = np.meshgrid(np.arange(5.0), np.arange(6.0), indexing="ij")
+    value = rng.standard_normal((3, 5, 6))
+    flag = (rng.random(value.shape) < 0.3).astype(np.int8)
+    src = tmp_path / "nemo_filled.nc"
+    xr.Dataset({"sst": (("time", "y", "x"), value), "sst_std": (("time", "y", "x"), 0.1 * flag),
+                "sst_imputed": (("time", "y", "x"), flag)},
+               coords={"time": np.arange(3.0),
+                       "nav_lon": (("y", "x"), -30.0 + i + 0.1 * j, {"standard_name": "longitude"}),
+                       "nav_lat": (("y", "x"), 40.0 + j - 0.1 * i, {"standard_name": "latitude"})}).to_netcdf(src)
+    capsys.readouterr()
+    assert main(["plot", str(src), "-o", str(tmp_path / "a.png")]) == 0
+    err = capsys.readouterr().err
+    assert "(layers of sst along time); drawn in grid steps: 'sst' has 2-D longitudes and latitudes " \
+           "(nav_lon, nav_lat), and --map draws them on a map (--isel time=N picks the time)" in err
+    assert main(["plot", str(src), "--map", "-o", str(tmp_path / "b.png")]) == 0
+    assert "grid steps" not in capsys.readouterr().err
 
 
 def test_plot_of_a_four_dimensional_file_draws_layers_along_its_vertical_axis(tmp_path, capsys):

@@ -31,6 +31,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass24: budget" tests/engine/test_config.py
     python tests/engine/mutants.py -k "pass24: title" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass24: two-fill" tests/cli/test_commands.py
+    python tests/engine/mutants.py -k "pass24: map hint" tests/cli/test_commands.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -606,6 +607,8 @@ MUTANTS = {
     "pass24: placeholder cells counted again as never observed": (
         "geogpvae/fields/stacking.py", "unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]",
         "unexplained = ~seen"),
+    "pass24: map hint never given": (
+        "geogpvae/cli/plot.py", "    if found is None or axis is None or axis in found[0].dims:", "    if True:"),
 }
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .geometry import sphere_positions
+
 __all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_places", "placeholder_warning"]
 
 #: a block of cells at (0 N, 0 E) is a placeholder when every grid neighbour outside it is more
@@ -24,27 +26,42 @@ __all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_places", "plac
 PLACEHOLDER_STEPS = 5.0
 
 
-def _unit_vectors(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
-    """Positions on the unit sphere, shape ``lon.shape + (3,)``; NaN where not finite."""
-    h, v = np.radians(lon), np.radians(lat)
-    return np.stack([np.cos(v) * np.cos(h), np.cos(v) * np.sin(h), np.sin(v)], axis=-1)
+#: the median grid step is read from about this many neighbour pairs (every k-th row and column)
+STEP_SAMPLE = 250_000
 
 
-def _neighbour_distances(xyz: np.ndarray, zero: np.ndarray) -> tuple[float, np.ndarray]:
-    """The median step between neighbouring cells that are not at (0, 0), and for every cell
-    the distance from (0 N, 0 E) to its nearest 4-neighbour not at (0, 0) (inf without one)."""
+def _median_step(h: np.ndarray, v: np.ndarray, zero: np.ndarray) -> float:
+    """The median chord (unit sphere) between neighbouring cells that are not at (0, 0), along
+    both dims; on large grids from every k-th row and column (about ``STEP_SAMPLE`` cells)."""
+    k = max(1, int(np.sqrt(h.size / STEP_SAMPLE)))
     steps = []
-    for axis in (0, 1):
+    for axis, pick in ((1, np.s_[::k, :]), (0, np.s_[:, ::k])):
+        xyz = sphere_positions(h[pick], v[pick], radius=1.0)
         d = np.linalg.norm(np.diff(xyz, axis=axis), axis=-1)
-        both = ~(zero[1:] | zero[:-1]) if axis == 0 else ~(zero[:, 1:] | zero[:, :-1])
+        z = zero[pick]
+        both = ~(z[:, 1:] | z[:, :-1]) if axis == 1 else ~(z[1:] | z[:-1])
         steps.append(d[both & np.isfinite(d)])
     pooled = np.concatenate(steps)
-    step = float(np.median(pooled)) if pooled.size else float("nan")
-    origin = np.linalg.norm(xyz - np.array([1.0, 0.0, 0.0]), axis=-1)  # chord from (0 N, 0 E)
-    origin = np.where(zero | ~np.isfinite(origin), np.inf, origin)
-    padded = np.pad(origin, 1, constant_values=np.inf)
-    nearest = np.minimum.reduce([padded[:-2, 1:-1], padded[2:, 1:-1], padded[1:-1, :-2], padded[1:-1, 2:]])
-    return step, nearest
+    return float(np.median(pooled)) if pooled.size else float("nan")
+
+
+def _closest_neighbours(h: np.ndarray, v: np.ndarray, zero: np.ndarray, labels: np.ndarray,
+                        n: int) -> np.ndarray:
+    """For each block of cells at (0, 0) (``labels`` 1..n), the chord from (0 N, 0 E) to its
+    nearest 4-neighbour that is not at (0, 0); inf for a block with no such finite neighbour.
+    Only the cells around the blocks are looked at."""
+    closest = np.full(n + 1, np.inf)
+    rows, cols = np.nonzero(zero)
+    for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
+        r, c = rows + dr, cols + dc
+        inside = (r >= 0) & (r < h.shape[0]) & (c >= 0) & (c < h.shape[1])
+        r, c, own = r[inside], c[inside], labels[rows[inside], cols[inside]]
+        keep = ~zero[r, c]
+        chord = np.linalg.norm(sphere_positions(h[r[keep], c[keep]], v[r[keep], c[keep]], radius=1.0)
+                               - np.array([1.0, 0.0, 0.0]), axis=-1)
+        finite = np.isfinite(chord)
+        np.minimum.at(closest, own[keep][finite], chord[finite])
+    return closest[1:]
 
 
 def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -> np.ndarray:
@@ -64,7 +81,8 @@ def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -
         ``nav_lat``); non-finite values are cells without a position, never placeholders.
     steps : float
         How many median grid steps (between neighbouring cells not at (0, 0), as chords on
-        the sphere) the block's nearest neighbour must lie beyond.
+        the sphere; on grids of over ``STEP_SAMPLE`` cells read from every k-th row and
+        column) the block's nearest neighbour must lie beyond.
 
     Returns
     -------
@@ -85,11 +103,11 @@ def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -
     found = np.zeros(h.shape, dtype=bool)
     if not zero.any() or zero.all():
         return found
-    step, nearest = _neighbour_distances(_unit_vectors(h, v), zero)
+    step = _median_step(h, v, zero)
     if not step > 0:
         return found
     labels, n = ndimage.label(zero)
-    closest = np.asarray(ndimage.minimum(nearest, labels, index=np.arange(1, n + 1)), dtype=float)
+    closest = _closest_neighbours(h, v, zero, labels, n)
     far = np.isfinite(closest) & (closest > steps * step)
     return np.concatenate([[False], far])[labels]
 
@@ -123,7 +141,8 @@ def placeholder_places(ds: xr.Dataset, field: Any) -> tuple[tuple[str, ...], np.
     return (places, blank) if blank.any() else None
 
 
-def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
+def placeholder_warning(ds: xr.Dataset, field: Any,
+                        found: tuple[tuple[str, ...], np.ndarray] | None | str = "find") -> str | None:
     """The text of a warning about placeholder cells that would be filled as places at (0, 0).
 
     Parameters
@@ -133,6 +152,9 @@ def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
         ``field.geometry``) is searched when both are 2-D.
     field : Field
         Its stacked field (:class:`~geogpvae.fields.stacking.Field`).
+    found : tuple or None, optional
+        :func:`placeholder_places` of ``ds`` and ``field`` where the caller has it already;
+        by default it is found here.
 
     Returns
     -------
@@ -142,7 +164,7 @@ def placeholder_warning(ds: xr.Dataset, field: Any) -> str | None:
         mask them out; None where there are none. A placeholder cell with a value is no
         placeholder: it is left alone.
     """
-    found = placeholder_places(ds, field)
+    found = placeholder_places(ds, field) if isinstance(found, str) else found
     if found is None:
         return None
     places, blank = found

@@ -705,8 +705,9 @@ def prepare_field(
     linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
     for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
         warn_caller(text)
-    never = None if mask is not None else never_observed_warning(ds, field)
-    for text in (never, placeholder_warning(ds, field)):  # NEMO's cells at (0, 0) without a position
+    blank = placeholder_places(ds, field)  # NEMO's cells at (0, 0) without a position
+    never = None if mask is not None else never_observed_warning(ds, field, blank)
+    for text in (never, placeholder_warning(ds, field, blank)):
         if text:
             warn_caller(text)
     return field
@@ -730,7 +731,8 @@ def _shared_places_warning(ds: xr.Dataset, geometry: Geometry, shared: list[tupl
 NEVER_OBSERVED_SHARE = 0.01
 
 
-def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
+def never_observed_warning(ds: xr.Dataset, field: Field,
+                           placeholders: tuple[tuple[str, ...], np.ndarray] | None = None) -> str | None:
     """The text of a warning about places with no value at any time (land in an ocean grid).
 
     A gridded field with a time axis whose cells, at some places, hold no value of any variable
@@ -744,6 +746,8 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
     field : Field
         Its stacked field, all of ``ds``'s cells (no mask given): ``values`` (N, K) in C
         order over ``field.dims``.
+    placeholders : tuple or None
+        :func:`~geogpvae.fields.placeholders.placeholder_places` of the field: not counted.
 
     Returns
     -------
@@ -751,9 +755,7 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
         The warning's text, naming the never-observed places and a matching mask variable
         where there is one; None where the field has no time axis (or only one), no such
         place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
-        every cell (a mask was given). Placeholder cells of a curvilinear grid
-        (:func:`~geogpvae.fields.placeholders.placeholder_places`) are not counted: they have
-        a warning of their own.
+        every cell (a mask was given). Placeholders have a warning of their own.
     """
     times = {str(d) for a in field.geometry.axes if _is_time_axis(ds, a)
              for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
@@ -762,7 +764,7 @@ def never_observed_warning(ds: xr.Dataset, field: Field) -> str | None:
         return None
     seen = (~np.isnan(field.values)).any(axis=1).reshape(field.shape).any(axis=along)
     places = tuple(d for d in field.dims if d not in times)
-    blank = placeholder_places(ds, field)  # NEMO's cells without a position: a warning of their own
+    blank = placeholders  # NEMO's cells without a position: a warning of their own
     unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]
     never = int(unexplained.sum())
     if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:

@@ -420,11 +420,11 @@ MUTANTS = {
     "pass20: validate silent about clustered gaps": (
         "geogpvae/validation.py", '    if gaps == "random" and clustered:', '    if False:'),
     "pass20: never-observed places not looked for": (
-        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field)", "    never = None"),
+        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = None"),
     "pass20: never-observed places counted at any single time": (
         "geogpvae/fields/stacking.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
     "pass20: never-observed warning even with a mask": (
-        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field)", "    never = never_observed_warning(ds, field)"),
+        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = never_observed_warning(ds, field, blank)"),
     "pass20: the metric warm-up silent": (
         "geogpvae/engine/metric.py", 'with Progress(shown_here(engine.progress), rounds,', 'with Progress(False, rounds,'),
     "pass20: --no-outlines ignored": (
@@ -565,7 +565,7 @@ MUTANTS = {
     "pass24: placeholder cells need only one coordinate at 0": (
         "geogpvae/fields/placeholders.py", "zero = (h == 0) & (v == 0)", "zero = (h == 0) | (v == 0)"),
     "pass24: placeholder cells left unmentioned before imputation": (
-        "geogpvae/fields/stacking.py", "for text in (never, placeholder_warning(ds, field)):", "for text in (never,):"),
+        "geogpvae/fields/stacking.py", "for text in (never, placeholder_warning(ds, field, blank)):", "for text in (never,):"),
     "pass24: placeholder cells with values warned about": (
         "geogpvae/fields/placeholders.py", "holes = int((blank & inside & ~seen).sum())",
         "holes = int((blank & inside).sum())"),
@@ -609,6 +609,8 @@ MUTANTS = {
         "unexplained = ~seen"),
     "pass24: map hint never given": (
         "geogpvae/cli/plot.py", "    if found is None or axis is None or axis in found[0].dims:", "    if True:"),
+    "pass24: placeholder blocks' own cells taken as their neighbours": (
+        "geogpvae/fields/placeholders.py", "        keep = ~zero[r, c]", "        keep = np.ones_like(r, dtype=bool)"),
 }
 
 

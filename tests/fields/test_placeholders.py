@@ -65,6 +65,17 @@ def test_a_grid_genuinely_crossing_0n_0e_reports_nothing(step):
     assert found[:4, 8:13].all() and found.sum() == 20
 
 
+def test_large_grids_read_the_grid_step_from_a_sample_of_rows_and_columns(monkeypatch):
+    """Past STEP_SAMPLE cells the median step comes from every k-th row and column: the same
+    block is found."""
+    from geogpvae.fields import placeholders
+
+    ds = nemo_like()
+    monkeypatch.setattr(placeholders, "STEP_SAMPLE", 40)  # k = 3 on the 20 x 30 grid
+    found = placeholder_cells(ds.nav_lon, ds.nav_lat)
+    assert found[BLOCK].all() and found.sum() == 30
+
+
 def test_nothing_to_tell_placeholders_by():
     assert not placeholder_cells(np.zeros((4, 5)), np.zeros((4, 5))).any()  # every cell at (0, 0)
     lon, lat = np.full((4, 5), np.nan), np.full((4, 5), np.nan)

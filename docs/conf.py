@@ -73,6 +73,9 @@ import os, tempfile
 os.chdir(tempfile.mkdtemp(prefix="geogpvae-doctest-"))
 import matplotlib
 matplotlib.use("Agg")
+import warnings  # the pages' examples train a few epochs on purpose
+from geogpvae.errors import TrainingWarning
+warnings.simplefilter("ignore", TrainingWarning)
 """
 doctest_test_doctest_blocks = ""
 

@@ -14,6 +14,7 @@ __all__ = [
     "CoordinateWarning",
     "InputError",
     "NetCDFReadError",
+    "TrainingWarning",
     "UnreadableFileError",
     "warn_caller",
 ]
@@ -39,6 +40,10 @@ class NetCDFReadError(OSError, ValueError):
 
 class CoordinateWarning(UserWarning):
     """A coordinate was chosen or replaced in a way the user may not expect."""
+
+
+class TrainingWarning(UserWarning):
+    """Training settings that are likely to leave the model unfinished."""
 
 
 def one_line(err: BaseException) -> str:

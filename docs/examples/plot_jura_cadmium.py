@@ -12,15 +12,19 @@ third-party data: put them where ``GEOGPVAE_DATA_DIR`` points (see ``datasets/RE
 """
 
 import os
+import warnings
 
 import numpy as np
 
 import geogpvae
+import geogpvae.errors
 import geogpvae.plot
 from geogpvae.datasets import available, load_jura
 
 QUICK = os.environ.get("GEOGPVAE_DOCS_QUICK") == "1"
 EPOCHS = 200 if QUICK else None  # None: the package default
+if QUICK:  # the build's short budget is on purpose: its TrainingWarning would only repeat that
+    warnings.simplefilter("ignore", geogpvae.errors.TrainingWarning)
 
 if available().get("jura") is None:
     print("The Jura files were not found; see datasets/README.md. Nothing to draw.")

@@ -14,10 +14,12 @@ epochs, a few minutes on one core). The SPE10 files are third-party data: put th
 """
 
 import os
+import warnings
 
 import numpy as np
 
 import geogpvae
+import geogpvae.errors
 import geogpvae.plot
 from geogpvae.datasets import available, load_spe10
 
@@ -27,6 +29,8 @@ LATERAL = 4 if QUICK else 2
 EPOCHS = 2 if QUICK else 8
 OPTIONS = {"dtype": "float64", "samples": 16} if QUICK else {}
 VARS = ["porosity", "kx", "ky", "kz"]
+if QUICK:  # the build's short budget is on purpose: its TrainingWarning would only repeat that
+    warnings.simplefilter("ignore", geogpvae.errors.TrainingWarning)
 
 if available().get("spe10") is None:
     print("The SPE10 files were not found; see datasets/README.md. Nothing to draw.")

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import TrainingWarning
 from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device, _progress
 from .files import check_target
 from .impute import make_imputer
@@ -90,13 +93,16 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     imputer = make_imputer(settings, args.device, progress)
     ds, truth = make_gaussian_field(shape, missing=args.missing, seed=args.seed, return_truth=True)
     names = [str(v) for v in ds.data_vars]
-    say(
+    default = imputer.config_.short_of_default(math.prod(shape))  # a quick run is the demo's point:
+    say(  # said here, not warned
         f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
         f"{args.missing:.0%} hidden; engine {imputer.config_.engine}, "
-        f"{imputer.config_.epochs} epochs"
+        f"{imputer.config_.epochs} epochs" + ("" if default is None else f" (the default budget: {default})")
     )
     start = time.perf_counter()
-    out = imputer.fit(ds).impute(ds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrainingWarning)
+        out = imputer.fit(ds).impute(ds)
     seconds = time.perf_counter() - start
     scores = demo_scores(ds, truth, out, names)
     print(_demo_table(scores))

@@ -160,6 +160,7 @@ def _engine_report(config: Any, n: int) -> dict[str, Any]:
         "engine": config.engine,
         "neighbours": config.neighbours,
         "epochs": config.n_epochs(n),
+        "default_epochs": config.short_of_default(n),  # set where an explicit budget is under half of it
         "batch_size": config.batch_for(n),
         "dtype": config.dtype,
         "context": list(config.context_scales),
@@ -191,6 +192,7 @@ def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
     lines.append(
         f"run: engine {e['engine']}, {e['neighbours']} neighbours, {e['epochs']} epochs "
         f"of batches of {e['batch_size']}, {e['dtype']}"
+        + ("" if e["default_epochs"] is None else f" (under half of the default budget's {e['default_epochs']} epochs)")
     )
     m = info["memory_bytes"]
     lines.append(

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InputError, warn_caller
+from ..errors import InputError, TrainingWarning, warn_caller
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn, median_neighbour_distance
 from .calibration import REGIMES, calibrate, deep_rows, split_mode, stretched_neighbours
@@ -136,6 +136,16 @@ MIN_CONSTANT_VALUES = 3
 #: locations predicted at a time (a multiple of the chunks of :mod:`geogpvae.engine.predict`,
 #: so that a field of up to this many locations is one pass); progress is reported after each
 PREDICT_CHUNK = 65536
+
+
+def _warn_short_epochs(config: GPVAEConfig, n_points: int) -> None:
+    """Warn when an explicit ``epochs`` is far under the default budget for ``n_points``."""
+    default = config.short_of_default(n_points)
+    if default is not None:
+        warn_caller(f"epochs={config.epochs} is under half of the {default} epochs the default budget "
+                    f"trains on {n_points} locations: the fills and their intervals may be far from "
+                    "converged; leave epochs unset (None; no --epochs on the command line) for the "
+                    "default budget", TrainingWarning)
 
 
 class GPVAEEngine:
@@ -297,6 +307,8 @@ class GPVAEEngine:
             ``self``.
         """
         x, y, observed = self._standardise(x, values, log, names)
+        if resume is None:
+            _warn_short_epochs(self.config, x.shape[0])
         x = apply_metric(self, x, y, observed, resume)
         self._lengthscale_for(x, resume)
         self.context_radius_ = context_radius(x, self.config.context_scales, self.config.neighbour_backend)

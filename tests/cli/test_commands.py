@@ -49,7 +49,9 @@ TINY = ["--neighbours", "4", "--epochs", "3", *SMALL, "-q"]
 
 def _env() -> dict[str, str]:
     path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
-    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    # the short training budgets of these tests are on purpose: their TrainingWarning is
+    # ignored, as pyproject.toml's filter does in this process
+    return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore:epochs="}
 
 
 def _write(ds: xr.Dataset, path: Path) -> Path:
@@ -593,9 +595,11 @@ def test_info_describes_variables_coordinates_and_memory(tmp_path, capsys):
     assert info["x"]["columns"] == 4  # days + 3 sphere columns
     assert "days since" in info["x"]["description"] and "sphere" in info["x"]["description"]
     assert info["memory_bytes"]["total"] > 8 * 144 * 4
+    assert info["engine"]["epochs"] == 1000 and info["engine"]["default_epochs"] is None
 
-    assert main(["info", str(path), "--neighbours", "8"]) == 0
+    assert main(["info", str(path), "--neighbours", "8", "--option", "epochs=400"]) == 0
     text = capsys.readouterr().out
+    assert "400 epochs of batches of 144, float32 (under half of the default budget's 1000 epochs)" in text
     for word in (
         "gridded",
         "t2m [K]",
@@ -804,10 +808,13 @@ def test_plot_refuses_bad_requests(data, tmp_path, capsys):
 
 def test_demo_scores_and_writes(tmp_path, capsys):
     out = tmp_path / "demo.nc"
-    args = ["demo", str(out), "--shape", "12,12", "--epochs", "3", *SMALL, "-q"]
+    args = ["demo", str(out), "--shape", "12,12", "--epochs", "3", *SMALL, "--progress", "none"]
     assert main(args) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "mean-fill RMSE" in text and "coverage" in text and "RMSE" in text.splitlines()[-1]
+    # the demo's quick budget is said in its first line, not warned about
+    assert "3 epochs (the default budget: 1000)" in captured.err and "warning" not in captured.err
     with xr.open_dataset(out) as ds:
         assert {"v0", "v0_std", "v0_imputed"} <= set(ds.data_vars)
     assert main(args) == 2  # exists

@@ -32,6 +32,9 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass24: title" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass24: two-fill" tests/cli/test_commands.py
     python tests/engine/mutants.py -k "pass24: map hint" tests/cli/test_commands.py
+    python tests/engine/mutants.py -k "pass25: short budget" tests/engine/test_config.py tests/engine/test_core.py::test_resume_from_checkpoint_matches_uninterrupted_run
+    python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
+    python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -611,6 +614,20 @@ MUTANTS = {
         "geogpvae/cli/plot.py", "    if found is None or axis is None or axis in found[0].dims:", "    if True:"),
     "pass24: placeholder blocks' own cells taken as their neighbours": (
         "geogpvae/fields/placeholders.py", "        keep = ~zero[r, c]", "        keep = np.ones_like(r, dtype=bool)"),
+    "pass25: short budget warned again on resuming": (
+        "geogpvae/engine/core.py", "        if resume is None:\n            _warn_short_epochs", "        if True:\n            _warn_short_epochs"),
+    "pass25: short budget warned at exactly half": (
+        "geogpvae/engine/config.py", "self.epochs < SHORT_EPOCHS_SHARE * default", "self.epochs <= SHORT_EPOCHS_SHARE * default"),
+    "pass25: short budget against the stopping rule's cap": (
+        "geogpvae/engine/config.py", "self.replace(epochs=None, holdout=0.0).n_epochs", "self.replace(epochs=None).n_epochs"),
+    "pass25: short budget against the default batch size": (
+        "geogpvae/engine/config.py", "self.replace(epochs=None, holdout=0.0).n_epochs", "self.replace(epochs=None, holdout=0.0, batch_size=None).n_epochs"),
+    "pass25: info silent on a short budget": (
+        "geogpvae/cli/info.py", '"default_epochs": config.short_of_default(n),', '"default_epochs": None,'),
+    "pass25: demo warns of its own quick budget": (
+        "geogpvae/cli/demo.py", '        warnings.simplefilter("ignore", TrainingWarning)', "        pass"),
+    "pass25: demo's first line silent on the budget": (
+        "geogpvae/cli/demo.py", 'f" (the default budget: {default})"', '""'),
 }
 
 

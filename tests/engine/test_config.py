@@ -70,6 +70,15 @@ def test_default_budget_batches_and_learning_rates():
     # with the stopping rule the cap is 4000 steps; explicit choices win
     assert GPVAEConfig(holdout=0.1).n_epochs(359) == 4000
     assert GPVAEConfig(epochs=3).n_epochs(10**6) == 3
+    # an explicit budget under half the default's is flagged with the default (same batch size)
+    assert GPVAEConfig(epochs=59).short_of_default(17_000) == 120
+    assert GPVAEConfig(epochs=60).short_of_default(17_000) is None
+    assert GPVAEConfig(epochs=499).short_of_default(359) == 1000
+    assert GPVAEConfig(epochs=3, holdout=0.1).short_of_default(359) == 1000
+    # with batches of 4096, 20,000 locations are 5 steps an epoch and the budget 200 epochs
+    assert GPVAEConfig(epochs=99, batch_size=4096).short_of_default(20_000) == 200
+    assert GPVAEConfig(epochs=99).short_of_default(20_000) is None
+    assert GPVAEConfig().short_of_default(359) is None and GPVAEConfig(holdout=0.1).short_of_default(359) is None
     assert GPVAEConfig(batch_size=256).batch_for(359) == 256 and GPVAEConfig(batch_size=256).lr_for(359) == 0.003
     assert GPVAEConfig(lr=0.05).lr_for(359) == 0.05
     with pytest.raises(ValueError, match="lr"):
@@ -125,4 +134,4 @@ def test_epochs_none_is_resolved_by_the_config_alone():
     calls = {str(path.relative_to(package)): path.read_text().count(".n_epochs(")
              for path in package.rglob("*.py")}
     assert {k: n for k, n in calls.items() if n} == {
-        "cli/impute.py": 1, "cli/info.py": 1, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}
+        "cli/impute.py": 1, "cli/info.py": 1, "engine/config.py": 1, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}

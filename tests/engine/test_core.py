@@ -1,5 +1,7 @@
 """The engine end to end on synthetic fields: accuracy, calibration, reproducibility, state."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,7 @@ from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.predict import added_variance
 from geogpvae.engine.targets import _self_index
-from geogpvae.errors import InputError
+from geogpvae.errors import InputError, TrainingWarning
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +166,18 @@ def test_same_seed_same_result(field):
     assert not np.array_equal(a.mean, c.mean)
 
 
+def test_an_explicit_budget_far_under_the_default_is_warned_about_once(field):
+    pts, vals = field.points[:40], field.values[:40]
+    with pytest.warns(TrainingWarning, match=r"epochs=3 is under half of the 1000 epochs .* 40 locations") as caught:
+        GPVAEEngine(epochs=3, progress=False, calibrate=False).fit(pts, vals)
+    assert len([w for w in caught if w.category is TrainingWarning]) == 1  # not once per beta candidate
+    assert caught[0].filename == __file__  # attributed to the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TrainingWarning)
+        for epochs in (500, None):  # half the default, and the default itself (stopped at once)
+            GPVAEEngine(epochs=epochs, progress=False, calibrate=False).fit(pts, vals, should_stop=lambda: True)
+
+
 def test_plain_vae_with_zero_neighbours(field):
     pts, vals = field.points[:300], field.values[:300]
     for engine in ("spa", "hpa"):
@@ -210,7 +224,9 @@ def test_resume_from_checkpoint_matches_uninterrupted_run(field):
 
     stopped = GPVAEEngine(**opts).fit(pts, vals, callback=keep, should_stop=lambda: "ckpt" in saved)
     assert stopped.interrupted and stopped.train_state.epoch == 4
-    resumed = GPVAEEngine(**opts).fit(pts, vals, resume=saved["ckpt"])
+    with warnings.catch_warnings():  # the short budget was warned about when the job began
+        warnings.simplefilter("error", TrainingWarning)
+        resumed = GPVAEEngine(**opts).fit(pts, vals, resume=saved["ckpt"])
     assert resumed.train_state.epoch == 6 and not resumed.interrupted
     assert resumed.history["loss"] == pytest.approx(full.history["loss"], rel=1e-6)
     for name, value in full.model.state_dict().items():

@@ -53,6 +53,7 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
     env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONWARNINGS"] = "ignore:epochs="  # short budgets on purpose (pyproject.toml's filter)
     return env
 
 

@@ -20,11 +20,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ._version import __version__
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
-from .engine.training import resolve_device
-from .errors import InputError, UnreadableFileError
+from .errors import InputError
 from .fields.cf import (
     IMPUTED_SUFFIX,
     STD_SUFFIX,
@@ -35,46 +33,15 @@ from .fields.cf import (
     output_dtype,
 )
 from .fields.geometry import Geometry
-from .fields.io import atomic_torch_save, read_torch_file
+from .fields.io import atomic_torch_save
 from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
 from .fields.stacking import locations as _locations
 from .fields.valid import unpacked_bounds
+from .model_file import SAVE_FORMAT, imputer_state, plain, read_imputer
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
 
-#: Format tag of files written by :meth:`GPVAEImputer.save`.
-SAVE_FORMAT = "geogpvae-imputer"
-_SAVE_VERSION = 1
 _UNSET: Any = object()
-
-
-# --------------------------------------------------------------------------- plain values
-def _plain(value: Any) -> Any:
-    """An attribute value as plain Python (numpy values tagged with their dtype)."""
-    if isinstance(value, (np.ndarray, np.generic)):
-        arr = np.asarray(value)
-        if arr.dtype.kind in "biufcSU":
-            return {"__numpy__": arr.tolist(), "dtype": arr.dtype.str, "scalar": arr.ndim == 0}
-        return str(value)
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value)
-
-
-def _unplain(value: Any) -> Any:
-    """Inverse of :func:`_plain`."""
-    if isinstance(value, dict) and "__numpy__" in value:
-        arr = np.asarray(value["__numpy__"], dtype=np.dtype(value["dtype"]))
-        return arr[()] if value.get("scalar") else arr
-    if isinstance(value, dict):
-        return {k: _unplain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_unplain(v) for v in value]
-    return value
 
 
 # --------------------------------------------------------------------------- the imputer
@@ -578,12 +545,12 @@ class GPVAEImputer:
         return {
             "coords": None if coords is None else [str(c) for c in coords],
             "mask": self.mask if isinstance(self.mask, str) else None,
-            "transform": _plain(self.transform),
+            "transform": plain(self.transform),
             "coord_scale": None
             if self.coord_scale is None
             else {str(k): float(v) for k, v in self.coord_scale.items()},
             "progress": self.progress if isinstance(self.progress, (bool, str)) else True,
-            "options": _plain(self._saved_options()),
+            "options": plain(self._saved_options()),
         }
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -625,24 +592,7 @@ class GPVAEImputer:
             The imputer is not trained.
         """
         self._require_fit()
-        state = {
-            "format": SAVE_FORMAT,
-            "version": _SAVE_VERSION,
-            "package_version": __version__,
-            "engine": self.engine_.state_dict(include_data=True),
-            "settings": self._settings(),
-            "fitted": {
-                "vars": list(self.vars_),
-                "dims": list(self.dims_),
-                "geometry": self.geometry_.to_dict(),
-                "transforms": dict(self._transforms),
-                "attrs": {n: _plain(a) for n, a in self._attrs.items()},
-                "bounds_in_values": True,  # valid_* of packed inputs unpacked (since 0.1.0's 20th session)
-                "dtypes": dict(self._dtypes),
-                "fingerprint": self._fingerprint,
-            },
-        }
-        return state
+        return imputer_state(self)
 
     def _saved_options(self) -> dict[str, Any]:
         """The extra options, a gpytorch kernel replaced by its description."""
@@ -684,78 +634,8 @@ class GPVAEImputer:
             never loaded), or was written by a newer version. One line names the file and
             the problem.
         """
-        state = read_torch_file(path, "geogpvae model file")
-        if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
-            raise UnreadableFileError(
-                f"{path} is not a geogpvae imputer file (format tag missing or different); "
-                "models are written by GPVAEImputer.save or 'geogpvae impute --save-model'"
-            )
-        if int(state.get("version", 0)) > _SAVE_VERSION:
-            raise UnreadableFileError(
-                f"{path} was written by a newer geogpvae ({state.get('package_version')}); "
-                "upgrade to load it"
-            )
-        _check_load_device(path, state, device)
-        try:
-            imp = cls._from_state(state, device=device, progress=progress)
-        except (KeyError, TypeError, AttributeError, IndexError, RuntimeError) as err:
-            what = f"missing entry {err}" if isinstance(err, KeyError) else type(err).__name__
-            raise UnreadableFileError(
-                f"{path} is a damaged or incompatible geogpvae model file ({what}); "
-                "save the model again"
-            ) from None
-        return imp
+        return read_imputer(cls, path, device=device, progress=progress)
 
-    @classmethod
-    def _from_state(
-        cls, state: dict[str, Any], *, device: str | None, progress: bool | str | None
-    ) -> GPVAEImputer:
-        settings, fitted = state["settings"], state["fitted"]
-        show = settings["progress"] if progress is None else progress
-        engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
-        cfg = engine.config
-        imp = cls(
-            engine=cfg.engine,
-            neighbours=cfg.neighbours,
-            coords=settings["coords"],
-            mask=settings["mask"],
-            transform=_unplain(settings["transform"]),
-            coord_scale=settings["coord_scale"],
-            epochs=cfg.epochs,
-            seed=cfg.seed,
-            device=cfg.device,
-            progress=show,
-            **_unplain(settings["options"]),
-        )
-        imp.config_ = cfg
-        imp.engine_ = engine
-        imp.vars_ = list(fitted["vars"])
-        imp.dims_ = tuple(fitted["dims"])
-        imp.geometry_ = Geometry.from_dict(fitted["geometry"])
-        imp._transforms = dict(fitted["transforms"])
-        imp._attrs = {n: _unplain(a) for n, a in fitted["attrs"].items()}
-        if not fitted.get("bounds_in_values"):  # older files: valid_* may be packed codes; not applied
-            imp._attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in imp._attrs.items()}
-        imp._dtypes = dict(fitted["dtypes"])
-        imp._fingerprint = fitted["fingerprint"]
-        return imp
-
-
-def _check_load_device(path: Any, state: Mapping[str, Any], device: str | None) -> None:
-    """Refuse, before building anything, a device that does not exist or is not available."""
-    if device is not None:
-        GPVAEConfig(device=device)  # raises ValueError for an unknown device
-    try:
-        wanted = device or state["engine"]["config"].get("device", "auto")
-    except (KeyError, TypeError, AttributeError):
-        return  # a damaged state: reported when it is read
-    try:
-        resolve_device(wanted)
-    except (RuntimeError, ValueError):
-        raise InputError(
-            f"{path}: device {wanted!r} is not available here; load it with device='cpu' "
-            "(or 'auto')"
-        ) from None
 
 
 # --------------------------------------------------------------------------- one call

@@ -450,7 +450,7 @@ MUTANTS = {
     "pass20: the mask hint names any integer variable": (
         "geogpvae/fields/stacking.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
     "pass20: an older model's bounds applied": (
-        "geogpvae/api.py", 'if not fitted.get("bounds_in_values"):', "if False:"),
+        "geogpvae/model_file.py", 'if not fitted.get("bounds_in_values"):', "if False:"),
     "pass21: stretched variance inside clustered gaps": (
         "geogpvae/engine/calibration.py", "    if np.any(engine.clustered_gaps_):\n        var = learnt_var", "    if False:\n        var = learnt_var"),
     "pass21: learnt variance everywhere": (

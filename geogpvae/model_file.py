@@ -1,0 +1,164 @@
+"""The one-file format of a trained :class:`~geogpvae.GPVAEImputer`: what it holds, how it is read.
+
+:meth:`GPVAEImputer.save <geogpvae.GPVAEImputer.save>` writes :func:`imputer_state` with
+``torch.save``; :meth:`GPVAEImputer.load <geogpvae.GPVAEImputer.load>` reads it back through
+:func:`read_imputer`. The file holds tensors and plain values only (numbers, strings, lists,
+dicts; numpy attribute values tagged with their dtype by :func:`plain`), so it is read with
+``weights_only=True`` and never runs pickled code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._version import __version__
+from .engine.config import GPVAEConfig
+from .engine.core import GPVAEEngine
+from .engine.training import resolve_device
+from .errors import InputError, UnreadableFileError
+from .fields.geometry import Geometry
+from .fields.io import read_torch_file
+
+if TYPE_CHECKING:
+    from .api import GPVAEImputer
+
+__all__ = ["SAVE_FORMAT", "SAVE_VERSION", "imputer_state", "plain", "read_imputer", "unplain"]
+
+#: Format tag of files written by :meth:`GPVAEImputer.save <geogpvae.GPVAEImputer.save>`.
+SAVE_FORMAT = "geogpvae-imputer"
+#: Version of the format; files of a newer version are refused with a message.
+SAVE_VERSION = 1
+
+
+def plain(value: Any) -> Any:
+    """An attribute value as plain Python (numpy values tagged with their dtype)."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        arr = np.asarray(value)
+        if arr.dtype.kind in "biufcSU":
+            return {"__numpy__": arr.tolist(), "dtype": arr.dtype.str, "scalar": arr.ndim == 0}
+        return str(value)
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def unplain(value: Any) -> Any:
+    """Inverse of :func:`plain`."""
+    if isinstance(value, dict) and "__numpy__" in value:
+        arr = np.asarray(value["__numpy__"], dtype=np.dtype(value["dtype"]))
+        return arr[()] if value.get("scalar") else arr
+    if isinstance(value, dict):
+        return {k: unplain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unplain(v) for v in value]
+    return value
+
+
+def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
+    """What the file of a trained imputer holds: the engine state (options,
+    standardisation, weights, calibration and the training field), the imputer's settings,
+    and what it learnt of the Dataset (variables, dims, coordinate geometry, transforms,
+    attributes, dtypes and the training field's fingerprint)."""
+    return {
+        "format": SAVE_FORMAT,
+        "version": SAVE_VERSION,
+        "package_version": __version__,
+        "engine": imp.engine_.state_dict(include_data=True),
+        "settings": imp._settings(),
+        "fitted": {
+            "vars": list(imp.vars_),
+            "dims": list(imp.dims_),
+            "geometry": imp.geometry_.to_dict(),
+            "transforms": dict(imp._transforms),
+            "attrs": {n: plain(a) for n, a in imp._attrs.items()},
+            "bounds_in_values": True,  # valid_* of packed inputs unpacked (since 0.1.0's 20th session)
+            "dtypes": dict(imp._dtypes),
+            "fingerprint": imp._fingerprint,
+        },
+    }
+
+
+def read_imputer(
+    cls: type[GPVAEImputer], path: str | os.PathLike[str], *, device: str | None, progress: bool | str | None
+) -> GPVAEImputer:
+    """The trained imputer of a file written by :func:`imputer_state` (see
+    :meth:`GPVAEImputer.load <geogpvae.GPVAEImputer.load>` for the parameters and errors)."""
+    state = read_torch_file(path, "geogpvae model file")
+    if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
+        raise UnreadableFileError(
+            f"{path} is not a geogpvae imputer file (format tag missing or different); "
+            "models are written by GPVAEImputer.save or 'geogpvae impute --save-model'"
+        )
+    if int(state.get("version", 0)) > SAVE_VERSION:
+        raise UnreadableFileError(
+            f"{path} was written by a newer geogpvae ({state.get('package_version')}); "
+            "upgrade to load it"
+        )
+    _check_load_device(path, state, device)
+    try:
+        return _imputer_from_state(cls, state, device=device, progress=progress)
+    except (KeyError, TypeError, AttributeError, IndexError, RuntimeError) as err:
+        what = f"missing entry {err}" if isinstance(err, KeyError) else type(err).__name__
+        raise UnreadableFileError(
+            f"{path} is a damaged or incompatible geogpvae model file ({what}); "
+            "save the model again"
+        ) from None
+
+
+def _imputer_from_state(
+    cls: type[GPVAEImputer], state: dict[str, Any], *, device: str | None, progress: bool | str | None
+) -> GPVAEImputer:
+    settings, fitted = state["settings"], state["fitted"]
+    show = settings["progress"] if progress is None else progress
+    engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
+    cfg = engine.config
+    imp = cls(
+        engine=cfg.engine,
+        neighbours=cfg.neighbours,
+        coords=settings["coords"],
+        mask=settings["mask"],
+        transform=unplain(settings["transform"]),
+        coord_scale=settings["coord_scale"],
+        epochs=cfg.epochs,
+        seed=cfg.seed,
+        device=cfg.device,
+        progress=show,
+        **unplain(settings["options"]),
+    )
+    imp.config_ = cfg
+    imp.engine_ = engine
+    imp.vars_ = list(fitted["vars"])
+    imp.dims_ = tuple(fitted["dims"])
+    imp.geometry_ = Geometry.from_dict(fitted["geometry"])
+    imp._transforms = dict(fitted["transforms"])
+    imp._attrs = {n: unplain(a) for n, a in fitted["attrs"].items()}
+    if not fitted.get("bounds_in_values"):  # older files: valid_* may be packed codes; not applied
+        imp._attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in imp._attrs.items()}
+    imp._dtypes = dict(fitted["dtypes"])
+    imp._fingerprint = fitted["fingerprint"]
+    return imp
+
+
+def _check_load_device(path: Any, state: Mapping[str, Any], device: str | None) -> None:
+    """Refuse, before building anything, a device that does not exist or is not available."""
+    if device is not None:
+        GPVAEConfig(device=device)  # raises ValueError for an unknown device
+    try:
+        wanted = device or state["engine"]["config"].get("device", "auto")
+    except (KeyError, TypeError, AttributeError):
+        return  # a damaged state: reported when it is read
+    try:
+        resolve_device(wanted)
+    except (RuntimeError, ValueError):
+        raise InputError(
+            f"{path}: device {wanted!r} is not available here; load it with device='cpu' "
+            "(or 'auto')"
+        ) from None

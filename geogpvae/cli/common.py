@@ -56,6 +56,8 @@ _CLI_WORDS = (
     (re.compile(r"\buse gaps='random'"), "use --gaps random"),
     (re.compile(r"\braise share\b"), "raise --share"),
     (re.compile(r"\(mask=\)"), "(--mask-var)"),
+    (re.compile(r"^epochs=(\d+) is under"), r"--epochs \1 is under"),
+    (re.compile(r"leave epochs unset \(None\)"), "leave --epochs out"),
     (re.compile(r"make it NaN, e\.g\. ds\[.*?\]\.where\(.*?\), or give the variable a "
                 r"_FillValue or missing_value attribute in its file"),
      "give the variable a _FillValue or missing_value attribute in the file (e.g. with ncatted)"),

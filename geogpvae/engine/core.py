@@ -144,8 +144,7 @@ def _warn_short_epochs(config: GPVAEConfig, n_points: int) -> None:
     if default is not None:
         warn_caller(f"epochs={config.epochs} is under half of the {default} epochs the default budget "
                     f"trains on {n_points} locations: the fills and their intervals may be far from "
-                    "converged; leave epochs unset (None; no --epochs on the command line) for the "
-                    "default budget", TrainingWarning)
+                    "converged; leave epochs unset (None) for the default budget", TrainingWarning)
 
 
 class GPVAEEngine:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from geogpvae.cli import jobs, main
 from geogpvae.cli import settings as cli_settings
 from geogpvae.datasets import make_gaussian_field
 from geogpvae.engine.selection import KL_FACTORS
+from geogpvae.errors import TrainingWarning
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = [
@@ -804,6 +806,17 @@ def test_plot_refuses_bad_requests(data, tmp_path, capsys):
     assert "format" in _error_line(capsys)
     assert main(["plot", str(data["out"]), "--map", "--layer", "1", "-o", str(fig)]) == 2
     assert not fig.exists()
+
+
+def test_a_short_budget_is_warned_about_in_the_command_s_words(data, tmp_path, capsys):
+    out = tmp_path / "out.nc"
+    with warnings.catch_warnings():  # pyproject.toml ignores it in the rest of the suite
+        warnings.simplefilter("always", TrainingWarning)
+        assert main(["impute", str(data["grid"]), str(out), *TINY[:-1]]) == 0
+    err = capsys.readouterr().err
+    assert ("geogpvae: warning: --epochs 3 is under half of the 1000 epochs the default budget trains on 256 "
+            "locations") in err and "leave --epochs out for the default budget" in err
+    assert "epochs=" not in err and "None" not in err
 
 
 def test_demo_scores_and_writes(tmp_path, capsys):

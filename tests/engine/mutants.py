@@ -35,6 +35,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: short budget" tests/engine/test_config.py tests/engine/test_core.py::test_resume_from_checkpoint_matches_uninterrupted_run
     python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
+    python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -624,6 +625,8 @@ MUTANTS = {
         "geogpvae/engine/config.py", "self.replace(epochs=None, holdout=0.0).n_epochs", "self.replace(epochs=None, holdout=0.0, batch_size=None).n_epochs"),
     "pass25: info silent on a short budget": (
         "geogpvae/cli/info.py", '"default_epochs": config.short_of_default(n),', '"default_epochs": None,'),
+    "pass25: short budget in the library's words on the command line": (
+        "geogpvae/cli/common.py", '    (re.compile(r"leave epochs unset \\(None\\)"), "leave --epochs out"),\n', ""),
     "pass25: demo warns of its own quick budget": (
         "geogpvae/cli/demo.py", '        warnings.simplefilter("ignore", TrainingWarning)', "        pass"),
     "pass25: demo's first line silent on the budget": (

@@ -35,6 +35,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: short budget" tests/engine/test_config.py tests/engine/test_core.py::test_resume_from_checkpoint_matches_uninterrupted_run
     python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
+    python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -628,6 +629,9 @@ MUTANTS = {
         "geogpvae/cli/demo.py", '        warnings.simplefilter("ignore", TrainingWarning)', "        pass"),
     "pass25: demo's first line silent on the budget": (
         "geogpvae/cli/demo.py", 'f" (the default budget: {default})"', '""'),
+    "pass25 userpass: 2-D coordinate on a dim left unnamed in its warning": (
+        "geogpvae/fields/geometry.py", "if d in ds[n].dims and all(n != c for c, _ in chosen)]",
+        "if d in ds[n].dims and n == d]"),
 }
 
 

@@ -36,6 +36,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -632,6 +633,9 @@ MUTANTS = {
     "pass25 userpass: 2-D coordinate on a dim left unnamed in its warning": (
         "geogpvae/fields/geometry.py", "if d in ds[n].dims and all(n != c for c, _ in chosen)]",
         "if d in ds[n].dims and n == d]"),
+    "pass25 userpass: colour bar offset text left over its label": (
+        "geogpvae/plot/style.py", '        if cb.orientation == "horizontal":\n            _offset_above(cb.ax.xaxis)',
+        "        if False:\n            _offset_above(cb.ax.xaxis)"),
 }
 
 

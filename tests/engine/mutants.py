@@ -37,6 +37,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
+    python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -636,6 +637,8 @@ MUTANTS = {
     "pass25 userpass: colour bar offset text left over its label": (
         "geogpvae/plot/style.py", '        if cb.orientation == "horizontal":\n            _offset_above(cb.ax.xaxis)',
         "        if False:\n            _offset_above(cb.ax.xaxis)"),
+    "pass25 userpass: profile along a dim without its own coordinate drawn in positions": (
+        "geogpvae/plot/profiles.py", "    return on_dim[0] if len(on_dim) == 1 else None", "    return None"),
 }
 
 

@@ -1391,6 +1391,22 @@ def test_profile_of_a_well_log_runs_down_and_log_bands_are_asymmetric():
     assert gap.max() - 2.0 > 2.0 - gap.min() + 0.05 > 0.05  # exp(mu +- z s) around the median 2
 
 
+def test_profile_of_one_well_is_drawn_along_its_measured_depth():
+    # one well of a (well, depth) output whose measured depth md (well, depth) differs per well:
+    # after isel(well=...) md is the only coordinate on the dim 'depth', which has none of its own
+    ds, _ = _profile_case(vertical=True)
+    md = 1700.0 + 0.5 * ds.depth.values
+    one = ds.drop_vars("depth").assign_coords(
+        md=("depth", md, {"units": "m", "positive": "down", "long_name": "measured depth"}))
+    ax = plot.profile(one, "v").axes[0]
+    imputed = next(a for a in ax.get_children() if a.get_gid() == "imputed")
+    np.testing.assert_array_equal(imputed.get_ydata(), md[20:30])
+    assert ax.yaxis_inverted() and ax.get_ylabel() == "measured depth [m]"
+    # two coordinates on the dim: neither is chosen, positions as before
+    two = one.assign_coords(tvd=("depth", md - 50.0, {"units": "m"}))
+    assert plot.profile(two, "v").axes[0].get_ylabel() == "position along depth"
+
+
 # --------------------------------------------------------------------------------------
 # fields with nothing to draw
 # --------------------------------------------------------------------------------------

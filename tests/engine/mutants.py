@@ -38,6 +38,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
     python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass25 userpass: map title" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -639,6 +640,8 @@ MUTANTS = {
         "        if False:\n            _offset_above(cb.ax.xaxis)"),
     "pass25 userpass: profile along a dim without its own coordinate drawn in positions": (
         "geogpvae/plot/profiles.py", "    return on_dim[0] if len(on_dim) == 1 else None", "    return None"),
+    "pass25 userpass: map title gives a dim's index as its value": (
+        "geogpvae/plot/maps.py", 'else f"{d} index {k % n}")', 'else f"{d} = {k % n}")'),
 }
 
 

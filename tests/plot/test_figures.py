@@ -745,6 +745,20 @@ def test_field_map_grid_across_the_dateline():
     fig.canvas.draw()
 
 
+def test_field_map_title_gives_an_index_for_a_dim_without_coordinate():
+    # (well, depth) logs whose depth dim has no coordinate (a per-well md beside it): the map at
+    # the first depth said "depth = 0", read as a depth of 0
+    rng = np.random.default_rng(0)
+    flag = (rng.random((6, 5)) < 0.3).astype(np.int8)
+    wells = xr.Dataset(
+        {"phi": (("well", "depth"), rng.uniform(0.1, 0.3, (6, 5)), {"units": "1"}),
+         "phi_std": (("well", "depth"), 0.02 * flag), "phi_imputed": (("well", "depth"), flag)},
+        coords={"x": ("well", rng.uniform(0, 5000, 6), {"standard_name": "projection_x_coordinate", "units": "m"}),
+                "y": ("well", rng.uniform(0, 5000, 6), {"standard_name": "projection_y_coordinate", "units": "m"})})
+    fig = plot.field_map(wells, "phi", isel={"depth": 2})
+    assert "depth index 2" in fig.get_suptitle() and "depth = " not in fig.get_suptitle()
+
+
 def test_field_map_projected_grid_plain_axes():
     ds, truth = make_volume()
     layer = ds.isel(z=0)

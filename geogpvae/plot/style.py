@@ -470,7 +470,7 @@ def _offset_above(axis) -> None:
     """
     def place(bboxes, bboxes2) -> None:
         x, _ = axis.offsetText.get_position()
-        pad = axis.OFFSETTEXTPAD * axis.get_figure(root=True).dpi / 72
+        pad = axis.OFFSETTEXTPAD * axis.axes.figure.dpi / 72  # (get_figure(root=) needs matplotlib 3.10)
         axis.offsetText.set_position((x, axis.axes.bbox.ymax + pad))
         axis.offsetText.set_verticalalignment("bottom")
 

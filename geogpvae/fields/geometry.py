@@ -192,12 +192,26 @@ def _cover_dims(
                 "for real distances)"
             )
         else:
-            _warn(
-                f"dim {d!r} has no coordinate variable: {positions} (give it one, e.g. "
-                "ds.assign_coords, for real distances)"
-            )
+            _warn(f"dim {d!r} has no coordinate variable: {positions}" + _unused_note(ds, dims, d, out))
         out.append((d, "index"))
     return out
+
+
+def _unused_note(ds: xr.Dataset, dims: Sequence[str], d: str, chosen: list[tuple[str, str]]) -> str:
+    """How to give dim ``d`` real distances, naming the coordinates on it left unrecognised.
+
+    A measured depth stored as a 2-D ``(well, depth)`` coordinate spans ``depth`` but is not
+    ``depth``'s own coordinate: the warning names it and the ``coords=`` that would use it.
+    """
+    unused = [n for n in _candidates(ds, dims) if d in ds[n].dims and all(n != c for c, _ in chosen)]
+    if not unused:
+        return " (give it one, e.g. ds.assign_coords, for real distances)"
+    names = ", ".join(f"{n!r} {tuple(map(str, ds[n].dims))}" for n in unused)
+    use = [c for c, _ in chosen] + [unused[0]]
+    lie = f"coordinates {names} lie on it but are" if len(unused) > 1 else f"coordinate {names} lies on it but is"
+    return (f"; {lie} not recognised as x, y, z, depth or time: for real distances name it "
+            f"with coords={use} (--coords {','.join(use)}), or give it a CF standard_name (e.g. 'depth') "
+            "or axis")
 
 
 def _detect(ds: xr.Dataset, dims: Sequence[str]) -> list[tuple[str, str]]:

@@ -449,7 +449,8 @@ def _other_dims(
         layer = da.coords.get("layer")
         if layer is not None and layer.dims == (d,) and d != "layer":  # SPE10's layer numbers
             notes.append(f"layer {_fmt_value(layer.values[k % n])}")
-        notes.append(_coord_note(str(d), c, c.values[k % n]) if c is not None else f"{d} = {k % n}")
+        # no coordinate: an index, not a value ("depth = 0" read as a depth of 0)
+        notes.append(_coord_note(str(d), c, c.values[k % n]) if c is not None else f"{d} index {k % n}")
     return sel, notes + _scalar_notes(da)
 
 

@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from ..fields.cf import log_moments
-from .conventions import _axis_label, _coord, _Field, _is_vertical, _positive_down, _status
-from .style import _plt, _units_suffix, is_log_variable
+from .conventions import _Field, _is_vertical, _positive_down, _status
+from .style import _plt, _units_suffix, is_log_variable, label_for
 
 __all__ = ["profile"]
 
@@ -29,7 +29,8 @@ def profile(
     """The imputed values of a one-dimensional field along its coordinate, with their band.
 
     Observed values are dots, imputed ones triangles, joined by a thin line in the order of the
-    coordinate (positions where it is not numbers or NumPy times, e.g. cftime dates); the shaded band
+    coordinate (the dim's own, else the only numeric 1-D one on the dim, such as one well's
+    measured depth; positions where it is not numbers or NumPy times, e.g. cftime dates); the shaded band
     is the central predictive interval at ``level`` (Gaussian in the modelling space: for a
     log variable ``exp(mu +- z s)``, so it is asymmetric). With ``truth`` the true values are
     a dashed line. A vertical coordinate (depth, level, ``z``) runs down the figure, deeper
@@ -70,13 +71,14 @@ def profile(
         raise ValueError(f"profile draws a one-dimensional field; {var!r} has dims {f.value.dims}: "
                          "use field_map or layers")
     dim = str(f.value.dims[0])
-    where, by_position = _positions(f.value, dim)
+    along = _along(f.value, dim)
+    where, by_position = _positions(f.value, dim, along)
     order = np.argsort(where, kind="stable")  # a transect stored out of order is drawn in order
     where = where[order]
     value = np.asarray(f.value.values, dtype=float)[order]
     low, high = (a[order] for a in _band(f, np.asarray(f.value.values, dtype=float), level))
     observed, imputed = (a[order] for a in _status(f.value, f.std, f.flag)[:2])
-    vertical = _is_vertical(dim, _coord(f.value, dim))
+    vertical = _is_vertical(dim, along)
     fig = _plt().figure(figsize=figsize or ((3.2, 6.0) if vertical else (7.0, 3.2)), layout="constrained")
     ax = fig.add_subplot(gid="profile")
 
@@ -93,19 +95,33 @@ def profile(
             gid="observed", zorder=4)
     ax.plot(*xy(where[imputed], value[imputed]), "^", color="C1", markeredgecolor="k", markeredgewidth=0.5,
             markersize=4.5, label="imputed", gid="imputed", zorder=5)
-    _label_axes(ax, f, dim, vertical, is_log_variable(f.value) if log is None else bool(log), by_position)
+    _label_axes(ax, f, (dim, along), vertical, is_log_variable(f.value) if log is None else bool(log), by_position)
     ax.legend(fontsize="small", loc="best")
     ax.set_title(f.name)
     return fig
 
 
-def _positions(da: xr.DataArray, dim: str) -> tuple[np.ndarray, bool]:
-    """The coordinate's values where they are numbers or NumPy times, else the positions
-    (e.g. cftime dates or labels); and whether positions were taken."""
-    c = _coord(da, dim)
-    values = None if c is None else np.asarray(c.values)
-    if values is not None and (np.issubdtype(values.dtype, np.number) or np.issubdtype(values.dtype, np.datetime64)):
-        return values, False
+def _drawable(c: xr.DataArray) -> bool:
+    return np.issubdtype(c.dtype, np.number) or np.issubdtype(c.dtype, np.datetime64)
+
+
+def _along(da: xr.DataArray, dim: str) -> xr.DataArray | None:
+    """The coordinate to draw along: the dim's own, else the only numeric 1-D one on the dim.
+
+    One well of logs on ``(well, depth)`` with a per-well measured depth ``md (well, depth)``
+    is ``md`` on a dim ``depth`` without a coordinate: drawn in positions it was upside down.
+    """
+    if dim in da.coords:
+        return da[dim]
+    on_dim = [c for c in da.coords.values() if c.dims == (dim,) and _drawable(c)]
+    return on_dim[0] if len(on_dim) == 1 else None
+
+
+def _positions(da: xr.DataArray, dim: str, c: xr.DataArray | None) -> tuple[np.ndarray, bool]:
+    """The values of ``c`` where they are numbers or NumPy times, else the positions along
+    ``dim`` (e.g. cftime dates or labels); and whether positions were taken."""
+    if c is not None and _drawable(c):
+        return np.asarray(c.values), False
     return np.arange(da.sizes[dim]), True
 
 
@@ -123,13 +139,16 @@ def _band(f: Any, value: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarr
         return np.exp(mu - z * s), np.exp(mu + z * s)
 
 
-def _label_axes(ax: Any, f: Any, dim: str, vertical: bool, log: bool, by_position: bool) -> None:
+def _label_axes(ax: Any, f: Any, place: tuple[str, xr.DataArray | None], vertical: bool, log: bool,
+                by_position: bool) -> None:
+    dim, along = place
     label = f.name + _units_suffix(f.value.attrs.get("units"))
     value_axis, place_axis = (ax.xaxis, ax.yaxis) if vertical else (ax.yaxis, ax.xaxis)
     value_axis.set_label_text(label)
-    place_axis.set_label_text(f"position along {dim}" if by_position else _axis_label(f.value, dim))
+    place_axis.set_label_text(f"position along {dim}" if by_position or along is None
+                              else label_for(along, str(along.name)))
     if log:
         (ax.set_xscale if vertical else ax.set_yscale)("log")
         value_axis.set_minor_formatter(NullFormatter())  # 2 x 10^-1 labels crowd a narrow axis
-    if vertical and _positive_down(_coord(f.value, dim)):
+    if vertical and _positive_down(along):
         ax.invert_yaxis()

@@ -36,6 +36,10 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
     python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
+    python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
+    python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass25 userpass: map title" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -631,6 +635,16 @@ MUTANTS = {
         "geogpvae/cli/demo.py", '        warnings.simplefilter("ignore", TrainingWarning)', "        pass"),
     "pass25: demo's first line silent on the budget": (
         "geogpvae/cli/demo.py", 'f" (the default budget: {default})"', '""'),
+    "pass25 userpass: 2-D coordinate on a dim left unnamed in its warning": (
+        "geogpvae/fields/geometry.py", "if d in ds[n].dims and all(n != c for c, _ in chosen)]",
+        "if d in ds[n].dims and n == d]"),
+    "pass25 userpass: colour bar offset text left over its label": (
+        "geogpvae/plot/style.py", '        if cb.orientation == "horizontal":\n            _offset_above(cb.ax.xaxis)',
+        "        if False:\n            _offset_above(cb.ax.xaxis)"),
+    "pass25 userpass: profile along a dim without its own coordinate drawn in positions": (
+        "geogpvae/plot/profiles.py", "    return on_dim[0] if len(on_dim) == 1 else None", "    return None"),
+    "pass25 userpass: map title gives a dim's index as its value": (
+        "geogpvae/plot/maps.py", 'else f"{d} index {k % n}")', 'else f"{d} = {k % n}")'),
 }
 
 

@@ -103,6 +103,29 @@ def test_grid_dim_without_coordinate_uses_positions_with_warning():
     assert g.geometry.names == ["x", "y"]
 
 
+def test_dim_without_coordinate_names_the_2d_coordinate_left_unused():
+    # well logs whose measured depth differs per well: a 2-D (well, depth) coordinate beside a
+    # dim 'depth' without one; the warning must name it and the coords= that uses it
+    rng = np.random.default_rng(0)
+    md = 1500.0 + 2.0 * np.arange(6)[None, :] + rng.uniform(0, 300, (4, 1))
+    ds = xr.Dataset(
+        {"phi": (("well", "depth"), rng.normal(size=(4, 6)), {"units": "1"})},
+        coords={"x": ("well", rng.uniform(0, 5000, 4), {"standard_name": "projection_x_coordinate", "units": "m"}),
+                "y": ("well", rng.uniform(0, 5000, 4), {"standard_name": "projection_y_coordinate", "units": "m"}),
+                "md": (("well", "depth"), md, {"units": "m", "positive": "down"})})
+    with pytest.warns(CoordinateWarning) as caught:
+        f = prepare_field(ds)
+    assert f.geometry.names == ["x", "y", "depth"]
+    (message,) = [str(w.message) for w in caught]
+    assert "dim 'depth' has no coordinate variable" in message
+    assert "coordinate 'md' ('well', 'depth') lies on it" in message
+    assert "coords=['x', 'y', 'md'] (--coords x,y,md)" in message
+    assert "assign_coords" not in message  # it has one: naming it is the fix
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert prepare_field(ds, coords=["x", "y", "md"]).geometry.names == ["x", "y", "md"]
+
+
 def test_grid_dim_with_unrecognised_coordinate_uses_it():
     ds = _grid(dims=("layer", "x"), sizes=(3, 4)).assign_coords(layer=("layer", [1.0, 2.0, 4.0]))
     f = prepare_field(ds)

@@ -745,6 +745,20 @@ def test_field_map_grid_across_the_dateline():
     fig.canvas.draw()
 
 
+def test_field_map_title_gives_an_index_for_a_dim_without_coordinate():
+    # (well, depth) logs whose depth dim has no coordinate (a per-well md beside it): the map at
+    # the first depth said "depth = 0", read as a depth of 0
+    rng = np.random.default_rng(0)
+    flag = (rng.random((6, 5)) < 0.3).astype(np.int8)
+    wells = xr.Dataset(
+        {"phi": (("well", "depth"), rng.uniform(0.1, 0.3, (6, 5)), {"units": "1"}),
+         "phi_std": (("well", "depth"), 0.02 * flag), "phi_imputed": (("well", "depth"), flag)},
+        coords={"x": ("well", rng.uniform(0, 5000, 6), {"standard_name": "projection_x_coordinate", "units": "m"}),
+                "y": ("well", rng.uniform(0, 5000, 6), {"standard_name": "projection_y_coordinate", "units": "m"})})
+    fig = plot.field_map(wells, "phi", isel={"depth": 2})
+    assert "depth index 2" in fig.get_suptitle() and "depth = " not in fig.get_suptitle()
+
+
 def test_field_map_projected_grid_plain_axes():
     ds, truth = make_volume()
     layer = ds.isel(z=0)
@@ -1389,6 +1403,22 @@ def test_profile_of_a_well_log_runs_down_and_log_bands_are_asymmetric():
     value, depth = band.get_paths()[0].vertices.T
     gap = value[(depth >= 20) & (depth <= 29)]
     assert gap.max() - 2.0 > 2.0 - gap.min() + 0.05 > 0.05  # exp(mu +- z s) around the median 2
+
+
+def test_profile_of_one_well_is_drawn_along_its_measured_depth():
+    # one well of a (well, depth) output whose measured depth md (well, depth) differs per well:
+    # after isel(well=...) md is the only coordinate on the dim 'depth', which has none of its own
+    ds, _ = _profile_case(vertical=True)
+    md = 1700.0 + 0.5 * ds.depth.values
+    one = ds.drop_vars("depth").assign_coords(
+        md=("depth", md, {"units": "m", "positive": "down", "long_name": "measured depth"}))
+    ax = plot.profile(one, "v").axes[0]
+    imputed = next(a for a in ax.get_children() if a.get_gid() == "imputed")
+    np.testing.assert_array_equal(imputed.get_ydata(), md[20:30])
+    assert ax.yaxis_inverted() and ax.get_ylabel() == "measured depth [m]"
+    # two coordinates on the dim: neither is chosen, positions as before
+    two = one.assign_coords(tvd=("depth", md - 50.0, {"units": "m"}))
+    assert plot.profile(two, "v").axes[0].get_ylabel() == "position along depth"
 
 
 # --------------------------------------------------------------------------------------

@@ -60,7 +60,8 @@ def _texts(fig):
         eps = 1e-9 * max(abs(x1 - x0), abs(y1 - y0), 1e-300)
         ticks = [t for t in ax.get_xticklabels() if x0 - eps <= t.get_position()[0] <= x1 + eps]
         ticks += [t for t in ax.get_yticklabels() if y0 - eps <= t.get_position()[1] <= y1 + eps]
-        for t in [ax.title, ax.xaxis.label, ax.yaxis.label, *ticks]:
+        offsets = [ax.xaxis.get_offset_text(), ax.yaxis.get_offset_text()]  # "1e-7+2.8e-2"
+        for t in [ax.title, ax.xaxis.label, ax.yaxis.label, *ticks, *offsets]:
             if t.get_visible() and t.get_text().strip():
                 out.append((gid, t.get_text(), t.get_window_extent(r)))
     return out
@@ -110,6 +111,19 @@ def test_colour_bar_labels_never_leave_the_units_alone_on_a_line():
         if (ax.get_gid() or "").startswith("colorbar"):
             label = ax.xaxis.label.get_text()
             assert "\n" in label and not label.split("\n")[-1].startswith("["), label
+    assert _overlaps(fig) == []
+
+
+@pytest.mark.parametrize("std_range", [(0.0280240, 0.0280245), (288.1, 288.4), (1e-6, 2e-6)])
+def test_colour_bar_offset_text_clears_its_label(std_range):
+    # a narrow spread far from 0 (two wells' std at one depth, a std in K) or values of 1e-6
+    # take an offset or a multiplier, which was printed over the bar's label
+    ds = _grid(std_range=std_range, long_name="porosity of the reservoir sandstone")
+    ds["v"] = ds.v * (std_range[1] - std_range[0]) + std_range[0]
+    fig = plot.field_map(ds, "v")
+    fig.canvas.draw()
+    bar = next(ax for ax in fig.axes if ax.get_gid() == "colorbar:uncertainty")
+    assert bar.xaxis.get_offset_text().get_text()  # the case at stake: an offset is drawn
     assert _overlaps(fig) == []
 
 

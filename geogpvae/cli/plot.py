@@ -151,6 +151,7 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 warnings.filterwarnings("ignore", message="cartopy is not available")
             kind = _plot_kind(args, ds[var].ndim)
             fig = _figure(ds, var, kind, args, truth)
+            kind = "profile" if any(ax.get_gid() == "profile" for ax in fig.axes) else kind  # --isel well=N
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""
             along += "".join(f", {d}={i}" for d, i in getattr(args, "fixed", {}).items()) if kind == "layers" else ""
             hint = _map_hint(ds, var, kind, args.axis if args.axis in ds[var].dims else None)

@@ -34,6 +34,7 @@ from .conventions import (
     _tick_chars,
     _uncertainty_label,
 )
+from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
     VALUE_CMAP,
@@ -130,15 +131,6 @@ def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.
     if max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
         return None
     return h, v, blank
-
-
-def _as_profile(ds: xr.Dataset, var: str, truth, isel, log, figsize) -> Figure:
-    """A 1-D field (no sites) drawn by :func:`~geogpvae.plot.profile`; it has no dim to slice."""
-    from .profiles import profile
-
-    if isel:
-        raise ValueError(f"isel: {var!r} is a 1-D field, drawn as a profile: it has no dims to slice")
-    return profile(ds, var, truth, log=log, figsize=figsize)
 
 
 def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
@@ -312,7 +304,8 @@ def field_map(
         lon/lat.
     isel : mapping of str to int, optional
         Index of the other dims (e.g. ``{"time": 3}``). The default is the first index of
-        each.
+        each. On sites with one more dim (``(time, station)``, ``(well, depth)``), an index
+        of the site dim with it picks one site, drawn as a :func:`~geogpvae.plot.profile`.
     log : bool, optional
         Log colour norm; by default that of the variable's ``geogpvae_transform``.
     cmap, std_cmap : str or Colormap, optional
@@ -348,8 +341,9 @@ def field_map(
     if coords not in ("auto", "lonlat", "xy"):
         raise ValueError("coords must be 'auto', 'lonlat' or 'xy'")
     f = _Field(ds, var, truth)
-    if f.value.ndim == 1 and _find_sites(ds, f.value, coords) is None:  # a transect, series or log
-        return _as_profile(ds, var, truth, isel, log, figsize)
+    drawn = _profile_instead(ds, var, truth, f, coords, isel, log, figsize)
+    if drawn is not None:
+        return drawn
     redrawn = _redrawn_as(ds, var, truth, f, coords, raster)
     if redrawn is not None:  # curvilinear cells as points; sites on a lattice as a raster
         kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}

@@ -701,6 +701,23 @@ def test_plot_of_a_one_dimensional_file_is_a_profile(tmp_path):
     assert fig.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plot_isel_of_one_station_draws_its_series(tmp_path, capsys):
+    # a (time, station) network: --isel station=N is that station's series, said as a profile
+    rng = np.random.default_rng(0)
+    level = np.sin(np.arange(30)[:, None] / 4.0 + np.arange(5)) + 0.1 * rng.normal(size=(30, 5))
+    level[10:15, 2] = np.nan
+    src = tmp_path / "net.nc"
+    xr.Dataset({"level": (("time", "station"), level, {"units": "m"})},
+               coords={"time": np.arange(30.0), "x": ("station", np.arange(5.0)),
+                       "y": ("station", np.arange(5.0) ** 2)}).to_netcdf(src)
+    out, fig = tmp_path / "filled.nc", tmp_path / "s2.png"
+    assert main(["impute", str(src), str(out), "--epochs", "3", "--neighbours", "4", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out), "--isel", "station=2", "-o", str(fig)]) == 0
+    assert fig.read_bytes()[:4] == b"\x89PNG"
+    assert f"wrote {fig} (profile of level)" in capsys.readouterr().err
+
+
 def test_plot_of_a_time_series_of_maps_slices_along_time(tmp_path, capsys):
     """A (time, y, x) output has no z: the default layers run along its first non-horizontal dim."""
     rng = np.random.default_rng(0)

@@ -36,6 +36,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: demo" tests/cli/test_commands.py::test_demo_scores_and_writes
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
     python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
+    python tests/engine/mutants.py -k "pass25: one" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass25: a picked" tests/plot/test_figures.py tests/cli/test_commands.py::test_plot_isel_of_one_station_draws_its_series
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
     python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
@@ -390,7 +392,7 @@ MUTANTS = {
     "pass19: repeated locations matched by sorting": (
         "geogpvae/engine/same_field.py", "        return None  # two locations within the tolerance", "        pass  # two locations within the tolerance"),
     "pass19: isel ignored on a 1-D field": (
-        "geogpvae/plot/maps.py", "    if isel:\n        raise ValueError(f\"isel: {var!r} is a 1-D field", "    if False:\n        raise ValueError(f\"isel: {var!r} is a 1-D field"),
+        "geogpvae/plot/profiles.py", "    if isel:\n        raise ValueError(f\"isel: {var!r} is a 1-D field", "    if False:\n        raise ValueError(f\"isel: {var!r} is a 1-D field"),
     "pass19: station coordinates of members joined along a new dim not compared": (
         "geogpvae/fields/joining.py", "if joins_data_vars or joined & set(map(str, v.dims))", "if joined & set(map(str, v.dims))"),
     "pass19: already_imputed reads the flags the wrong way": (
@@ -645,6 +647,14 @@ MUTANTS = {
         "geogpvae/plot/profiles.py", "    return on_dim[0] if len(on_dim) == 1 else None", "    return None"),
     "pass25 userpass: map title gives a dim's index as its value": (
         "geogpvae/plot/maps.py", 'else f"{d} index {k % n}")', 'else f"{d} = {k % n}")'),
+    "pass25: one site picked by isel drawn as a map": (
+        "geogpvae/plot/profiles.py", "    if _picks_one_site(ds, f.value, coords, isel):", "    if False:"),
+    "pass25: one depth picked by isel drawn as a profile": (
+        "geogpvae/plot/profiles.py", "return sites is not None and sites[0] in isel and", "return sites is not None and"),
+    "pass25: a picked site's profile untitled": (
+        "geogpvae/plot/profiles.py", "    fig.axes[0].set_title(f\"{f.name} ({', '.join(notes)})\")\n", ""),
+    "pass25: a picked site's profile said to be a map": (
+        "geogpvae/cli/plot.py", '            kind = "profile" if any(ax.get_gid() == "profile" for ax in fig.axes) else kind', "            pass"),
 }
 
 

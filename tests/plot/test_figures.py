@@ -1421,6 +1421,34 @@ def test_profile_of_one_well_is_drawn_along_its_measured_depth():
     assert plot.profile(two, "v").axes[0].get_ylabel() == "position along depth"
 
 
+def _wells(names: bool):
+    """Logs on (well, depth) as impute writes them: three wells, x/y on the well dim."""
+    one, truth = _profile_case(vertical=True)
+    ds = xr.concat([one.assign(v=one.v + k) for k in range(3)], dim="well", coords="minimal")
+    ds = ds.assign_coords(x=("well", [0.0, 500.0, 900.0], {"units": "m"}), y=("well", [0.0, 300.0, -200.0], {"units": "m"}))
+    if names:
+        ds = ds.assign_coords(well=["A-1", "B-2", "C-3"])
+    return ds, xr.concat([truth + k for k in range(3)], dim="well")
+
+
+@pytest.mark.parametrize("names", [False, True])
+def test_isel_of_one_well_draws_its_log(names):
+    # the log of the second well, along its depth (down), titled with the well picked; the truth too
+    ds, truth = _wells(names)
+    fig = plot.field_map(ds, "v", truth=truth, isel={"well": 1})
+    (ax,) = fig.axes
+    lines = {a.get_gid(): a for a in ax.get_children() if a.get_gid()}
+    assert ax.get_gid() == "profile" and {"imputed", "truth"} <= set(lines)
+    np.testing.assert_array_equal(lines["imputed"].get_ydata(), np.arange(20.0, 30.0))
+    np.testing.assert_allclose(lines["truth"].get_xdata(), truth.isel(well=1).values)
+    assert ax.yaxis_inverted()
+    assert ax.get_title() == ("level (well = B-2)" if names else "level (well index 1)")  # long_name
+    # a depth picked: the wells on a map, as before
+    assert all(a.get_gid() != "profile" for a in plot.field_map(ds, "v", isel={"depth": 25}).axes)
+    with pytest.raises(IndexError, match="index 3 out of range for .well. of size 3"):
+        plot.field_map(ds, "v", isel={"well": 3})
+
+
 # --------------------------------------------------------------------------------------
 # fields with nothing to draw
 # --------------------------------------------------------------------------------------

@@ -153,12 +153,14 @@ def clip_fills(
     data[filled] = fills
     parts = [f"{int(below.sum())} below {low:.9g}" if below.any() else "",
              f"{int(above.sum())} above {high:.9g}" if above.any() else ""]
+    # a log model keeps fills above 0, not below an upper bound (a 0-100 % concentration)
+    hint = (" A positive variable without zeros can be modelled with transform='log' instead"
+            if high is None else "")
     warn_caller(
         f"{name}: {' and '.join(p for p in parts if p)} of its {fills.size} fills lay outside its "
-        "valid range and were set to the nearest bound (the nearest valid value; v_std is "
+        f"valid range and were set to the nearest bound (the nearest valid value; {name}_std is "
         "unchanged). CF counts values outside valid_min/valid_max/valid_range "
-        "as missing, and netCDF4, ncview or Panoply would have hidden them. A positive variable "
-        "without zeros can be modelled with transform='log' instead"
+        f"as missing, and netCDF4, ncview or Panoply would have hidden them.{hint}"
     )
     return data
 

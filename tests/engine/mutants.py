@@ -42,6 +42,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
     python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25 userpass: map title" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass25 userpass2: clipping" tests/fields/test_valid.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -655,6 +656,10 @@ MUTANTS = {
         "geogpvae/plot/profiles.py", "    fig.axes[0].set_title(f\"{f.name} ({', '.join(notes)})\")\n", ""),
     "pass25: a picked site's profile said to be a map": (
         "geogpvae/cli/plot.py", '            kind = "profile" if any(ax.get_gid() == "profile" for ax in fig.axes) else kind', "            pass"),
+    "pass25 userpass2: clipping warning says v_std": (
+        "geogpvae/fields/valid.py", "the nearest valid value; {name}_std is", "the nearest valid value; v_std is"),
+    "pass25 userpass2: clipping warning proposes log for a bounded fraction": (
+        "geogpvae/fields/valid.py", "            if high is None else \"\")", "            if True else \"\")"),
 }
 
 

@@ -28,6 +28,19 @@ def test_fills_outside_the_valid_range_are_set_to_the_nearest_bound_with_a_warni
     np.testing.assert_array_equal(data, [0.5, 0.0, 0.3, 1.0, -3.0, 0.9])
 
 
+
+def test_the_clipping_warning_names_the_std_variable_and_no_log_model_for_a_bounded_fraction():
+    # sea-ice concentration, 0-100 %: open water at 0 pulls fills below it
+    data = np.array([0.0, -4.0, 50.0, 100.0])
+    filled = np.array([False, True, False, False])
+    with pytest.warns(UserWarning) as caught:
+        clip_fills("sic", data, filled, {"valid_min": 0.0, "valid_max": 100.0}, {})
+    text = str(caught[0].message)
+    assert "sic_std is unchanged" in text and "v_std" not in text
+    assert "transform='log'" not in text  # a log model cannot keep fills under 100 %
+    with pytest.warns(UserWarning, match=r"rain_std is unchanged.*transform='log'"):
+        clip_fills("rain", np.array([-1.0]), np.array([True]), {"valid_min": 0.0}, {})
+
 def _rain():
     ds = make_gaussian_field((20, 20), missing=0.4, seed=1)
     v = np.maximum(ds.v0.values, 0.0) * 3  # zeros over about half the field

@@ -34,6 +34,7 @@ from .conventions import (
     _tick_chars,
     _uncertainty_label,
 )
+from .polar import polar_cap, polar_extent, polar_projection
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -296,7 +297,8 @@ def field_map(
         ``"Robinson"``. By default a grid spanning 300 degrees of longitude or more is
         global and gets PlateCarree, with its central longitude midway between the grid's
         outer cell edges, so that no cell straddles the seam of the map (0..360 grids and
-        grids across 180 come out whole). Data spanning less than 60 degrees get a
+        grids across 180 come out whole), unless it stays poleward of 40 degrees (a
+        sea-ice grid): that polar cap gets a polar stereographic map. Data spanning less than 60 degrees get a
         Lambert azimuthal equal-area projection centred on them, and anything else gets
         PlateCarree centred on the data.
     coords : {"auto", "lonlat", "xy"}
@@ -600,6 +602,7 @@ class _MapView:
     data_crs: Any = None
     is_global: bool = False
     centre: float = 0.0
+    cap: str | None = None  # "north" or "south": a polar cap, on a polar stereographic map
 
     @property
     def span(self) -> float:
@@ -635,6 +638,9 @@ class _MapView:
             view.proj = _projection(view.ccrs, projection, view.centre, float(0.5 * (v0 + v1)),
                                     view.span, view.is_global)
             view.data_crs = view.ccrs.PlateCarree()
+            view.cap = polar_cap(view.span, v0, v1) if projection is None else None
+            if view.cap is not None:
+                view.proj = polar_projection(view.ccrs, view.cap, view.centre)
         return view
 
 
@@ -733,7 +739,9 @@ def _frame_map_panel(ax, g: _MapGeometry, view: _MapView, *, first: bool, coastl
                      borders: bool, same_units: bool) -> None:
     """Extent, gridlines or axis labels, and map features of one panel."""
     if view.ccrs is not None:
-        if view.is_global:
+        if view.cap is not None:
+            ax.set_extent(polar_extent(view.ccrs, view.proj, view.cap, view.v0, view.v1), crs=view.proj)
+        elif view.is_global:
             ax.set_global()
         else:
             ax.set_extent([view.h0 - view.middle, view.h1 - view.middle, view.v0, view.v1],

@@ -43,6 +43,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass: profile" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25 userpass: map title" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25 userpass2: clipping" tests/fields/test_valid.py
+    python tests/engine/mutants.py -k "pass25 userpass2: polar" tests/plot/test_figures.py::test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -660,6 +661,11 @@ MUTANTS = {
         "geogpvae/fields/valid.py", "the nearest valid value; {name}_std is", "the nearest valid value; v_std is"),
     "pass25 userpass2: clipping warning proposes log for a bounded fraction": (
         "geogpvae/fields/valid.py", "            if high is None else \"\")", "            if True else \"\")"),
+    "pass25 userpass2: polar cap on the global PlateCarree map": (
+        "geogpvae/plot/maps.py", "view.cap = polar_cap(view.span, v0, v1) if projection is None else None",
+        "view.cap = None"),
+    "pass25 userpass2: polar map cut at the pole's side of the data": (
+        "geogpvae/plot/polar.py", "lat0 if cap == \"north\" else lat1", "lat1 if cap == \"north\" else lat0"),
 }
 
 

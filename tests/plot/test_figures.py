@@ -577,6 +577,28 @@ def test_field_map_curvilinear_grid_drawn_as_points_where_cells_cannot_be(case):
     fig.canvas.draw()
 
 
+
+@pytest.mark.parametrize("cap", ["north", "south"])
+def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
+    # a polar stereographic sea-ice grid: every longitude, latitudes poleward of 60; on the
+    # global PlateCarree map it filled a thin band along the edge, now the cap fills the panel
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    yx = (np.arange(12) - 5.5) * 100.0
+    x, y = np.meshgrid(yx, yx)
+    lat = (90.0 - np.hypot(x, y) / 111.0) * (1 if cap == "north" else -1)
+    ds, _ = _curvilinear(np.degrees(np.arctan2(x, -y)), lat)
+    fig, axs = _drawn(ds)
+    polar = ccrs.NorthPolarStereo if cap == "north" else ccrs.SouthPolarStereo
+    assert all(isinstance(ax.projection, polar) for ax in axs)
+    x0, x1, y0, y1 = axs[0].get_extent(crs=axs[0].projection)
+    drawn = axs[0].projection.transform_points(ccrs.PlateCarree(), ds.lon.values.ravel(), lat.ravel())
+    span = np.ptp(drawn[:, :2], axis=0)
+    assert x0 <= drawn[:, 0].min() and drawn[:, 0].max() <= x1 and y0 <= drawn[:, 1].min() <= y1
+    assert span[0] > 0.5 * (x1 - x0) and span[1] > 0.5 * (y1 - y0)  # the data fill the map
+    fig.canvas.draw()
+
 def _nemo_like(where=(slice(3, 8), slice(10, 16))):
     """20 x 30 cells over 40..10 W, 30..50 N as NEMO writes them, a 5 x 6 block of eliminated
     land at nav_lon = nav_lat = 0 with no data, and the block's cell mask."""

@@ -75,6 +75,10 @@ EARTH_RADIUS_KM = 6371.0088
 _STANDARD_NAME_ROLES = {
     "longitude": "lon",
     "latitude": "lat",
+    # rotated-pole grids (CORDEX's rlon/rlat): positions on the same sphere, the pole moved;
+    # great-circle distances do not change with the rotation
+    "grid_longitude": "lon",
+    "grid_latitude": "lat",
     "time": "time",
     "projection_x_coordinate": "x",
     "projection_y_coordinate": "y",
@@ -157,6 +161,11 @@ def _candidates(ds: xr.Dataset, dims: Sequence[str]) -> list[str]:
     return [n for n in own + others if _usable(ds[n])]
 
 
+def _standard_name(var: xr.DataArray) -> str:
+    name = var.attrs.get("standard_name")
+    return name.strip().lower() if isinstance(name, str) else ""
+
+
 def _deduplicate_roles(chosen: list[tuple[str, str]]) -> list[tuple[str, str]]:
     kept: dict[str, str] = {}
     for name, role in chosen:
@@ -220,6 +229,9 @@ def _detect(ds: xr.Dataset, dims: Sequence[str]) -> list[tuple[str, str]]:
     roles = {r for _, r in chosen}
     if {"x", "y"} <= roles and {"lon", "lat"} & roles:
         chosen = [(n, r) for n, r in chosen if r not in ("lon", "lat")]
+    if {"grid_longitude", "grid_latitude"} <= {_standard_name(ds[n]) for n, _ in chosen}:
+        # a rotated grid's true lon/lat (2-D) are the same places: its own coordinates suffice
+        chosen = [(n, r) for n, r in chosen if r not in ("lon", "lat") or _standard_name(ds[n]).startswith("grid_")]
     chosen = _deduplicate_roles(chosen)
     if len(dims) == 1 and not chosen:
         coord = [n for n, _ in found]

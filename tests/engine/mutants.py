@@ -37,6 +37,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: info" tests/cli/test_commands.py::test_info_describes_variables_coordinates_and_memory
     python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
     python tests/engine/mutants.py -k "pass25: one" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass25: rotated" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass25: a rotated" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25: a picked" tests/plot/test_figures.py tests/cli/test_commands.py::test_plot_isel_of_one_station_draws_its_series
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25 userpass: colour bar" tests/plot/test_layout.py
@@ -666,6 +668,11 @@ MUTANTS = {
         "view.cap = None"),
     "pass25 userpass2: polar map cut at the pole's side of the data": (
         "geogpvae/plot/polar.py", "lat0 if cap == \"north\" else lat1", "lat1 if cap == \"north\" else lat0"),
+    "pass25: rotated-pole coordinates taken as flat x/y": (
+        "geogpvae/fields/geometry.py", '    "grid_longitude": "lon",\n    "grid_latitude": "lat",\n', ""),
+    "pass25: a rotated grid's true lon/lat kept beside its own (a warning)": (
+        "geogpvae/fields/geometry.py", '    if {"grid_longitude", "grid_latitude"} <= {_standard_name(ds[n]) for n, _ in chosen}:',
+        "    if False:"),
 }
 
 

@@ -197,6 +197,44 @@ def test_sphere_positions_across_dateline_and_near_pole():
     assert abs(pole - great_circle) < 1e-3 * great_circle
 
 
+def _rotated_grid() -> xr.Dataset:
+    """A CORDEX-like rotated-pole grid: rlat/rlon (grid_latitude/grid_longitude, axis Y/X) and
+    the true lat/lon as 2-D auxiliary coordinates, the rotated sphere turned by a rotation."""
+    rlat, rlon = np.linspace(-20.0, 20.0, 9), np.linspace(-25.0, 15.0, 11)
+    la, lo = np.meshgrid(np.radians(rlat), np.radians(rlon), indexing="ij")
+    unit = np.stack([np.cos(la) * np.cos(lo), np.cos(la) * np.sin(lo), np.sin(la)], -1)
+    tilt, turn = np.radians(50.75), np.radians(18.0)  # a pole at 39.25 N, turned about z
+    rx = np.array([[np.cos(tilt), 0, -np.sin(tilt)], [0, 1, 0], [np.sin(tilt), 0, np.cos(tilt)]])
+    rz = np.array([[np.cos(turn), -np.sin(turn), 0], [np.sin(turn), np.cos(turn), 0], [0, 0, 1]])
+    true = unit @ (rz @ rx).T
+    lat, lon = np.degrees(np.arcsin(true[..., 2])), np.degrees(np.arctan2(true[..., 1], true[..., 0]))
+    values = np.sin(la * 5) + np.cos(lo * 3)
+    values[2:4, 3:6] = np.nan
+    return xr.Dataset(
+        {"tas": (("rlat", "rlon"), values, {"units": "K", "grid_mapping": "rotated_pole"}),
+         "rotated_pole": ((), 0, {"grid_mapping_name": "rotated_latitude_longitude",
+                                  "grid_north_pole_latitude": 39.25, "grid_north_pole_longitude": -162.0})},
+        coords={"rlat": ("rlat", rlat, {"standard_name": "grid_latitude", "units": "degrees", "axis": "Y"}),
+                "rlon": ("rlon", rlon, {"standard_name": "grid_longitude", "units": "degrees", "axis": "X"}),
+                "lat": (("rlat", "rlon"), lat, {"standard_name": "latitude", "units": "degrees_north"}),
+                "lon": (("rlat", "rlon"), lon, {"standard_name": "longitude", "units": "degrees_east"})})
+
+
+def test_a_rotated_pole_grid_is_on_the_sphere():
+    # rlat/rlon are latitude and longitude about a moved pole: the model's distances are the
+    # great-circle distances of the true lat/lon (not degrees taken as flat x/y), and the true
+    # 2-D lat/lon, the same places, are left without a warning
+    ds = _rotated_grid()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CoordinateWarning)
+        f = prepare_field(ds, ["tas"])
+    assert [a.kind for a in f.geometry.axes] == ["sphere"] and f.geometry.names == ["rlon", "rlat"]
+    true = sphere_positions(ds.lon.values.ravel(), ds.lat.values.ravel())
+    model = np.linalg.norm(f.x[:, None] - f.x[None], axis=-1)
+    great = np.linalg.norm(true[:, None] - true[None], axis=-1)
+    np.testing.assert_allclose(model / model.max(), great / great.max(), atol=1e-5)
+
+
 def test_lonlat_grid_neighbours_across_dateline():
     lon = np.array([178.0, 179.0, 179.9, -179.9, -179.0, -178.0])
     ds = xr.Dataset(

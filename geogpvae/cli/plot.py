@@ -170,14 +170,18 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _map_hint(ds: Any, var: str, kind: str, axis: str | None) -> str:
     """Where layers of a curvilinear grid (2-D longitude/latitude, as ocean models write) were
-    drawn in index space: how to draw them on a map instead."""
+    drawn in index space, or in the grid's own 1-D coordinates (projected x/y, rotated
+    rlon/rlat): how to draw them on a map instead."""
     from ..plot.maps import _curvilinear_coords
 
     found = _curvilinear_coords(ds, var, "auto") if kind == "layers" else None
     if found is None or axis is None or axis in found[0].dims:
         return ""
     lon, lat = (str(c.name) for c in found)
-    return (f"; drawn in grid steps: {var!r} has 2-D longitudes and latitudes ({lon}, {lat}), and "
+    grid = [str(d) for d in found[0].dims]
+    own = all(d in ds.coords and ds[d].dims == (d,) for d in grid)  # projected x/y, rotated rlon/rlat
+    drawn = f"drawn in its {'/'.join(grid)} coordinates" if own else "drawn in grid steps"
+    return (f"; {drawn}: {var!r} has 2-D longitudes and latitudes ({lon}, {lat}), and "
             f"--map draws them on a map (--isel {axis}=N picks the {axis})")
 
 

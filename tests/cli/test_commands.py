@@ -756,6 +756,14 @@ def test_layers_of_a_curvilinear_grid_say_how_to_draw_a_map(tmp_path, capsys):
            "(nav_lon, nav_lat), and --map draws them on a map (--isel time=N picks the time)" in err
     assert main(["plot", str(src), "--map", "-o", str(tmp_path / "b.png")]) == 0
     assert "grid steps" not in capsys.readouterr().err
+    # with coordinates of their own on y and x (a polar stereographic grid in metres), the layers
+    # are drawn in those, not in grid steps
+    with xr.open_dataset(src) as ds:
+        projected = ds.assign_coords(y=("y", 25e3 * np.arange(5.0), {"units": "m"}),
+                                     x=("x", 25e3 * np.arange(6.0), {"units": "m"})).load()
+    projected.to_netcdf(tmp_path / "stereo.nc")
+    assert main(["plot", str(tmp_path / "stereo.nc"), "-o", str(tmp_path / "c.png")]) == 0
+    assert "(layers of sst along time); drawn in its y/x coordinates: 'sst' has 2-D" in capsys.readouterr().err
 
 
 def test_plot_of_a_four_dimensional_file_draws_layers_along_its_vertical_axis(tmp_path, capsys):

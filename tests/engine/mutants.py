@@ -38,6 +38,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
     python tests/engine/mutants.py -k "pass25: one" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25: rotated" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass25: layers in" tests/cli/test_commands.py::test_layers_of_a_curvilinear_grid_say_how_to_draw_a_map
     python tests/engine/mutants.py -k "pass25: a rotated" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25: a picked" tests/plot/test_figures.py tests/cli/test_commands.py::test_plot_isel_of_one_station_draws_its_series
     python tests/engine/mutants.py -k "pass25 userpass: 2-D coordinate" tests/fields/test_stacking.py
@@ -673,6 +674,9 @@ MUTANTS = {
     "pass25: a rotated grid's true lon/lat kept beside its own (a warning)": (
         "geogpvae/fields/geometry.py", '    if {"grid_longitude", "grid_latitude"} <= {_standard_name(ds[n]) for n, _ in chosen}:',
         "    if False:"),
+    "pass25: layers in a grid's own coordinates said to be in grid steps": (
+        "geogpvae/cli/plot.py", 'drawn = f"drawn in its {\'/\'.join(grid)} coordinates" if own else "drawn in grid steps"',
+        'drawn = "drawn in grid steps"'),
 }
 
 

@@ -32,6 +32,7 @@ from .fields.cf import (
     label_lon_lat,
     output_dtype,
 )
+from .fields.extent import warn_if_far
 from .fields.geometry import Geometry
 from .fields.io import atomic_torch_save
 from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
@@ -433,9 +434,17 @@ class GPVAEImputer:
             A coordinate is missing or not finite, or every coordinate is a scalar (a scalar
             coordinate alongside others applies to every location, e.g. a time picked with
             ``isel``).
+
+        Warns
+        -----
+        CoordinateWarning
+            Every location lies farther from the training data, along one of its spatial
+            coordinates, than the training data's own extent (a grid in metres for a model
+            trained in km, lon and lat swapped): the prediction there is the model's prior.
         """
         self._require_fit()
         x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_)
+        warn_if_far(x, self.engine_.training_locations, self.geometry_)
         pred = self.engine_.predict(x)
         shape = tuple(int(locations.sizes[d]) for d in dims)
         data_vars: dict[str, xr.DataArray] = {}

@@ -19,7 +19,7 @@ import geogpvae
 from geogpvae import GPVAEImputer, impute
 from geogpvae.datasets import load_jura, make_gaussian_field
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.errors import InputError, TrainingWarning
+from geogpvae.errors import CoordinateWarning, InputError, TrainingWarning
 
 FAST = dict(
     neighbours=8, encoder_hidden=(32, 32), decoder_hidden=(32, 32), samples=16, progress=False
@@ -324,6 +324,20 @@ def test_predict_on_a_grid_from_scattered_training(fitted):
     assert turned.v0.dims == ("y", "x")
     np.testing.assert_allclose(turned.v0.transpose("x", "y").values, pred.v0.values, atol=0.2)
 
+
+
+def test_predict_warns_when_every_location_is_far_from_the_training_data(fitted):
+    # the sites span 0..1 km; a grid in metres without a units attribute lies 1000 times off:
+    # every location gets the model's prior, the same value everywhere
+    metres = xr.Dataset(coords={"x": np.linspace(250, 1000, 4), "y": np.linspace(250, 1000, 3)})
+    with pytest.warns(CoordinateWarning, match=r"every location lies far outside .*x: the locations span "
+                      r"250 to 1000, the training data 0.008214 to 0.9984 km.*metres for kilometres"):
+        fitted.predict(metres)
+    # a grid reaching well past the sites but overlapping them, or a point just beyond: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CoordinateWarning)
+        fitted.predict(xr.Dataset(coords={"x": np.linspace(-2, 3, 6), "y": np.linspace(-2, 3, 6)}))
+        fitted.predict(xr.Dataset(coords={"x": [1.9], "y": [0.5]}))
 
 def test_a_fitted_grid_model_on_stacked_slices_and_other_grids(grid):
     imp = GPVAEImputer(**TINY).fit(grid)

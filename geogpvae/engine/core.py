@@ -503,6 +503,11 @@ class GPVAEEngine:
         )
         return model.to(device=self.device, dtype=self.dtype)
 
+    @property
+    def training_locations(self) -> np.ndarray | None:
+        """The training field's locations, in the units the engine was fitted with (or None)."""
+        return None if self._x is None else self._x / self.x_scale_ + self.x_offset_
+
     def training_rows(self, x: np.ndarray, values: np.ndarray) -> np.ndarray | None:
         """The training row that each row of a field repeats, or None for another field.
 

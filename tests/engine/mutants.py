@@ -47,6 +47,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass: map title" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25 userpass2: clipping" tests/fields/test_valid.py
     python tests/engine/mutants.py -k "pass25 userpass2: polar" tests/plot/test_figures.py::test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map
+    python tests/engine/mutants.py -k "pass25 userpass3: a grid far" tests/test_api.py::test_predict_warns_when_every_location_is_far_from_the_training_data
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -677,6 +678,8 @@ MUTANTS = {
     "pass25: layers in a grid's own coordinates said to be in grid steps": (
         "geogpvae/cli/plot.py", 'drawn = f"drawn in its {\'/\'.join(grid)} coordinates" if own else "drawn in grid steps"',
         'drawn = "drawn in grid steps"'),
+    "pass25 userpass3: a grid far from every training site predicted without a warning": (
+        "geogpvae/fields/extent.py", "        if extent > 0 and gap > extent:", "        if False:"),
 }
 
 

@@ -30,6 +30,7 @@ from .fields.cf import (
     already_imputed,
     imputation_variables,
     label_lon_lat,
+    label_units,
     output_dtype,
 )
 from .fields.extent import warn_if_far
@@ -546,6 +547,8 @@ class GPVAEImputer:
         for axis in self.geometry_.axes:
             if axis.kind == "sphere":
                 out = label_lon_lat(out, *axis.names)
+            elif axis.kind == "linear" and axis.units:
+                out = label_units(out, axis.names[0], axis.units)
         return add_provenance(out, self._call(call), options)
 
     # ------------------------------------------------------------------ save / load

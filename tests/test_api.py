@@ -339,6 +339,15 @@ def test_predict_warns_when_every_location_is_far_from_the_training_data(fitted)
         fitted.predict(xr.Dataset(coords={"x": np.linspace(-2, 3, 6), "y": np.linspace(-2, 3, 6)}))
         fitted.predict(xr.Dataset(coords={"x": [1.9], "y": [0.5]}))
 
+
+def test_predict_gives_unlabelled_coordinates_the_training_units(fitted):
+    # a grid built from bare numbers is in the training data's units (km): the output says so,
+    # in a file and on a map's axes; the caller's grid is left as it was
+    grid = xr.Dataset(coords={"x": np.linspace(0, 1, 5), "y": ("y", np.linspace(0, 1, 4), {"units": "km", "axis": "Y"})})
+    pred = fitted.predict(grid)
+    assert pred.x.attrs == {"units": "km"} and grid.x.attrs == {}
+    assert pred.y.attrs == {"units": "km", "axis": "Y"}
+
 def test_a_fitted_grid_model_on_stacked_slices_and_other_grids(grid):
     imp = GPVAEImputer(**TINY).fit(grid)
     # slices along a dim the model has no coordinate for would be taken as the same locations

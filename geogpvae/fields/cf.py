@@ -55,6 +55,7 @@ __all__ = [
     "attr_value",
     "imputation_variables",
     "label_lon_lat",
+    "label_units",
     "output_dtype",
     "point_geometry",
     "restore_flag_variables",
@@ -631,6 +632,32 @@ def label_lon_lat(ds: xr.Dataset, lon: str, lat: str) -> xr.Dataset:
     for name, attrs in zip((lon, lat), _LON_LAT_ATTRS, strict=True):
         if name in out.variables:
             out.variables[name].attrs = {**attrs, **out.variables[name].attrs}
+    return out
+
+
+def label_units(ds: xr.Dataset, name: str, units: str) -> xr.Dataset:
+    """Give coordinate ``name`` the ``units`` the model was trained on, where it has none.
+
+    New locations given without a ``units`` attribute are taken to be in the training
+    data's units: the output says which (for a file, a map's axis labels).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Not modified.
+    name : str
+        The coordinate's name (nothing is done when ``ds`` lacks it).
+    units : str
+        Its training units.
+
+    Returns
+    -------
+    xarray.Dataset
+        A shallow copy (data shared).
+    """
+    out = ds.copy(deep=False)
+    if name in out.variables and "units" not in out.variables[name].attrs:
+        out.variables[name].attrs = {**out.variables[name].attrs, "units": units}
     return out
 
 

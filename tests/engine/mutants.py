@@ -48,6 +48,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass2: clipping" tests/fields/test_valid.py
     python tests/engine/mutants.py -k "pass25 userpass2: polar" tests/plot/test_figures.py::test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map
     python tests/engine/mutants.py -k "pass25 userpass3: a grid far" tests/test_api.py::test_predict_warns_when_every_location_is_far_from_the_training_data
+    python tests/engine/mutants.py -k "pass25 userpass3: predicted coordinates" tests/test_api.py::test_predict_gives_unlabelled_coordinates_the_training_units
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -680,6 +681,8 @@ MUTANTS = {
         'drawn = "drawn in grid steps"'),
     "pass25 userpass3: a grid far from every training site predicted without a warning": (
         "geogpvae/fields/extent.py", "        if extent > 0 and gap > extent:", "        if False:"),
+    "pass25 userpass3: predicted coordinates without the training units": (
+        "geogpvae/api.py", '            elif axis.kind == "linear" and axis.units:', "            elif False:"),
 }
 
 

@@ -596,7 +596,8 @@ class GPVAEEngine:
         with stretched(self.model.kernel, stretch):
             return neighbour_posterior(self.model, anchor["x"], anchor["mean"], anchor["var"], x,
                                        neighbours=max(self.config.neighbours, 1), self_index=self_index,
-                                       backend=self.config.neighbour_backend)
+                                       backend=self.config.neighbour_backend,
+                                       toward_anchors=bool(self.config.extra.get("latent_cap", False)))
 
     def _regime_modes(self, mode: str) -> dict[str, str]:
         """The latent source for locations with and without observed values of their own."""

@@ -78,6 +78,7 @@ def neighbour_posterior(
     self_index: np.ndarray | None = None,
     backend: str = "auto",
     chunk: int = 16384,
+    toward_anchors: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Latent posterior at target locations from their nearest anchors (see the module notes).
 
@@ -98,6 +99,13 @@ def neighbour_posterior(
         of their own neighbour set.
     backend : str
         Neighbour search backend.
+    toward_anchors : bool
+        An experiment (``extra={"latent_cap": True}``), not a default: away from the anchors
+        the conditional goes to the anchors' spread instead of the prior's. Its mean is drawn
+        toward the anchors' mean by the weight the neighbours leave (a constant-mean GP), and
+        its variance capped at the anchors' total variance (the variance of their means plus
+        their mean variance), per channel: far from the data the decoder then sees latents
+        like those it was trained on, not the much wider prior.
 
     Returns
     -------
@@ -140,7 +148,11 @@ def neighbour_posterior(
         w, cond_var = spa_conditional(model.kernel, x_target[s : s + chunk], x_anchor[safe], valid, model.jitter,
                                       nbr_noise=noise[safe].mT, kernel_blocks=blocks)  # (B, L, H), (B, L)
         means[s : s + chunk] = (w * pseudo[safe].mT).sum(-1)
+        if toward_anchors:  # the weight the neighbours leave goes to the anchors' mean
+            means[s : s + chunk] += (1.0 - w.sum(-1)) * mean_anchor.mean(0)
         variances[s : s + chunk] = cond_var
+    if toward_anchors and a > 1:
+        variances = torch.minimum(variances, mean_anchor.var(0) + var_anchor.mean(0))
     return means, variances
 
 

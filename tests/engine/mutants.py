@@ -38,6 +38,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: short budget in" tests/cli/test_commands.py::test_a_short_budget_is_warned_about_in_the_command_s_words
     python tests/engine/mutants.py -k "pass25: one" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25: rotated" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass25: latent cap" tests/engine/test_predict.py tests/engine/test_core.py::test_the_latent_cap_experiment_reaches_the_neighbours_conditional
     python tests/engine/mutants.py -k "pass25: layers in" tests/cli/test_commands.py::test_layers_of_a_curvilinear_grid_say_how_to_draw_a_map
     python tests/engine/mutants.py -k "pass25: a rotated" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25: a picked" tests/plot/test_figures.py tests/cli/test_commands.py::test_plot_isel_of_one_station_draws_its_series
@@ -683,6 +684,13 @@ MUTANTS = {
         "geogpvae/fields/extent.py", "        if extent > 0 and gap > extent:", "        if False:"),
     "pass25 userpass3: predicted coordinates without the training units": (
         "geogpvae/api.py", '            elif axis.kind == "linear" and axis.units:', "            elif False:"),
+    "pass25: latent cap's mean left at the prior's": (
+        "geogpvae/engine/predict.py", "            means[s : s + chunk] += (1.0 - w.sum(-1)) * mean_anchor.mean(0)", "            pass"),
+    "pass25: latent cap's variance not capped": (
+        "geogpvae/engine/predict.py", "variances = torch.minimum(variances, mean_anchor.var(0) + var_anchor.mean(0))",
+        "variances = variances"),
+    "pass25: latent cap never reaching the conditional": (
+        "geogpvae/engine/core.py", 'toward_anchors=bool(self.config.extra.get("latent_cap", False)))', "toward_anchors=False)"),
 }
 
 

@@ -1,5 +1,6 @@
 """The engine end to end on synthetic fields: accuracy, calibration, reproducibility, state."""
 
+import copy
 import warnings
 
 import numpy as np
@@ -164,6 +165,27 @@ def test_same_seed_same_result(field):
     np.testing.assert_array_equal(a.mean, b.mean)
     np.testing.assert_array_equal(a.std, b.std)
     assert not np.array_equal(a.mean, c.mean)
+
+
+def test_the_latent_cap_experiment_reaches_the_neighbours_conditional(trained, monkeypatch):
+    # extra={"latent_cap": True} (an experiment, not a default) is what the neighbours'
+    # conditional is computed with (its math: tests/engine/test_predict.py)
+    from geogpvae.engine import core
+
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("toward_anchors"))
+        return original(*args, **kwargs)
+
+    original = core.neighbour_posterior
+    monkeypatch.setattr(core, "neighbour_posterior", spy)
+    capped = copy.deepcopy(trained)
+    capped.config = capped.config.replace(extra={"latent_cap": True})
+    far = np.array([[30.0, 30.0]])
+    trained.predict(far, samples=8)
+    capped.predict(far, samples=8)
+    assert seen and seen[0] is False and seen[-1] is True
 
 
 def test_an_explicit_budget_far_under_the_default_is_warned_about_once(field):

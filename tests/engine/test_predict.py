@@ -179,6 +179,31 @@ def test_sure_anchors_are_interpolated_by_the_prior_conditional():
     torch.testing.assert_close(var[:, 0], s - (b * k_ta.T).sum(0), rtol=1e-5, atol=1e-8)
 
 
+def test_toward_anchors_is_constant_mean_kriging_capped_at_the_anchors_spread():
+    """The experiment ``latent_cap``: the weight the neighbours leave goes to the anchors' mean,
+    and the variance is capped at the anchors' total variance; far away both are the anchors'."""
+    from geogpvae.engine.predict import neighbour_posterior
+
+    model = _model_1d()
+    rng = np.random.default_rng(4)
+    xa = torch.as_tensor(rng.random((12, 2)))
+    xt = torch.as_tensor(np.r_[rng.random((3, 2)), [[40.0, 40.0]]])  # three near, one far
+    ma, va = torch.as_tensor(0.3 * rng.normal(size=(12, 1)) + 0.5), torch.full((12, 1), 1e-12, dtype=torch.float64)
+    mean, var = neighbour_posterior(model, xa, ma, va, xt, neighbours=12, toward_anchors=True)
+    with torch.no_grad():
+        s = model.kernel.outputscale * (1 + model.jitter)
+        k_aa = model.kernel(xa)[0] + model.jitter * model.kernel.outputscale * torch.eye(12)
+        k_ta = model.kernel(xt, xa)[0]
+    b = torch.linalg.solve(k_aa, k_ta.T)  # (12, 4)
+    centre, spread = ma[:, 0].mean(), ma[:, 0].var() + va[:, 0].mean()
+    torch.testing.assert_close(mean[:, 0], b.T @ ma[:, 0] + (1 - b.sum(0)) * centre, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(var[:, 0], torch.minimum(s - (b * k_ta.T).sum(0), spread), rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(mean[3, 0], centre)
+    torch.testing.assert_close(var[3, 0], spread)
+    plain = neighbour_posterior(model, xa, ma, va, xt, neighbours=12)
+    assert abs(float(plain[0][3, 0])) < 1e-8 and float(plain[1][3, 0]) > 10 * float(spread)  # the prior
+
+
 def test_anchors_no_surer_than_the_prior_leave_the_prior():
     """An encoder posterior equal to the prior says nothing: the target gets N(0, s)."""
     from geogpvae.engine.predict import neighbour_posterior

@@ -599,6 +599,7 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
     assert span[0] > 0.5 * (x1 - x0) and span[1] > 0.5 * (y1 - y0)  # the data fill the map
     fig.canvas.draw()
 
+
 def _nemo_like(where=(slice(3, 8), slice(10, 16))):
     """20 x 30 cells over 40..10 W, 30..50 N as NEMO writes them, a 5 x 6 block of eliminated
     land at nav_lon = nav_lat = 0 with no data, and the block's cell mask."""

@@ -532,7 +532,7 @@ class GPVAEEngine:
         own = self._y * self.scale + self.loc
         own[:, self.log] = np.exp(own[:, self.log])  # only log-modelled columns: no overflow
         own[~self._observed] = np.nan
-        return matching_rows(self._x / self.x_scale_ + self.x_offset_, own, x, values)
+        return matching_rows(self.training_locations, own, x, values)
 
     # ------------------------------------------------------------------ fields and posteriors
     def _training_field(self) -> _Field:

@@ -139,6 +139,7 @@ def neighbour_posterior(
     means = mean_anchor.new_empty((m, model.latent_dim))
     variances = mean_anchor.new_empty((m, model.latent_dim))
     tabulate = True  # until a chunk shows the offsets too varied (scattered points)
+    centre = mean_anchor.mean(0) if toward_anchors else None  # the anchors' mean, per channel
     for s in range(0, m, chunk):
         nb = idx_t[s : s + chunk]
         valid = nb >= 0
@@ -149,7 +150,7 @@ def neighbour_posterior(
                                       nbr_noise=noise[safe].mT, kernel_blocks=blocks)  # (B, L, H), (B, L)
         means[s : s + chunk] = (w * pseudo[safe].mT).sum(-1)
         if toward_anchors:  # the weight the neighbours leave goes to the anchors' mean
-            means[s : s + chunk] += (1.0 - w.sum(-1)) * mean_anchor.mean(0)
+            means[s : s + chunk] += (1.0 - w.sum(-1)) * centre
         variances[s : s + chunk] = cond_var
     if toward_anchors and a > 1:
         variances = torch.minimum(variances, mean_anchor.var(0) + var_anchor.mean(0))

@@ -35,7 +35,19 @@ SAVE_VERSION = 1
 
 
 def plain(value: Any) -> Any:
-    """An attribute value as plain Python (numpy values tagged with their dtype)."""
+    """An attribute value as plain Python (numpy values tagged with their dtype).
+
+    Parameters
+    ----------
+    value : Any
+        A number, string, None, numpy scalar or array, or a list, tuple or mapping of them.
+
+    Returns
+    -------
+    Any
+        Numbers, strings, None, lists and dicts only (a numpy value becomes
+        ``{"__numpy__": list, "dtype": str, "scalar": bool}``; anything else its ``str``).
+    """
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
         if arr.dtype.kind in "biufcSU":
@@ -51,7 +63,17 @@ def plain(value: Any) -> Any:
 
 
 def unplain(value: Any) -> Any:
-    """Inverse of :func:`plain`."""
+    """Inverse of :func:`plain`: tagged numpy values become numpy values again.
+
+    Parameters
+    ----------
+    value : Any
+        What :func:`plain` returned (lists stay lists: tuples are not told apart).
+
+    Returns
+    -------
+    Any
+    """
     if isinstance(value, dict) and "__numpy__" in value:
         arr = np.asarray(value["__numpy__"], dtype=np.dtype(value["dtype"]))
         return arr[()] if value.get("scalar") else arr
@@ -66,7 +88,19 @@ def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
     """What the file of a trained imputer holds: the engine state (options,
     standardisation, weights, calibration and the training field), the imputer's settings,
     and what it learnt of the Dataset (variables, dims, coordinate geometry, transforms,
-    attributes, dtypes and the training field's fingerprint)."""
+    attributes, dtypes and the training field's fingerprint).
+
+    Parameters
+    ----------
+    imp : GPVAEImputer
+        Trained.
+
+    Returns
+    -------
+    dict
+        Tensors and plain values only, tagged ``format`` :data:`SAVE_FORMAT` and ``version``
+        :data:`SAVE_VERSION`.
+    """
     return {
         "format": SAVE_FORMAT,
         "version": SAVE_VERSION,
@@ -89,8 +123,27 @@ def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
 def read_imputer(
     cls: type[GPVAEImputer], path: str | os.PathLike[str], *, device: str | None, progress: bool | str | None
 ) -> GPVAEImputer:
-    """The trained imputer of a file written by :func:`imputer_state` (see
-    :meth:`GPVAEImputer.load <geogpvae.GPVAEImputer.load>` for the parameters and errors)."""
+    """The trained imputer of a file written by :func:`imputer_state`.
+
+    Parameters
+    ----------
+    cls : type
+        :class:`~geogpvae.GPVAEImputer` (or a subclass) to build.
+    path : str or os.PathLike
+    device, progress : optional
+        Overrides of the saved settings (None: as saved).
+
+    Returns
+    -------
+    GPVAEImputer
+
+    Raises
+    ------
+    UnreadableFileError
+        Not a geogpvae model file, written by a newer version, or damaged.
+    InputError
+        The device is not available here.
+    """
     state = read_torch_file(path, "geogpvae model file")
     if not isinstance(state, dict) or state.get("format") != SAVE_FORMAT:
         raise UnreadableFileError(

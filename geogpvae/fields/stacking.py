@@ -54,10 +54,10 @@ from .geometry import (
     build_geometry,
     check_spanned,
     choose_coordinates,
-    coordinate_role,
     coordinates_at,
     unspanned_dims,
 )
+from .never_observed import is_flag, is_time_axis, never_observed_warning
 from .placeholders import placeholder_places, placeholder_warning
 from .scales import looks_vertical, unitless_axes, unitless_axes_warning
 from .valid import attr_numbers, undecoded_fills, valid_bounds
@@ -80,10 +80,6 @@ _OUTPUT_SUFFIXES = ("_std", "_imputed")
 _REFERENCE_ATTRS = ("bounds", "climatology", "grid_mapping", "ancillary_variables")
 
 
-
-
-def _is_flag(var: xr.DataArray) -> bool:
-    return "flag_values" in var.attrs or "flag_meanings" in var.attrs or "flag_masks" in var.attrs
 
 
 def _referenced_names(ds: xr.Dataset) -> set[str]:
@@ -112,7 +108,7 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
         name = str(name)
         if name in exclude or name in referenced or not var.dims:
             continue
-        if _is_flag(var) or _is_output(name, ds):
+        if is_flag(var) or _is_output(name, ds):
             continue
         if not _is_numeric(var.dtype):
             skipped.append(f"{name} ({var.dtype})")
@@ -696,7 +692,7 @@ def prepare_field(
         warn_caller(_shared_places_warning(ds, geometry, shared))
     # levels only (a unitless time index or month number is left alone), and not those scaled by hand
     skip = frozenset(a.names[0] for a in geometry.axes if not looks_vertical(a.names[0], ds.variables.get(a.names[0])) or a.names[0] in
-                     (coord_scale or {}) or _is_time_axis(ds, a))
+                     (coord_scale or {}) or is_time_axis(ds, a))
     unitless = unitless_axes(geometry, field.x, skip)
     if unitless:  # an s-coordinate beside km: every location's neighbours in its own column
         warn_caller(unitless_axes_warning(unitless))
@@ -725,89 +721,6 @@ def _shared_places_warning(ds: xr.Dataset, geometry: Geometry, shared: list[tupl
         "gap is filled from the other cells at that place; unless that is meant, name coordinates for "
         f"those dims too (coordinates {', '.join(hint)})"
     )
-
-
-#: the share of locations never observed along a time axis above which a warning proposes a mask
-NEVER_OBSERVED_SHARE = 0.01
-
-
-def never_observed_warning(ds: xr.Dataset, field: Field,
-                           placeholders: tuple[tuple[str, ...], np.ndarray] | None = None) -> str | None:
-    """The text of a warning about places with no value at any time (land in an ocean grid).
-
-    A gridded field with a time axis whose cells, at some places, hold no value of any variable
-    at any time step: those places are filled like gaps, from neighbours alone, although they
-    are often outside the domain (land, cells outside a reservoir).
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-        The input, searched for a variable on the places' dims that could serve as the mask.
-    field : Field
-        Its stacked field, all of ``ds``'s cells (no mask given): ``values`` (N, K) in C
-        order over ``field.dims``.
-    placeholders : tuple or None
-        :func:`~geogpvae.fields.placeholders.placeholder_places` of the field: not counted.
-
-    Returns
-    -------
-    str or None
-        The warning's text, naming the never-observed places and a matching mask variable
-        where there is one; None where the field has no time axis (or only one), no such
-        place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
-        every cell (a mask was given). Placeholders have a warning of their own.
-    """
-    times = {str(d) for a in field.geometry.axes if _is_time_axis(ds, a)
-             for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
-    along = tuple(i for i, d in enumerate(field.dims) if d in times)
-    if not along or len(along) == len(field.dims) or field.values.shape[0] != int(np.prod(field.shape)):
-        return None
-    seen = (~np.isnan(field.values)).any(axis=1).reshape(field.shape).any(axis=along)
-    places = tuple(d for d in field.dims if d not in times)
-    blank = placeholders  # NEMO's cells without a position: a warning of their own
-    unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]
-    never = int(unexplained.sum())
-    if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:
-        return None
-    return (f"{never} of the {seen.size} ({', '.join(places)}) places ({never / seen.size:.0%}) have no "
-            f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
-            f"If they are land or outside the domain, pass a mask (True where values belong"
-            f"{_mask_hint(ds, field.names, places, seen)})")
-
-
-def _is_time_axis(ds: xr.Dataset, axis: Any) -> bool:
-    """Dates or durations, or numbers a CF coordinate marks as time (``axis = "T"``,
-    ``standard_name = "time"``, e.g. World Ocean Atlas' "months since" that xarray leaves
-    undecoded)."""
-    if axis.kind in ("time", "cftime", "duration"):
-        return True
-    name = axis.names[0]
-    return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"
-
-
-def _zeros_and_ones(var: xr.DataArray) -> bool:
-    """Floats that are all 0 or 1, as ROMS stores ``mask_rho``."""
-    if var.dtype.kind != "f":
-        return False
-    values = np.asarray(var.values)
-    return bool(np.isin(values, (0.0, 1.0)).all())
-
-
-def _mask_hint(ds: xr.Dataset, names: Sequence[str], places: tuple[str, ...], seen: np.ndarray) -> str:
-    """A variable of ``ds`` on ``places`` that is non-zero (or zero) just where values were seen:
-    integers, flags, or floats of 0 and 1 only; data variables first, then coordinates that
-    are not dims."""
-    candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]
-    for name, var in candidates:
-        if (name in names or set(map(str, var.dims)) != set(places)
-                or not (_is_flag(var) or var.dtype.kind in "biu" or _zeros_and_ones(var))):
-            continue
-        inside = np.asarray(var.transpose(*places).values) != 0
-        for where, text in ((inside, f"mask={name!r} / --mask-var {name}"), (~inside, f"mask=ds[{name!r}] == 0")):
-            # every observed place inside, and nearly every never-observed one outside
-            if where[seen].all() and (~where[~seen]).mean() >= 0.9:
-                return f", e.g. {text}"
-    return "; on the command line --mask-var NAME"
 
 
 # --------------------------------------------------------------------------- new locations

@@ -441,7 +441,7 @@ MUTANTS = {
     "pass20: never-observed places not looked for": (
         "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = None"),
     "pass20: never-observed places counted at any single time": (
-        "geogpvae/fields/stacking.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
+        "geogpvae/fields/never_observed.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
     "pass20: never-observed warning even with a mask": (
         "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = never_observed_warning(ds, field, blank)"),
     "pass20: the metric warm-up silent": (
@@ -464,7 +464,7 @@ MUTANTS = {
     "pass20: a checkpoint written before epoch 1": (
         "geogpvae/cli/impute.py", "if cluster.is_main and int(engine.train_state.epoch) > 0:", "if cluster.is_main:"),
     "pass20: the mask hint names any integer variable": (
-        "geogpvae/fields/stacking.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
+        "geogpvae/fields/never_observed.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
     "pass20: an older model's bounds applied": (
         "geogpvae/model_file.py", 'if not fitted.get("bounds_in_values"):', "if False:"),
     "pass21: stretched variance inside clustered gaps": (
@@ -515,7 +515,7 @@ MUTANTS = {
         "geogpvae/fields/packing.py", '    if "scale_factor" in encoding or "add_offset" in encoding:\n        return {}',
         '    if False:\n        return {}'),
     "pass22: numbers marked as time not taken as a time axis": (
-        "geogpvae/fields/stacking.py", '    return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"',
+        "geogpvae/fields/never_observed.py", '    return axis.kind != "sphere" and name in ds.variables and coordinate_role(name, ds[name]) == "time"',
         "    return False"),
     "pass22: points beyond the calibration axes dropped silently": (
         "geogpvae/plot/calibration.py", "    if beyond.any():  # the axes end", "    if False:  # the axes end"),
@@ -571,9 +571,9 @@ MUTANTS = {
         "geogpvae/fields/valid.py", "    if np.array_equal(cast, numbers):  # the fill is exact",
         "    if True:  # the fill is exact"),
     "pass24: mask hint takes any float": (
-        "geogpvae/fields/stacking.py", "return bool(np.isin(values, (0.0, 1.0)).all())", "return True"),
+        "geogpvae/fields/never_observed.py", "return bool(np.isin(values, (0.0, 1.0)).all())", "return True"),
     "pass24: mask hint skips coordinates": (
-        "geogpvae/fields/stacking.py",
+        "geogpvae/fields/never_observed.py",
         "candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]",
         "candidates = list(ds.data_vars.items())"),
     "pass24: placeholder cells never found": (
@@ -624,7 +624,7 @@ MUTANTS = {
     "pass24: two-fill warnings dropped for every variable": (
         "geogpvae/cli/files.py", "if found and variables is not None and found.group(1) not in variables:", "if found:"),
     "pass24: placeholder cells counted again as never observed": (
-        "geogpvae/fields/stacking.py", "unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]",
+        "geogpvae/fields/never_observed.py", "unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]",
         "unexplained = ~seen"),
     "pass24: map hint never given": (
         "geogpvae/cli/plot.py", "    if found is None or axis is None or axis in found[0].dims:", "    if True:"),

@@ -110,6 +110,7 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     if settings.mask_var:
         domain = xr.DataArray(domain_mask(ds, settings.mask_var, dims), dims=dims)
     n = cells if domain is None else int(domain.sum())
+    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))
     d, k = geometry.n_columns, len(names)
     memory = estimate_memory(
         n,
@@ -128,11 +129,32 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
         "cells": cells,
         **_variables_report(ds, names, domain),
         "already_imputed": already_imputed(ds, names),
+        "never_observed": never,
         "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
         "x": {"columns": d, "description": geometry.describe()},
         "engine": _engine_report(config, n),
         "memory_bytes": memory,
     }
+
+
+def _never_observed(ds: Any, geometry: Any, dims: Sequence[str], names: Sequence[str], domain: Any,
+                    masked: bool) -> dict[str, Any] | None:
+    """Places with no value at any time, as impute's warning counts them (with its text)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from ..fields.never_observed import never_observed, never_observed_text
+    from ..fields.placeholders import placeholder_places
+
+    observed = np.logical_or.reduce([ds[v].notnull().transpose(*dims).values for v in names])
+    inside = np.ones(observed.shape, dtype=bool) if domain is None else domain.transpose(*dims).values
+    blank = placeholder_places(ds, SimpleNamespace(geometry=geometry, dims=tuple(dims)))
+    found = never_observed(ds, geometry, dims, observed, inside, blank)
+    text = never_observed_text(ds, names, found, masked)
+    if found is None or text is None:
+        return None
+    return {"places": list(found.places), "count": found.count, "of": found.total, "warning": text}
 
 
 def _variables_report(ds: Any, names: Sequence[str], domain: Any) -> dict[str, Any]:
@@ -185,6 +207,8 @@ def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
             f"note: {', '.join(done)} already went through impute (the _imputed flags mark filled "
             "cells): impute and validate refuse them; give the data as it was before imputing"
         )
+    if info["never_observed"]:
+        lines.append(f"note: {info['never_observed']['warning']}")
     coords = ", ".join(f"{c['name']} ({c['role']})" for c in info["coordinates"])
     lines.append(f"coordinates: {coords}")
     lines.append(f"model x: {info['x']['columns']} column(s): {info['x']['description']}")

@@ -9,17 +9,25 @@ the Dataset when one matches them. Pure numpy/xarray.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import xarray as xr
 
-from .geometry import coordinate_role
+from .geometry import Geometry, coordinate_role
 
 if TYPE_CHECKING:
     from .stacking import Field
 
-__all__ = ["NEVER_OBSERVED_SHARE", "is_flag", "is_time_axis", "never_observed_warning"]
+__all__ = [
+    "NEVER_OBSERVED_SHARE",
+    "NeverObserved",
+    "is_flag",
+    "is_time_axis",
+    "never_observed",
+    "never_observed_text",
+    "never_observed_warning",
+]
 
 
 def is_flag(var: xr.DataArray) -> bool:
@@ -31,48 +39,126 @@ def is_flag(var: xr.DataArray) -> bool:
 NEVER_OBSERVED_SHARE = 0.01
 
 
+class NeverObserved(NamedTuple):
+    """Places of a gridded field with a time axis that hold no value at any time.
+
+    Attributes
+    ----------
+    places : tuple of str
+        The dims that are not time, e.g. ``("lat", "lon")``.
+    times : tuple of str
+        The time dims, sorted.
+    count : int
+        Places inside the domain (at some time) with no value of any variable at any time,
+        placeholders not counted.
+    total : int
+        Places inside the domain at some time.
+    seen : ndarray of bool, shape of ``places``
+        Where some variable has a value at some time.
+    """
+
+    places: tuple[str, ...]
+    times: tuple[str, ...]
+    count: int
+    total: int
+    seen: np.ndarray
+
+
+def never_observed(ds: xr.Dataset, geometry: Geometry, dims: Sequence[str], observed: np.ndarray,
+                   domain: np.ndarray, placeholders: tuple[tuple[str, ...], np.ndarray] | None = None,
+                   ) -> NeverObserved | None:
+    """Count the places with no value at any time.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The input, whose coordinates say which axes of ``geometry`` are time.
+    geometry : Geometry
+        The field's coordinates (:func:`~geogpvae.fields.geometry.build_geometry`).
+    dims : sequence of str
+        The variables' dims; ``observed`` and ``domain`` are on them, in this order.
+    observed : ndarray of bool
+        True where some variable has a value.
+    domain : ndarray of bool
+        True inside the domain (everywhere without a mask).
+    placeholders : tuple or None
+        :func:`~geogpvae.fields.placeholders.placeholder_places`: not counted.
+
+    Returns
+    -------
+    NeverObserved or None
+        None where no dim is time, or every dim is.
+    """
+    times = {str(d) for a in geometry.axes if is_time_axis(ds, a)
+             for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
+    along = tuple(i for i, d in enumerate(dims) if d in times)
+    if not along or len(along) == len(dims):
+        return None
+    seen = observed.any(axis=along)
+    inside = domain.any(axis=along)  # in the domain at some time
+    places = tuple(str(d) for d in dims if d not in times)
+    blank = placeholders  # NEMO's cells without a position: a warning of their own
+    unexplained = inside & ~seen if blank is None or blank[0] != places else inside & ~seen & ~blank[1]
+    return NeverObserved(places, tuple(sorted(times)), int(unexplained.sum()), int(inside.sum()), seen)
+
+
+def never_observed_text(ds: xr.Dataset, names: Sequence[str], found: NeverObserved | None,
+                        masked: bool = False) -> str | None:
+    """The warning about :func:`never_observed` places, or None where there are none or fewer
+    than :data:`NEVER_OBSERVED_SHARE` of the places in the domain.
+
+    Without a mask (``masked`` False) it proposes one, naming a variable of ``ds`` on the
+    places that could serve (not one of ``names``) where there is one; with a mask it says
+    that the places it keeps are filled from other places alone.
+    """
+    if found is None or found.count == 0 or found.count < NEVER_OBSERVED_SHARE * found.total:
+        return None
+    count = (f"{found.count} of the {found.total} ({', '.join(found.places)}) places"
+             f"{' inside the mask' if masked else ''} ({found.count / found.total:.0%}) have no value at "
+             f"any {', '.join(found.times)}")
+    if masked:  # the user drew the domain: a persistent gap inside it, filled from other places only
+        return (f"{count}: they are filled from other places alone, as a gap of the whole record "
+                "(their _std says how far that reaches); if they lie outside the domain, leave them "
+                "out of the mask")
+    hint = _mask_hint(ds, names, found.places, found.seen)
+    return (f"{count}: they are filled like gaps, from neighbours alone. If they are land or outside "
+            f"the domain, pass a mask (True where values belong{hint})")
+
+
 def never_observed_warning(ds: xr.Dataset, field: Field,
-                           placeholders: tuple[tuple[str, ...], np.ndarray] | None = None) -> str | None:
+                           placeholders: tuple[tuple[str, ...], np.ndarray] | None = None,
+                           masked: bool = False) -> str | None:
     """The text of a warning about places with no value at any time (land in an ocean grid).
 
     A gridded field with a time axis whose cells, at some places, hold no value of any variable
     at any time step: those places are filled like gaps, from neighbours alone, although they
-    are often outside the domain (land, cells outside a reservoir).
+    are often outside the domain (land, cells outside a reservoir). Where a mask was given, the
+    places it keeps that have no value at any time (a satellite's pole hole) are reported
+    instead: they are filled, but from other places only.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The input, searched for a variable on the places' dims that could serve as the mask.
     field : Field
-        Its stacked field, all of ``ds``'s cells (no mask given): ``values`` (N, K) in C
-        order over ``field.dims``.
+        Its stacked field: ``values`` (N, K) at the N cells of ``field.domain`` (shape
+        ``field.shape``), in C order over ``field.dims``.
     placeholders : tuple or None
         :func:`~geogpvae.fields.placeholders.placeholder_places` of the field: not counted.
+    masked : bool
+        Whether the user gave the domain (a mask): places outside it are not counted, and
+        the text says the places lie inside the mask instead of proposing one.
 
     Returns
     -------
     str or None
-        The warning's text, naming the never-observed places and a matching mask variable
-        where there is one; None where the field has no time axis (or only one), no such
-        place, fewer than :data:`NEVER_OBSERVED_SHARE` of the places, or rows that are not
-        every cell (a mask was given). Placeholders have a warning of their own.
+        :func:`never_observed_text` of the field's :func:`never_observed` places.
     """
-    times = {str(d) for a in field.geometry.axes if is_time_axis(ds, a)
-             for d in (ds[a.names[0]].dims if a.names[0] in ds.variables else (a.names[0],))}
-    along = tuple(i for i, d in enumerate(field.dims) if d in times)
-    if not along or len(along) == len(field.dims) or field.values.shape[0] != int(np.prod(field.shape)):
-        return None
-    seen = (~np.isnan(field.values)).any(axis=1).reshape(field.shape).any(axis=along)
-    places = tuple(d for d in field.dims if d not in times)
-    blank = placeholders  # NEMO's cells without a position: a warning of their own
-    unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]
-    never = int(unexplained.sum())
-    if never == 0 or never < NEVER_OBSERVED_SHARE * seen.size:
-        return None
-    return (f"{never} of the {seen.size} ({', '.join(places)}) places ({never / seen.size:.0%}) have no "
-            f"value at any {', '.join(sorted(times))}: they are filled like gaps, from neighbours alone. "
-            f"If they are land or outside the domain, pass a mask (True where values belong"
-            f"{_mask_hint(ds, field.names, places, seen)})")
+    observed = np.zeros(int(np.prod(field.shape)), dtype=bool)
+    observed[field.index] = (~np.isnan(field.values)).any(axis=1)
+    found = never_observed(ds, field.geometry, field.dims, observed.reshape(field.shape),
+                           field.domain.reshape(field.shape), placeholders)
+    return never_observed_text(ds, field.names, found, masked)
 
 
 def is_time_axis(ds: xr.Dataset, axis: Any) -> bool:

@@ -702,7 +702,7 @@ def prepare_field(
     for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
         warn_caller(text)
     blank = placeholder_places(ds, field)  # NEMO's cells at (0, 0) without a position
-    never = None if mask is not None else never_observed_warning(ds, field, blank)
+    never = never_observed_warning(ds, field, blank, masked=mask is not None)
     for text in (never, placeholder_warning(ds, field, blank)):
         if text:
             warn_caller(text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -612,6 +613,27 @@ def test_info_describes_variables_coordinates_and_memory(tmp_path, capsys):
         "an estimate",
     ):
         assert word in text
+
+
+def test_info_says_which_places_have_no_value_at_any_time(tmp_path, capsys):
+    """As impute would warn: land places never observed, and the mask variable that leaves them out."""
+    with xr.open_dataset(_climate_file(tmp_path / "t2m.nc")) as ds:
+        ds = ds.load()
+    land = ds.land.values.astype(bool)
+    t2m = ds.t2m.values.copy()
+    t2m[0][~land] = 280.0  # every sea place observed once
+    t2m[:, land] = np.nan
+    path = _write(ds.assign(t2m=(ds.t2m.dims, t2m, ds.t2m.attrs), sea=1 - ds.land), tmp_path / "sea.nc")
+    assert main(["info", str(path), "--json"]) == 0
+    never = json.loads(capsys.readouterr().out)["never_observed"]
+    assert never["places"] == ["lat", "lon"] and never["of"] == 48 and never["count"] == land.sum()
+    assert main(["info", str(path)]) == 0
+    assert re.search(rf"note: {land.sum()} of the 48 \(lat, lon\) places \(\d+%\) have no value at any "
+                     r"time: .*mask=ds\['land'\] == 0", capsys.readouterr().out)
+    assert main(["info", str(path), "--mask-var", "sea", "--json"]) == 0  # the mask leaves them out
+    assert json.loads(capsys.readouterr().out)["never_observed"] is None
+    assert main(["info", str(path), "--mask-var", "land"]) == 0  # the wrong way round: all of them inside
+    assert f"note: {land.sum()} of the {land.sum()} (lat, lon) places inside the mask (100%)" in capsys.readouterr().out
 
 
 def test_info_on_an_imputed_file_says_impute_would_refuse_it(data, capsys):

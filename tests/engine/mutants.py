@@ -439,11 +439,29 @@ MUTANTS = {
     "pass20: validate silent about clustered gaps": (
         "geogpvae/validation.py", '    if gaps == "random" and clustered:', '    if False:'),
     "pass20: never-observed places not looked for": (
-        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = None"),
+        "geogpvae/fields/stacking.py", "    never = never_observed_warning(ds, field, blank, masked=mask is not None)", "    never = None"),
     "pass20: never-observed places counted at any single time": (
-        "geogpvae/fields/never_observed.py", ".reshape(field.shape).any(axis=along)", ".reshape(field.shape).all(axis=along)"),
-    "pass20: never-observed warning even with a mask": (
-        "geogpvae/fields/stacking.py", "    never = None if mask is not None else never_observed_warning(ds, field, blank)", "    never = never_observed_warning(ds, field, blank)"),
+        "geogpvae/fields/never_observed.py", "    seen = observed.any(axis=along)", "    seen = observed.all(axis=along)"),
+    "pass26: never-observed places inside a mask not looked for": (
+        "geogpvae/fields/stacking.py", "    never = never_observed_warning(ds, field, blank, masked=mask is not None)",
+        "    never = None if mask is not None else never_observed_warning(ds, field, blank)"),
+    "pass26: places outside the mask counted as never observed": (
+        "geogpvae/fields/never_observed.py", "    inside = domain.any(axis=along)",
+        "    inside = np.ones_like(domain).any(axis=along)"),
+    "pass26: a mask's persistent gap told to pass a mask": (
+        "geogpvae/fields/stacking.py", "never_observed_warning(ds, field, blank, masked=mask is not None)",
+        "never_observed_warning(ds, field, blank, masked=False)"),
+    "pass26: info silent about never-observed places": (
+        "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
+        "    never = None"),
+    "pass26: info's never-observed note not printed": (
+        "geogpvae/cli/info.py", "        lines.append(f\"note: {info['never_observed']['warning']}\")", "        pass"),
+    "pass26: info counts land as inside a mask": (
+        "geogpvae/cli/info.py", "    inside = np.ones(observed.shape, dtype=bool) if domain is None else domain.transpose(*dims).values",
+        "    inside = np.ones(observed.shape, dtype=bool)"),
+    "pass26: places inside a moving mask at some times only not counted": (
+        "geogpvae/fields/never_observed.py", "    inside = domain.any(axis=along)",
+        "    inside = domain.all(axis=along)"),
     "pass20: the metric warm-up silent": (
         "geogpvae/engine/metric.py", 'with Progress(shown_here(engine.progress), rounds,', 'with Progress(False, rounds,'),
     "pass20: --no-outlines ignored": (
@@ -624,8 +642,9 @@ MUTANTS = {
     "pass24: two-fill warnings dropped for every variable": (
         "geogpvae/cli/files.py", "if found and variables is not None and found.group(1) not in variables:", "if found:"),
     "pass24: placeholder cells counted again as never observed": (
-        "geogpvae/fields/never_observed.py", "unexplained = ~seen if blank is None or blank[0] != places else ~seen & ~blank[1]",
-        "unexplained = ~seen"),
+        "geogpvae/fields/never_observed.py",
+        "unexplained = inside & ~seen if blank is None or blank[0] != places else inside & ~seen & ~blank[1]",
+        "unexplained = inside & ~seen"),
     "pass24: map hint never given": (
         "geogpvae/cli/plot.py", "    if found is None or axis is None or axis in found[0].dims:", "    if True:"),
     "pass24: placeholder blocks' own cells taken as their neighbours": (

@@ -549,8 +549,7 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
         prepare_field(depth, ["sst"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        prepare_field(ds, ["sst"], mask="sea")  # a mask given: nothing to say
-        prepare_field(ds, ["sst"], mask=xr.ones_like(ds.sea, dtype=bool))  # even one that keeps them
+        prepare_field(ds, ["sst"], mask="sea")  # a mask that leaves them out: nothing to say
         prepare_field(ds.isel(time=0), ["sst"])  # no time axis: a gap like any other
         prepare_field(_ocean_months(land=False), ["sst"])
     # numbers marked as time the CF way (World Ocean Atlas' "months since", left undecoded)
@@ -561,6 +560,28 @@ def test_places_never_observed_at_any_time_get_a_warning_naming_a_mask():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numbers along t without those attributes are no time axis
         prepare_field(ds.rename(time="t").assign_coords(t=("t", np.arange(4.0))), ["sst"])
+
+
+def test_places_inside_a_mask_with_no_value_at_any_time_are_reported_not_filled_silently():
+    """A mask that keeps a persistent gap (a satellite's pole hole inside the ocean): the places it
+    keeps with no value at any time are counted among the places inside the mask only."""
+    ds = _ocean_months()  # 9 land places of 120, never observed
+    with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places inside the mask \(8%\) have no value "
+                                         r"at any time: they are filled from other places alone.*leave them out of the mask"):
+        prepare_field(ds, ["sst"], mask=xr.ones_like(ds.sea, dtype=bool))
+    # a hole of 4 sea places inside a mask of the 111 sea places; the 9 land places do not count
+    hole = ds.sst.where(~((ds.lat < 1.5) & (ds.lon > 9.5)))
+    with pytest.warns(UserWarning, match=r"4 of the 111 \(lat, lon\) places inside the mask \(4%\)") as record:
+        field = prepare_field(ds.assign(sst=hole), ["sst"], mask="sea")
+    assert not any("pass a mask" in str(w.message) for w in record)
+    assert np.isnan(field.values).any(axis=1).sum() >= 4 * 4  # the hole reaches the engine, to be filled
+    # a mask that moves (an ice edge): places inside it at one time only count as inside
+    first = xr.DataArray(np.arange(4) == 0, dims="time")
+    with pytest.warns(UserWarning, match=r"9 of the 120 \(lat, lon\) places inside the mask"):
+        prepare_field(ds, ["sst"], mask=(ds.sea != 0) | first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_field(ds, ["sst"], mask=(ds.sea != 0) & ~first)  # never inside: not counted
 
 
 def test_degrees_west_or_south_are_refused_with_the_conversion():

@@ -22,10 +22,12 @@ import xarray as xr
 from .errors import InputError, warn_caller
 from .fields.cf import is_log_variable, log_moments
 
-__all__ = ["validate"]
+__all__ = ["FEW_SCORED", "coverage_range", "few_scored_note", "validate"]
 
 #: Half-width of a central 95 % Gaussian interval, in standard deviations
 Z95 = 1.959964
+#: Fewer held-out values of a variable than this and :func:`validate` warns that its scores are rough
+FEW_SCORED = 30
 
 
 def _held_out(ds: xr.Dataset, names: list[str], share: float, seed: int) -> dict[str, np.ndarray]:
@@ -83,6 +85,35 @@ def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str
     }
 
 
+def coverage_range(hits: int, n: int) -> tuple[float, float]:
+    """The 95 % range of a coverage share seen as ``hits`` of ``n`` values (Wilson's score interval).
+
+    Coverage measured on few values is itself uncertain: 3 of 6 held-out values inside their
+    95 % intervals is consistent with a true coverage anywhere from 0.19 to 0.81. Wilson's
+    interval stays inside [0, 1] and keeps its level for small ``n`` and shares near 0 or 1,
+    where the plain normal approximation does neither. NaN for ``n = 0``.
+    """
+    if n <= 0:
+        return float("nan"), float("nan")
+    p, z2 = hits / n, Z95**2
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = Z95 * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return float(max(0.0, centre - half)), float(min(1.0, centre + half))
+
+
+def few_scored_note(scores: xr.Dataset) -> str | None:
+    """What :func:`validate`'s scores are worth where a variable has fewer than
+    :data:`FEW_SCORED` held-out values, or None."""
+    few = [str(v) for v in scores.variable.values if int(scores.n.sel(variable=v)) < FEW_SCORED]
+    if not few:
+        return None
+    each = ", ".join(f"{v} on {int(scores.n.sel(variable=v))} (cov95 "
+                     f"{float(scores.cov95_low.sel(variable=v)):.2f}-{float(scores.cov95_high.sel(variable=v)):.2f})"
+                     for v in few)
+    return (f"few held-out values scored: {each}; the cov95 range is where the true coverage lies "
+            "at 95 % confidence, and RMSE and NLL are as rough: raise share, or run other seeds and pool them")
+
+
 def validate(
     ds: xr.Dataset,
     vars: str | Sequence[str] | None = None,
@@ -127,7 +158,9 @@ def validate(
         imputation filled, i.e. inside the domain), ``rmse`` and ``mae`` (the variable's units),
         ``nll`` (mean Gaussian negative log-likelihood under the predictive mean and standard
         deviation, nats per value), ``cov95`` (share inside the central 95 % interval, nominally
-        0.95) and ``z2`` (mean squared standardised error: the factor the predictive variances
+        0.95), ``cov95_low`` and ``cov95_high`` (the range where the true coverage lies at 95 %
+        confidence, given ``n``: :func:`coverage_range`) and ``z2`` (mean squared standardised
+        error: the factor the predictive variances
         would have needed, nominally 1). For a log-transformed variable ``nll``, ``cov95`` and
         ``z2`` are taken in log space, where its predictive is Gaussian (the log-space moments
         recovered from ``v`` and ``v_std`` as :func:`geogpvae.plot.interval_coverage` does), and
@@ -148,7 +181,7 @@ def validate(
     >>> ds = make_gaussian_field((20, 20), seed=0)
     >>> scores = validate(ds, ["v0", "v1"], neighbours=8, epochs=3)
     >>> scores.variable.values.tolist(), sorted(scores.data_vars)
-    (['v0', 'v1'], ['cov95', 'mae', 'n', 'nll', 'rmse', 'z2'])
+    (['v0', 'v1'], ['cov95', 'cov95_high', 'cov95_low', 'mae', 'n', 'nll', 'rmse', 'z2'])
     """
     from .api import GPVAEImputer, impute
 
@@ -178,8 +211,10 @@ def validate(
         truth = np.asarray(ds[name].values[where], dtype=float)
         ok = np.isfinite(pred) & np.isfinite(std) & (std > 0)
         point = str(out[name].attrs.get("geogpvae_point_estimate", "median")) if is_log_variable(out[name]) else None
-        rows.append({"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok], point)} if ok.any() else {"n": 0})
-    keys = ["n", "rmse", "mae", "nll", "cov95", "z2"]
+        row = {"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok], point)} if ok.any() else {"n": 0}
+        row["cov95_low"], row["cov95_high"] = coverage_range(round(row.get("cov95", 0.0) * row["n"]), row["n"])
+        rows.append(row)
+    keys = ["n", "rmse", "mae", "nll", "cov95", "cov95_low", "cov95_high", "z2"]
     data = {k: ("variable", np.array([r.get(k, np.nan) for r in rows])) for k in keys}
     units = [str(ds[name].attrs.get("units", "")) for name in names]
     space = ["log" if is_log_variable(out[name]) else "linear" for name in names]
@@ -191,6 +226,9 @@ def validate(
                     "geogpvae_config": out.attrs.get("geogpvae_config", "")}
     if gaps == "random" and clustered:
         warn_caller(clustered_gaps_note(clustered))
+    few = few_scored_note(result)
+    if few:
+        warn_caller(few)
     return result
 
 

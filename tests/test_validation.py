@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -62,6 +64,42 @@ def test_scores_are_those_of_the_held_out_values(monkeypatch):
         assert float(row.nll) == pytest.approx(0.5 * np.log(2 * np.pi * 0.25) + 0.5 * (s / 0.5) ** 2)
     assert float(scores.cov95.sel(variable="v0")) == 1.0 and float(scores.cov95.sel(variable="v1")) == 0.0
     assert scores.units.sel(variable="v0").item() == "mg/kg"
+
+
+def test_the_coverage_range_is_wilsons_interval_and_holds_its_level():
+    from geogpvae.validation import coverage_range
+
+    low, high = coverage_range(3, 6)  # the small survey of a user's pass: cov95 0.5 from 6 values
+    assert (low, high) == pytest.approx((0.1876, 0.8124), abs=1e-4)
+    assert coverage_range(6, 6) == pytest.approx((0.6097, 1.0), abs=1e-4)  # bounded by 1, not 1 + ...
+    assert coverage_range(0, 10)[0] == 0.0 and coverage_range(95, 100) == pytest.approx((0.8883, 0.9785), abs=1e-4)
+    assert np.isnan(coverage_range(0, 0)).all()
+    # its level: for a true coverage of 0.95 and n = 40, the range holds 0.95 in about 95 % of draws
+    rng = np.random.default_rng(0)
+    hits = rng.binomial(40, 0.95, 4000)
+    inside = np.mean([lo <= 0.95 <= hi for lo, hi in (coverage_range(int(h), 40) for h in hits)])
+    assert 0.93 < inside < 0.99
+
+
+def test_few_held_out_values_come_with_their_coverage_range(monkeypatch):
+    """A small survey scores few held-out values: the ranges are in the result and a warning says so."""
+    ds = make_gaussian_field((9, 9), n_vars=2, seed=4)
+    truth = {n: ds[n].copy() for n in ("v0", "v1")}
+    _capture(monkeypatch, mean_of=lambda n: truth[n].fillna(0.0) + 0.3, std=0.5)
+    with pytest.warns(UserWarning, match=r"few held-out values scored: v0 on (\d+) \(cov95 (0\.\d\d)-1\.00\), v1 on") as rec:
+        scores = geogpvae.validate(ds, ["v0", "v1"], share=0.2, seed=1)
+    n = int(scores.n.sel(variable="v0"))
+    assert 0 < n < 30 and f"v0 on {n} " in str(rec[0].message)
+    assert float(scores.cov95_low.sel(variable="v0")) == pytest.approx(geogpvae.validation.coverage_range(n, n)[0])
+    assert float(scores.cov95_high.sel(variable="v0")) == 1.0
+    big = make_gaussian_field((30, 30), n_vars=1, seed=4)
+    _capture(monkeypatch, std=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enough values (about 240 at share 0.3): nothing to say
+        scores = geogpvae.validate(big, ["v0"], share=0.3, seed=1)
+    assert int(scores.n.sel(variable="v0")) >= 30
+    assert float(scores.cov95_low.sel(variable="v0")) < float(scores.cov95.sel(variable="v0")) <= float(
+        scores.cov95_high.sel(variable="v0"))
 
 
 def test_bad_shares_and_variables_too_small_to_hold_out_get_clear_errors():
@@ -166,7 +204,7 @@ def test_random_held_out_values_on_clustered_gaps_come_with_a_note(monkeypatch, 
 
     assert "note: the gaps of v0 cluster" in _table(["in.nc"], scores)
     scores.attrs["geogpvae_clustered_gaps"] = "[]"  # gaps at random: no note
-    assert "note:" not in _table(["in.nc"], scores)
+    assert "note: the gaps" not in _table(["in.nc"], scores)
 
 
 def test_places_never_observed_are_reported_once_with_the_users_count():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -31,6 +32,7 @@ def test_json_has_a_row_per_variable_and_nothing_is_written(field, tmp_path, cap
     assert list(report["variables"]) == ["v0", "v1"]
     row = report["variables"]["v1"]
     assert row["units"] == "mg/kg" and row["space"] == "linear" and row["n"] > 0 and 0 <= row["cov95"] <= 1 and np.isfinite(row["rmse"])
+    assert row["cov95_low"] <= row["cov95"] <= row["cov95_high"] and row["cov95_high"] - row["cov95_low"] > 0.05
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -52,6 +54,13 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
     assert seen["transform"] == {"v1": "log"}
     assert "v1" in out and "cov95" in out and "v0 " not in out
     assert "mg/kg; log" in out  # NLL, cov95 and z2 of a log-modelled variable are of its log
+    # 18 x 18 cells, 30 % of v1 held out: about 100 values, enough; a smaller share says how rough it is
+    assert "few held-out values" not in out
+    assert main(["validate", str(field), "--vars", "v1", "--share", "0.05", "--epochs", "2", "--neighbours", "6"]) == 0
+    out, err = capsys.readouterr()
+    assert re.search(r"\n\S+ +\d+ .* \d\.\d\d-\d\.\d\d +\d", out)  # the range in the row
+    assert re.search(r"note: few held-out values scored: v1 on \d+ \(cov95 \d\.\d\d-\d\.\d\d\)", out)
+    assert "few held-out values" not in err  # said once, in the table
 
 
 @pytest.mark.parametrize("args, words", [

@@ -451,6 +451,16 @@ MUTANTS = {
     "pass26: a mask's persistent gap told to pass a mask": (
         "geogpvae/fields/stacking.py", "never_observed_warning(ds, field, blank, masked=mask is not None)",
         "never_observed_warning(ds, field, blank, masked=False)"),
+    "pass26: coverage range the plain normal one": (
+        "geogpvae/validation.py", "    centre = (p + z2 / (2 * n)) / (1 + z2 / n)\n    half = Z95 * np.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)",
+        "    centre = p\n    half = Z95 * np.sqrt(p * (1 - p) / n)"),
+    "pass26: validate silent about few held-out values": (
+        "geogpvae/validation.py", "    if few:\n        warn_caller(few)", "    if False:\n        warn_caller(few)"),
+    "pass26: coverage range from the wrong count": (
+        "geogpvae/validation.py", 'coverage_range(round(row.get("cov95", 0.0) * row["n"]), row["n"])',
+        'coverage_range(row["n"], row["n"])'),
+    "pass26: validate's table without the few-values note": (
+        "geogpvae/cli/validate.py", "    if few:\n        lines.append(f\"note: {few}\")", "    if False:\n        pass"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

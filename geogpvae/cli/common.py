@@ -46,6 +46,8 @@ _CLI_WORDS = (
     (re.compile(r"transform=\{'([^']+)': 'log'\}"), r"--log-vars \1"),
     (re.compile(r"transform=\{'([^']+)': None\}"), r"--option transform.\1=none"),
     (re.compile(r"coords=\['x', 'y'\]"), "--coords x,y"),
+    (re.compile(r"coords=\[([^\]]*)\] \(or make them coordinates, ds\.set_coords\(\[[^\]]*\]\)\)"),
+     lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),
     (re.compile(r"leave coords=None"), "leave --coords out"),
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
     (re.compile(r"vars=\[\.\.\.\]"), "--vars"),

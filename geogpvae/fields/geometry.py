@@ -243,9 +243,29 @@ def _detect(ds: xr.Dataset, dims: Sequence[str]) -> list[tuple[str, str]]:
                 if coord
                 else ""
             )
-            + ": name them with coords=[...], e.g. coords=['x', 'y']"
+            + _coordinate_like_advice(ds, dims)
         )
     return _cover_dims(ds, dims, chosen)
+
+
+def _coordinate_like_advice(ds: xr.Dataset, dims: Sequence[str]) -> str:
+    """How to name the coordinates, naming data variables that look like them (a table's lon, lat).
+
+    ``pandas.DataFrame.to_xarray`` makes every column, ``lon`` and ``lat`` too, a data
+    variable: detection never takes those, so the advice names them.
+    """
+    like = [
+        str(n)
+        for n, v in ds.data_vars.items()
+        if v.dims and set(map(str, v.dims)) <= set(dims) and _usable(v)
+        and coordinate_role(str(n), v) is not None
+    ]
+    if not like:
+        return ": name them with coords=[...], e.g. coords=['x', 'y']"
+    return (
+        f"; data variables {like} look like coordinates but only coordinate variables are "
+        f"detected: name them with coords={like} (or make them coordinates, ds.set_coords({like}))"
+    )
 
 
 def _named(ds: xr.Dataset, dims: Sequence[str], coords: Sequence[str]) -> list[tuple[str, str]]:

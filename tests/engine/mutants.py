@@ -51,6 +51,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass2: polar" tests/plot/test_figures.py::test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map
     python tests/engine/mutants.py -k "pass25 userpass3: a grid far" tests/test_api.py::test_predict_warns_when_every_location_is_far_from_the_training_data
     python tests/engine/mutants.py -k "pass25 userpass3: predicted coordinates" tests/test_api.py::test_predict_gives_unlabelled_coordinates_the_training_units
+    python tests/engine/mutants.py -k "pass26 userpass: a table's" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass26 userpass: the command shows" tests/cli/test_text.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -724,6 +726,11 @@ MUTANTS = {
     "pass25: training locations without the centring offset": (
         "geogpvae/engine/core.py", "return None if self._x is None else self._x / self.x_scale_ + self.x_offset_",
         "return None if self._x is None else self._x / self.x_scale_"),
+    "pass26 userpass: a table's lon/lat data variables not named when no coordinates are found": (
+        "geogpvae/fields/geometry.py", "    if not like:\n", "    if True:\n"),
+    "pass26 userpass: the command shows coords=[...] for a table's lon/lat, not --coords": (
+        "geogpvae/cli/common.py", 'lambda m: "--coords " + ",".join(re.findall(r"\'([^\']*)\'", m.group(1)))),',
+        "lambda m: m.group(0)),"),
 }
 
 

@@ -173,6 +173,19 @@ def test_data_variable_coordinates_only_when_named():
     assert f.names == ["Cd", "Ni"] and f.geometry.names == ["x", "y"]
 
 
+def test_table_columns_lon_lat_are_named_in_the_refusal():
+    # pandas' df.to_xarray(): a RangeIndex 'index' coordinate, lon and lat as data variables
+    table = _sites(lonlat=True).drop_vars(["x", "y"]).reset_coords(["lon", "lat"])
+    table = table.rename(site="index").assign_coords(index=np.arange(30))
+    for var in ("lon", "lat"):
+        table[var].attrs = {}  # a CSV column has no units
+    with pytest.raises(InputError, match=r"data variables \['lon', 'lat'\] look like coordinates") as err:
+        prepare_field(table, ["Cd", "Ni"])
+    assert "coords=['lon', 'lat']" in str(err.value) and "coords=['x', 'y']" not in str(err.value)
+    f = prepare_field(table, ["Cd", "Ni"], coords=["lon", "lat"])  # the advice works
+    assert [a.kind for a in f.geometry.axes] == ["sphere"]
+
+
 def test_duplicate_locations_are_kept_as_separate_points():
     ds = _sites(lonlat=False)
     ds = ds.assign_coords(

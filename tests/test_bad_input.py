@@ -294,7 +294,7 @@ def test_object_and_complex_variables_are_skipped_by_name():
     with pytest.warns(CoordinateWarning) as record:
         out = geogpvae.impute(ds, **KW)
     text = " ".join(str(w.message) for w in record)
-    assert re.search(r"not imputing label \(object\), wave \(complex128\), wet \(bool\)", text)
+    assert re.search(r"not imputing label \(object, text such as 'a'\), wave \(complex128\), wet \(bool\)", text)
     xr.testing.assert_identical(ds, before)
     xr.testing.assert_identical(out.label, ds.label)
     xr.testing.assert_identical(out.wave, ds.wave)

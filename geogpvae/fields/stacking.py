@@ -103,7 +103,7 @@ def _is_output(name: str, ds: xr.Dataset) -> bool:
 
 def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
     referenced = _referenced_names(ds)
-    out, skipped = [], []
+    out, skipped, censored = [], [], ""
     for name, var in ds.data_vars.items():
         name = str(name)
         if name in exclude or name in referenced or not var.dims:
@@ -111,14 +111,16 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
         if is_flag(var) or _is_output(name, ds):
             continue
         if not _is_numeric(var.dtype):
-            skipped.append(f"{name} ({var.dtype})")
+            text = _first_text(var)
+            skipped.append(f"{name} ({var.dtype}" + (f", text such as {text!r})" if text else ")"))
+            censored = censored or (_CENSORED_HINT if text.lstrip()[:1] in ("<", ">") else "")
             continue
         out.append(name)
     if skipped and out:
         _warn(
             f"not imputing {', '.join(skipped)}: only real numbers (integers, floats) can be "
             "imputed; they pass through unchanged (name the variables with vars=[...] to "
-            "silence this)"
+            "silence this)" + censored
         )
     return out
 
@@ -181,11 +183,46 @@ def select_variables(
                 f"imputed; impute ds[{name!r}].real and .imag (or abs and phase) as two variables"
             )
         if not _is_numeric(dtype):
+            text = _first_text(ds[name])
             raise TypeError(
-                f"variable {name!r} has dtype {dtype}, not a number: only numeric variables can "
-                "be imputed (leave it out of vars, or convert it, e.g. .astype(float))"
+                f"variable {name!r} has dtype {dtype}, not a number"
+                + (f" (it holds text such as {text!r})" if text else "")
+                + ": only numeric variables can be imputed (leave it out of vars, or convert "
+                "it, e.g. .astype(float))"
+                + (_CENSORED_HINT if text.lstrip()[:1] in ("<", ">") else "")
             )
     return names
+
+
+_CENSORED_HINT = (
+    "; a value past a detection limit, such as '<0.1', has no number: decide what it stands "
+    "for before converting, NaN (then imputed, with no knowledge that it lies below the "
+    "limit) or a number such as half the limit"
+)
+
+
+def _first_text(var: xr.DataArray) -> str:
+    """The first value of a text variable that does not read as a number (``'<0.1'``), or ''.
+
+    Parameters
+    ----------
+    var : xarray.DataArray
+
+    Returns
+    -------
+    str
+        Empty when ``var`` holds no text or all its text reads as numbers or is blank.
+    """
+    if var.dtype.kind not in "OSU":
+        return ""
+    for value in np.ravel(np.asarray(var.values)):
+        value = value.decode(errors="replace") if isinstance(value, bytes) else value
+        if isinstance(value, str) and value.strip():  # a blank cell is a missing value
+            try:
+                float(value)
+            except ValueError:
+                return str(value)
+    return ""
 
 
 def _widest_group(ds: xr.Dataset, names: list[str]) -> list[str]:

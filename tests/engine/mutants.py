@@ -53,6 +53,9 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25 userpass3: predicted coordinates" tests/test_api.py::test_predict_gives_unlabelled_coordinates_the_training_units
     python tests/engine/mutants.py -k "pass26 userpass: a table's" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: the command shows" tests/cli/test_text.py
+    python tests/engine/mutants.py -k "pass26 userpass: detection-limit" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass26 userpass: blank" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass26 userpass: no advice" tests/fields/test_stacking.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -731,6 +734,12 @@ MUTANTS = {
     "pass26 userpass: the command shows coords=[...] for a table's lon/lat, not --coords": (
         "geogpvae/cli/common.py", 'lambda m: "--coords " + ",".join(re.findall(r"\'([^\']*)\'", m.group(1)))),',
         "lambda m: m.group(0)),"),
+    "pass26 userpass: detection-limit text such as '<0.1' not named in the refusal": (
+        "geogpvae/fields/stacking.py", "                return str(value)\n", "                return \"\"\n"),
+    "pass26 userpass: blank CSV cells taken for the text that is not a number": (
+        "geogpvae/fields/stacking.py", "if isinstance(value, str) and value.strip():", "if isinstance(value, str):"),
+    "pass26 userpass: no advice on what a detection-limit value stands for": (
+        "geogpvae/fields/stacking.py", "    \"; a value past a detection limit", "    \"; a value past a limit"),
 }
 
 

@@ -357,6 +357,16 @@ def test_geometry_round_trips_through_plain_values():
 
 
 # ------------------------------------------------------------------ variables, masks, transforms
+def test_detection_limit_text_is_named_with_what_to_decide():
+    # a lab's CSV column: numbers, blank cells and below-detection-limit values such as '<0.1'
+    ds = _sites(lonlat=False)
+    ds["Pb"] = ("site", np.array(["", "12.5", "<0.1"] * 10, dtype=object))
+    with pytest.raises(TypeError, match=r"text such as '<0\.1'.*detection limit.*half the limit"):
+        stacking.select_variables(ds, ["Cd", "Pb"])
+    with pytest.warns(CoordinateWarning, match=r"Pb \(object, text such as '<0\.1'\).*detection limit"):
+        assert stacking.select_variables(ds) == ["Cd", "Ni"]
+
+
 def test_default_variables_skip_outputs_bounds_and_other_dims():
     ds = _grid()
     ds["a_std"] = ds.a.fillna(0.0)

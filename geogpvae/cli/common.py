@@ -48,6 +48,8 @@ _CLI_WORDS = (
     (re.compile(r"coords=\['x', 'y'\]"), "--coords x,y"),
     (re.compile(r"coords=\[([^\]]*)\] \(or make them coordinates, ds\.set_coords\(\[[^\]]*\]\)\)"),
      lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),
+    (re.compile(r"coords=\[((?:'[^']*'(?:, )?)+)\](?! \(--coords)"),
+     lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),
     (re.compile(r"leave coords=None"), "leave --coords out"),
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
     (re.compile(r"vars=\[\.\.\.\]"), "--vars"),

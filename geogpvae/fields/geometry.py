@@ -245,7 +245,20 @@ def _detect(ds: xr.Dataset, dims: Sequence[str]) -> list[tuple[str, str]]:
             )
             + _coordinate_like_advice(ds, dims)
         )
+    if len(dims) == 1:
+        _warn_unrecognised(ds, dims[0], [n for n, r in found if r is None and n != dims[0]], chosen)
     return _cover_dims(ds, dims, chosen)
+
+
+def _warn_unrecognised(ds: xr.Dataset, dim: str, unused: list[str], chosen: list[tuple[str, str]]) -> None:
+    """Warn that scattered sites' coordinates (a soil sample's ``depth_cm``) are left unused."""
+    if unused:  # two samples at one place and two depths would be one location, unsaid
+        _warn(
+            f"coordinates {unused} on {dim!r} not used: not recognised as x, y, z, depth or "
+            "time, so sites differing only in them are one location to the model; to use them, "
+            f"name the coordinates with coords={[n for n, _ in chosen] + unused} (in their own "
+            "units: see coord_scale) or give them a CF standard_name"
+        )
 
 
 def _coordinate_like_advice(ds: xr.Dataset, dims: Sequence[str]) -> str:

@@ -193,6 +193,8 @@ def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, c
     assert cli_words(
         "name them with coords=['lon', 'lat'] (or make them coordinates, ds.set_coords(['lon', 'lat']))"
     ) == "name them with --coords lon,lat"
+    assert cli_words("name the coordinates with coords=['lon', 'lat', 'depth_cm'] (in their own units") == (
+        "name the coordinates with --coords lon,lat,depth_cm (in their own units")
     assert cli_words("or model it in log space (transform={'kz': 'log'})") == "or model it in log space (--log-vars kz)"
     assert cli_words("or say transform={'kz': None} to keep") == "or say --option transform.kz=none to keep"
     code = ("if -999 marks a missing value, make it NaN, e.g. ds['v'] = ds['v'].where(ds['v'] != -999), or "

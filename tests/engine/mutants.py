@@ -56,6 +56,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass26 userpass: detection-limit" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: blank" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: no advice" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass26 userpass: a scattered" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass26 userpass: the command shows coords=['lon', 'lat', 'depth_cm']" tests/cli/test_text.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -732,14 +734,20 @@ MUTANTS = {
     "pass26 userpass: a table's lon/lat data variables not named when no coordinates are found": (
         "geogpvae/fields/geometry.py", "    if not like:\n", "    if True:\n"),
     "pass26 userpass: the command shows coords=[...] for a table's lon/lat, not --coords": (
-        "geogpvae/cli/common.py", 'lambda m: "--coords " + ",".join(re.findall(r"\'([^\']*)\'", m.group(1)))),',
-        "lambda m: m.group(0)),"),
+        "geogpvae/cli/common.py", "\\] \\(or make them coordinates, ds", "\\] \\(or make them coords, ds"),
     "pass26 userpass: detection-limit text such as '<0.1' not named in the refusal": (
         "geogpvae/fields/stacking.py", "                return str(value)\n", "                return \"\"\n"),
     "pass26 userpass: blank CSV cells taken for the text that is not a number": (
         "geogpvae/fields/stacking.py", "if isinstance(value, str) and value.strip():", "if isinstance(value, str):"),
     "pass26 userpass: no advice on what a detection-limit value stands for": (
         "geogpvae/fields/stacking.py", "    \"; a value past a detection limit", "    \"; a value past a limit"),
+    "pass26 userpass: a scattered survey's depth_cm coordinate left unused without a word": (
+        "geogpvae/fields/geometry.py", "    if unused:  # two samples", "    if False:  # two samples"),
+    "pass26 userpass: a scattered site's own index warned of as an unused coordinate": (
+        "geogpvae/fields/geometry.py", "[n for n, r in found if r is None and n != dims[0]]",
+        "[n for n, r in found if r is None]"),
+    "pass26 userpass: the command shows coords=['lon', 'lat', 'depth_cm'], not --coords": (
+        "geogpvae/cli/common.py", "(?! \\(--coords)\"),\n     lambda m: \"--coords \"", "(?! \\(--coords)\"),\n     lambda m: \"coords= \""),
 }
 
 

@@ -186,6 +186,17 @@ def test_table_columns_lon_lat_are_named_in_the_refusal():
     assert [a.kind for a in f.geometry.axes] == ["sphere"]
 
 
+def test_an_unrecognised_coordinate_of_scattered_sites_is_warned_of():
+    # soil samples at one place and two depths, the depth in a column named depth_cm
+    ds = _sites(lonlat=False).assign_coords(depth_cm=("site", np.tile([10.0, 30.0], 15)))
+    with pytest.warns(CoordinateWarning, match=r"\['depth_cm'\] on 'site' not used.*coords=\['x', 'y', 'depth_cm'\]"):
+        f = prepare_field(ds)
+    assert f.geometry.names == ["x", "y"]  # the detection itself is unchanged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prepare_field(ds.drop_vars("depth_cm").assign_coords(site=np.arange(30)))  # an index: no word
+
+
 def test_duplicate_locations_are_kept_as_separate_points():
     ds = _sites(lonlat=False)
     ds = ds.assign_coords(

@@ -34,7 +34,7 @@ from .conventions import (
     _tick_chars,
     _uncertainty_label,
 )
-from .polar import polar_cap, polar_extent, polar_projection
+from .polar import polar_cap, polar_corners, polar_extent, polar_projection
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -103,9 +103,9 @@ def _placeholders(h: np.ndarray, v: np.ndarray) -> np.ndarray:
     return blank
 
 
-def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None:
     """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc,
-    and its placeholder cells, which are left blank.
+    its placeholder cells, which are left blank, and its corners where it lies around a pole.
 
     That is a grid with at least two cells along each dim, finite centres, and no step of
     90 degrees of longitude or more between neighbouring cells once the longitudes are
@@ -115,6 +115,8 @@ def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.
     both exactly 0, far from the grid: :func:`~geogpvae.fields.placeholders.placeholder_cells`)
     have no position: their centres are put where their neighbours' lead
     (:func:`~geogpvae.plot.style._fill_centres`), for the corners of the cells around them.
+    A grid around a pole (a sea-ice grid) is drawn too, on corners taken in a polar plane
+    (:func:`~geogpvae.plot.polar.polar_corners`); the fourth item holds them, else None.
     """
     h, v = np.asarray(lon.values, dtype=float), np.asarray(lat.values, dtype=float)
     blank = _placeholders(h, v)
@@ -129,9 +131,10 @@ def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.
         h, v = _fill_centres(h), _fill_centres(v)
         if not (np.isfinite(h).all() and np.isfinite(v).all()):
             return None
-    if max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
+    polar = polar_corners(h, v)
+    if polar is None and max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
         return None
-    return h, v, blank
+    return h, v, blank, polar
 
 
 def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
@@ -271,7 +274,8 @@ def field_map(
     - Projected x/y data go on plain axes, with an equal aspect when the units agree.
     - Curvilinear grids (longitude and latitude both 2-D on the variable's dims, as ocean
       and regional climate models write them) are drawn as cells on a map, with corners
-      midway between neighbouring centres, in one piece across the dateline. Global ones
+      midway between neighbouring centres, in one piece across the dateline. Grids around a
+      pole (sea ice) are drawn as cells too, their corners taken in a polar plane. Global ones
       (a seam, or the fold of a tripolar grid) and ones with NaN centres are drawn as points
       at the cells' centres, like scattered data. Placeholder cells, with longitude and
       latitude both exactly 0 far from the rest of the grid (NEMO writes them for the land
@@ -469,6 +473,7 @@ class _MapGeometry:
     is_lonlat: bool
     order: np.ndarray | None
     blank: np.ndarray | None = None  # cells of a curvilinear grid without a position
+    corners: Any = None  # (lon, lat) corners of a grid around a pole, taken in a polar plane
 
     @property
     def hname(self) -> str:
@@ -497,7 +502,7 @@ def _map_geometry(
         spatial = tuple(str(d) for d in curvilinear[0].dims)
         sel, notes = _other_dims(da, spatial, isel)
         blank = mesh[2] if mesh[2].any() else None
-        return _MapGeometry(None, spatial, sel, notes, *mesh[:2], *curvilinear, True, None, blank)
+        return _MapGeometry(None, spatial, sel, notes, *mesh[:2], *curvilinear, True, None, blank, mesh[3])
     sites = _find_sites(ds, da, coords)
     spatial = _spatial_dims(ds, da, var, coords, sites)
     sel, notes = _other_dims(da, spatial, isel)
@@ -617,7 +622,7 @@ class _MapView:
         hedges = vedges = None
         if g.sites is None:  # the edges of a grid, or the corners of a curvilinear one
             edges = _corners if g.hc.ndim == 2 else _edges
-            hedges, vedges = edges(g.hc), edges(g.vc)
+            hedges, vedges = g.corners if g.corners is not None else (edges(g.hc), edges(g.vc))
             if g.is_lonlat:
                 vedges = np.clip(vedges, -90.0, 90.0)
             h0, h1 = float(np.min(hedges)), float(np.max(hedges))

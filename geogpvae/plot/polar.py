@@ -11,7 +11,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["POLAR_EDGE", "polar_cap", "polar_extent", "polar_projection"]
+from .style import _corners
+
+__all__ = ["POLAR_EDGE", "polar_cap", "polar_corners", "polar_extent", "polar_projection"]
 
 #: data that go all around a pole and stay poleward of this latitude (degrees) form a cap
 POLAR_EDGE = 40.0
@@ -71,3 +73,38 @@ def polar_extent(ccrs: Any, proj: Any, cap: str, lat0: float, lat1: float) -> li
     edge = np.full(lon.shape, lat0 if cap == "north" else lat1)
     xy = proj.transform_points(ccrs.PlateCarree(), lon, edge)
     return [float(xy[:, 0].min()), float(xy[:, 0].max()), float(xy[:, 1].min()), float(xy[:, 1].max())]
+
+
+def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Cell corners of a curvilinear grid around a pole, taken where the grid is smooth.
+
+    Around a pole, neighbouring cells can lie on opposite sides of the dateline or of the pole
+    itself, so corners averaged from their longitudes and latitudes are wrong. A polar
+    stereographic plane holds such a grid as it lies: the corners are averaged there, as for
+    any curvilinear grid, and turned back into longitude and latitude.
+
+    Parameters
+    ----------
+    lon, lat : ndarray, shape (ny, nx)
+        The cells' centres, in degrees; finite.
+
+    Returns
+    -------
+    (lon, lat) of shape (ny + 1, nx + 1), or None
+        None where the centres do not form a :func:`polar_cap` or are not a grid in that
+        plane (a step between neighbouring cells longer than a quarter of the cap's radius).
+    """
+    span = 360.0 if np.ptp(np.mod(lon, 360.0)) >= 300.0 else float(np.ptp(lon))
+    cap = polar_cap(span, float(np.min(lat)), float(np.max(lat)))
+    if cap is None or min(lon.shape) < 2:
+        return None
+    sign = 1.0 if cap == "north" else -1.0
+    rho = np.tan(np.radians(90.0 - sign * lat) / 2.0)  # distance from the pole on the plane
+    x, y = rho * np.sin(np.radians(lon)), -sign * rho * np.cos(np.radians(lon))
+    steps = max(max(np.abs(np.diff(c, axis=a)).max() for a in (0, 1)) for c in (x, y))
+    if steps > 0.25 * rho.max():
+        return None
+    cx, cy = _corners(x), _corners(y)
+    corner_lon = np.degrees(np.arctan2(cx, -sign * cy))
+    corner_lat = sign * (90.0 - 2.0 * np.degrees(np.arctan(np.hypot(cx, cy))))
+    return corner_lon, corner_lat

@@ -468,6 +468,13 @@ MUTANTS = {
         'coverage_range(row["n"], row["n"])'),
     "pass26: validate's table without the few-values note": (
         "geogpvae/cli/validate.py", "    if few:\n        lines.append(f\"note: {few}\")", "    if False:\n        pass"),
+    "pass26: a polar grid's corners averaged in lon/lat": (
+        "geogpvae/plot/maps.py", "hedges, vedges = g.corners if g.corners is not None else (edges(g.hc), edges(g.vc))",
+        "hedges, vedges = edges(g.hc), edges(g.vc)"),
+    "pass26: a polar grid drawn as points": (
+        "geogpvae/plot/maps.py", "    polar = polar_corners(h, v)\n", "    polar = None\n"),
+    "pass26: the south cap's plane taken as the north's": (
+        "geogpvae/plot/polar.py", '    sign = 1.0 if cap == "north" else -1.0', "    sign = 1.0"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

@@ -597,6 +597,18 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
     span = np.ptp(drawn[:, :2], axis=0)
     assert x0 <= drawn[:, 0].min() and drawn[:, 0].max() <= x1 and y0 <= drawn[:, 1].min() <= y1
     assert span[0] > 0.5 * (x1 - x0) and span[1] > 0.5 * (y1 - y0)  # the data fill the map
+    # drawn as cells, not as 144 markers: corners taken in the polar plane, so the cells
+    # around the pole close on it and tile the cap without overlaps or gaps
+    mesh = next(c for c in axs[0].collections if isinstance(c, QuadMesh) and c.get_gid() == "imputed")
+    corners = mesh.get_coordinates()
+    assert corners.shape == (13, 13, 2)
+    plane = axs[0].projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    px, py = plane[:, 0].reshape(13, 13), plane[:, 1].reshape(13, 13)
+    np.testing.assert_allclose(np.hypot(px[6, 6], py[6, 6]), 0.0, atol=1.0)  # the middle corner on the pole
+    area = 0.5 * np.abs((px[1:, 1:] - px[:-1, :-1]) * (py[1:, :-1] - py[:-1, 1:])
+                        - (px[1:, :-1] - px[:-1, 1:]) * (py[1:, 1:] - py[:-1, :-1]))
+    assert area.max() < 1.5 * area.min()  # equal cells, none folded across the pole or the dateline
+    assert not any(c.get_gid() == "observed" for c in axs[0].collections)  # no site markers
     fig.canvas.draw()
 
 

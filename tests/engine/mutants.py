@@ -475,6 +475,8 @@ MUTANTS = {
         "geogpvae/plot/maps.py", "    polar = polar_corners(h, v)\n", "    polar = None\n"),
     "pass26: the south cap's plane taken as the north's": (
         "geogpvae/plot/polar.py", '    sign = 1.0 if cap == "north" else -1.0', "    sign = 1.0"),
+    "pass26: a polar map's labels over the data": (
+        "geogpvae/plot/maps.py", '{"x_inline": False, "y_inline": False} if view.cap is not None else {}', "{}"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

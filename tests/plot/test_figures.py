@@ -610,6 +610,14 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
     assert area.max() < 1.5 * area.min()  # equal cells, none folded across the pole or the dateline
     assert not any(c.get_gid() == "observed" for c in axs[0].collections)  # no site markers
     fig.canvas.draw()
+    # the latitude labels on the frame, not over the data in the middle of the map
+    box = axs[0].get_window_extent()
+    gridliners = [a for a in [*axs[0].artists, *getattr(axs[0], "_gridliners", [])] if hasattr(a, "label_artists")]
+    labels = [t for gl in gridliners for t in gl.label_artists if t.get_visible() and t.get_text()]
+    assert labels
+    for t in labels:
+        where = t.get_window_extent()
+        assert not box.shrunk(0.8, 0.8).anchored("C", box).overlaps(where), t.get_text()
 
 
 def _nemo_like(where=(slice(3, 8), slice(10, 16))):

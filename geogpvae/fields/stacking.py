@@ -122,7 +122,23 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
             "imputed; they pass through unchanged (name the variables with vars=[...] to "
             "silence this)" + censored
         )
+    ids = [n for n in out if _looks_like_identifier(ds[n])]
+    if ids and len(ids) < len(out):
+        _warn(
+            f"not imputing {ids}: integers increasing along {ds[ids[0]].dims[0]!r}, like the "
+            "sample numbers of a table, which would enter the model as a variable; they pass "
+            "through unchanged (name the variables with vars=[...] to impute them, or make them "
+            f"coordinates, ds.set_coords({ids}))"
+        )
+        out = [n for n in out if n not in ids]
     return out
+
+
+def _looks_like_identifier(var: xr.DataArray) -> bool:
+    """Integers on one dim that increase strictly from site to site (a table's sample numbers)."""
+    if var.ndim != 1 or var.dtype.kind not in "iu" or var.size < 3:
+        return False
+    return bool((np.diff(np.asarray(var.values).astype(np.int64)) > 0).all())
 
 
 def select_variables(
@@ -138,7 +154,9 @@ def select_variables(
         data variable with at least one dim, except CF flag variables (``flag_values``/
         ``flag_meanings``), earlier outputs ``v_std``/``v_imputed`` of a variable ``v`` in
         ``ds``, variables other variables name as ``bounds``, ``grid_mapping``,
-        ``cell_measures`` or ``ancillary_variables``, and ``exclude``. When these lie on
+        ``cell_measures`` or ``ancillary_variables``, ``exclude``, and (with a
+        :class:`CoordinateWarning`) integers on one dim that increase strictly from site to
+        site, like a table's sample numbers, unless nothing else is left. When these lie on
         different dims, those with the most dims are taken and the others left out with a
         :class:`CoordinateWarning`.
     exclude : sequence of str

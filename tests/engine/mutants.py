@@ -477,6 +477,10 @@ MUTANTS = {
         "geogpvae/plot/polar.py", '    sign = 1.0 if cap == "north" else -1.0', "    sign = 1.0"),
     "pass26: a polar map's labels over the data": (
         "geogpvae/plot/maps.py", '{"x_inline": False, "y_inline": False} if view.cap is not None else {}', "{}"),
+    "pass26: a table's sample numbers imputed as a variable": (
+        "geogpvae/fields/stacking.py", "    ids = [n for n in out if _looks_like_identifier(ds[n])]\n", "    ids = []\n"),
+    "pass26: any integers taken for sample numbers": (
+        "geogpvae/fields/stacking.py", "return bool((np.diff(np.asarray(var.values).astype(np.int64)) > 0).all())", "return True"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

@@ -378,6 +378,20 @@ def test_detection_limit_text_is_named_with_what_to_decide():
         assert stacking.select_variables(ds) == ["Cd", "Ni"]
 
 
+def test_sample_numbers_of_a_table_are_not_imputed_by_default():
+    # pandas' df.to_xarray() keeps a table's sample_id column as a data variable: by default it
+    # would enter the model as a variable
+    ds = _sites(lonlat=False).assign(sample_id=("site", np.arange(1001, 1031)))
+    with pytest.warns(CoordinateWarning, match=r"not imputing \['sample_id'\]: integers increasing along 'site'"):
+        assert stacking.select_variables(ds) == ["Cd", "Ni"]
+    assert stacking.select_variables(ds, ["Cd", "sample_id"]) == ["Cd", "sample_id"]  # named: taken
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        counts = np.random.default_rng(0).integers(0, 50, 30)  # integers that are data, not numbers of rows
+        assert stacking.select_variables(ds.assign(sample_id=("site", counts))) == ["Cd", "Ni", "sample_id"]
+        assert stacking.select_variables(ds[["sample_id"]]) == ["sample_id"]  # nothing else: kept
+
+
 def test_default_variables_skip_outputs_bounds_and_other_dims():
     ds = _grid()
     ds["a_std"] = ds.a.fillna(0.0)

@@ -55,7 +55,7 @@ EXTRA_OPTIONS = {
     "deep_gaps": "false: no latent source chosen apart for locations deep in clustered gaps (engine/calibration.py)",
     "holdout": "'random': held-out values at random even where gaps cluster (engine/holdout.py)",
     "kl_factors": "the beta candidates of beta='auto' (engine/selection.py)",
-    "latent_cap": "an experiment: the neighbours' conditional drawn toward the anchors' mean and spread (engine/predict.py)",
+    "latent_cap": "false: away from the anchors the neighbours' conditional goes to the GP prior, as before rule 9 (engine/predict.py)",
     "metric": "'auto' or 'fixed': neighbours re-chosen after a warm-up or not (engine/metric.py)",
     "metric_min_ratio": "engine/metric.py",
     "metric_rounds": "engine/metric.py",

@@ -597,7 +597,7 @@ class GPVAEEngine:
             return neighbour_posterior(self.model, anchor["x"], anchor["mean"], anchor["var"], x,
                                        neighbours=max(self.config.neighbours, 1), self_index=self_index,
                                        backend=self.config.neighbour_backend,
-                                       toward_anchors=bool(self.config.extra.get("latent_cap", False)))
+                                       toward_anchors=bool(self.config.extra.get("latent_cap", True)))
 
     def _regime_modes(self, mode: str) -> dict[str, str]:
         """The latent source for locations with and without observed values of their own."""

@@ -100,7 +100,8 @@ def neighbour_posterior(
     backend : str
         Neighbour search backend.
     toward_anchors : bool
-        An experiment (``extra={"latent_cap": True}``), not a default: away from the anchors
+        What the engine passes unless ``extra={"latent_cap": False}`` (rule 9, adopted in the
+        twenty-sixth session on the tuning splits, docs/benchmarks.md): away from the anchors
         the conditional goes to the anchors' spread instead of the prior's. Its mean is drawn
         toward the anchors' mean by the weight the neighbours leave (a constant-mean GP), and
         its variance capped at the anchors' total variance (the variance of their means plus

@@ -39,7 +39,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass25: one" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass25: rotated" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25: training locations" tests/engine/test_same_field.py tests/test_api.py::test_predict_warns_when_every_location_is_far_from_the_training_data
-    python tests/engine/mutants.py -k "pass25: latent cap" tests/engine/test_predict.py tests/engine/test_core.py::test_the_latent_cap_experiment_reaches_the_neighbours_conditional
+    python tests/engine/mutants.py -k "pass25: latent cap" tests/engine/test_predict.py tests/engine/test_core.py::test_the_latent_cap_reaches_the_neighbours_conditional_by_default
     python tests/engine/mutants.py -k "pass25: layers in" tests/cli/test_commands.py::test_layers_of_a_curvilinear_grid_say_how_to_draw_a_map
     python tests/engine/mutants.py -k "pass25: a rotated" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass25: a picked" tests/plot/test_figures.py tests/cli/test_commands.py::test_plot_isel_of_one_station_draws_its_series
@@ -740,7 +740,7 @@ MUTANTS = {
         "geogpvae/engine/predict.py", "variances = torch.minimum(variances, mean_anchor.var(0) + var_anchor.mean(0))",
         "variances = variances"),
     "pass25: latent cap never reaching the conditional": (
-        "geogpvae/engine/core.py", 'toward_anchors=bool(self.config.extra.get("latent_cap", False)))', "toward_anchors=False)"),
+        "geogpvae/engine/core.py", 'toward_anchors=bool(self.config.extra.get("latent_cap", True)))', "toward_anchors=False)"),
     "pass25: training locations without the centring offset": (
         "geogpvae/engine/core.py", "return None if self._x is None else self._x / self.x_scale_ + self.x_offset_",
         "return None if self._x is None else self._x / self.x_scale_"),

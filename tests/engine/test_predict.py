@@ -180,7 +180,7 @@ def test_sure_anchors_are_interpolated_by_the_prior_conditional():
 
 
 def test_toward_anchors_is_constant_mean_kriging_capped_at_the_anchors_spread():
-    """The experiment ``latent_cap``: the weight the neighbours leave goes to the anchors' mean,
+    """The latent cap (``extra={"latent_cap": ...}``): the weight the neighbours leave goes to the anchors' mean,
     and the variance is capped at the anchors' total variance; far away both are the anchors'."""
     from geogpvae.engine.predict import neighbour_posterior
 

@@ -481,6 +481,9 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", "    ids = [n for n in out if _looks_like_identifier(ds[n])]\n", "    ids = []\n"),
     "pass26: any integers taken for sample numbers": (
         "geogpvae/fields/stacking.py", "return bool((np.diff(np.asarray(var.values).astype(np.int64)) > 0).all())", "return True"),
+    "pass26: coordinates cast to float32 before they are centred": (
+        "geogpvae/engine/core.py", "        x = check_coordinates(x)\n        # float64 centring before any float32 cast",
+        "        x = check_coordinates(x).astype(np.float32).astype(np.float64)\n        # float64 centring before any float32 cast"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

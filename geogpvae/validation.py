@@ -91,7 +91,24 @@ def coverage_range(hits: int, n: int) -> tuple[float, float]:
     Coverage measured on few values is itself uncertain: 3 of 6 held-out values inside their
     95 % intervals is consistent with a true coverage anywhere from 0.19 to 0.81. Wilson's
     interval stays inside [0, 1] and keeps its level for small ``n`` and shares near 0 or 1,
-    where the plain normal approximation does neither. NaN for ``n = 0``.
+    where the plain normal approximation does neither.
+
+    Parameters
+    ----------
+    hits : int
+        Held-out values inside their central 95 % intervals.
+    n : int
+        Held-out values scored.
+
+    Returns
+    -------
+    low, high : float
+        The range's ends, within [0, 1]; NaN for ``n = 0``.
+
+    Examples
+    --------
+    >>> [round(v, 2) for v in coverage_range(3, 6)]
+    [0.19, 0.81]
     """
     if n <= 0:
         return float("nan"), float("nan")
@@ -103,7 +120,19 @@ def coverage_range(hits: int, n: int) -> tuple[float, float]:
 
 def few_scored_note(scores: xr.Dataset) -> str | None:
     """What :func:`validate`'s scores are worth where a variable has fewer than
-    :data:`FEW_SCORED` held-out values, or None."""
+    :data:`FEW_SCORED` held-out values.
+
+    Parameters
+    ----------
+    scores : xarray.Dataset
+        :func:`validate`'s result (``n``, ``cov95_low`` and ``cov95_high`` per variable).
+
+    Returns
+    -------
+    str or None
+        The text naming those variables, their ``n`` and coverage ranges; None where every
+        variable has enough.
+    """
     few = [str(v) for v in scores.variable.values if int(scores.n.sel(variable=v)) < FEW_SCORED]
     if not few:
         return None

@@ -208,7 +208,7 @@ def validate(
     --------
     >>> from geogpvae.datasets import make_gaussian_field
     >>> ds = make_gaussian_field((20, 20), seed=0)
-    >>> scores = validate(ds, ["v0", "v1"], neighbours=8, epochs=3)
+    >>> scores = validate(ds, ["v0", "v1"], share=0.25, neighbours=8, epochs=3)
     >>> scores.variable.values.tolist(), sorted(scores.data_vars)
     (['v0', 'v1'], ['cov95', 'cov95_high', 'cov95_low', 'mae', 'n', 'nll', 'rmse', 'z2'])
     """

@@ -754,7 +754,7 @@ def _frame_map_panel(ax, g: _MapGeometry, view: _MapView, *, first: bool, coastl
         # labels on the first panel only: the others show the same map, and
         # cartopy's label placement is the slowest part of drawing a map
         # around a pole, labels on the frame: cartopy's default puts the latitudes on the data
-        inline = {"x_inline": False, "y_inline": False} if view.cap is not None else {}
+        inline = {"x_inline": False, "y_inline": False, "rotate_labels": False} if view.cap is not None else {}
         gl = ax.gridlines(draw_labels=first, linewidth=0.3, color="0.4", alpha=0.7, **inline)
         if first:
             gl.top_labels = gl.right_labels = False

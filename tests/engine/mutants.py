@@ -476,7 +476,9 @@ MUTANTS = {
     "pass26: the south cap's plane taken as the north's": (
         "geogpvae/plot/polar.py", '    sign = 1.0 if cap == "north" else -1.0', "    sign = 1.0"),
     "pass26: a polar map's labels over the data": (
-        "geogpvae/plot/maps.py", '{"x_inline": False, "y_inline": False} if view.cap is not None else {}', "{}"),
+        "geogpvae/plot/maps.py", '{"x_inline": False, "y_inline": False, "rotate_labels": False} if view.cap is not None else {}', "{}"),
+    "pass26: a polar map's labels turned along the frame": (
+        "geogpvae/plot/maps.py", '"y_inline": False, "rotate_labels": False}', '"y_inline": False}'),
     "pass26: a table's sample numbers imputed as a variable": (
         "geogpvae/fields/stacking.py", "    ids = [n for n in out if _looks_like_identifier(ds[n])]\n", "    ids = []\n"),
     "pass26: any integers taken for sample numbers": (

@@ -618,6 +618,7 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
     for t in labels:
         where = t.get_window_extent()
         assert not box.shrunk(0.8, 0.8).anchored("C", box).overlaps(where), t.get_text()
+        assert t.get_rotation() == 0, t.get_text()  # read without turning the head
 
 
 def _nemo_like(where=(slice(3, 8), slice(10, 16))):

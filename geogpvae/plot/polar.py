@@ -86,7 +86,8 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
     Parameters
     ----------
     lon, lat : ndarray, shape (ny, nx)
-        The cells' centres, in degrees; finite.
+        The cells' centres, in degrees; finite, the longitudes on one arc (within 180 degrees
+        of a middle one, as :func:`~geogpvae.plot.maps._mesh_centres` gives them).
 
     Returns
     -------
@@ -94,8 +95,7 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
         None where the centres do not form a :func:`polar_cap` or are not a grid in that
         plane (a step between neighbouring cells longer than a quarter of the cap's radius).
     """
-    span = 360.0 if np.ptp(np.mod(lon, 360.0)) >= 300.0 else float(np.ptp(lon))
-    cap = polar_cap(span, float(np.min(lat)), float(np.max(lat)))
+    cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))
     if cap is None or min(lon.shape) < 2:
         return None
     sign = 1.0 if cap == "north" else -1.0

@@ -486,6 +486,9 @@ MUTANTS = {
     "pass26: coordinates cast to float32 before they are centred": (
         "geogpvae/engine/core.py", "        x = check_coordinates(x)\n        # float64 centring before any float32 cast",
         "        x = check_coordinates(x).astype(np.float32).astype(np.float64)\n        # float64 centring before any float32 cast"),
+    "pass26: a regional grid across 0 degrees taken for a polar cap": (
+        "geogpvae/plot/polar.py", "    cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))",
+        "    cap = polar_cap(float(np.ptp(np.mod(lon, 360.0))), float(np.min(lat)), float(np.max(lat)))"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),

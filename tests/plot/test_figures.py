@@ -621,6 +621,20 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
         assert t.get_rotation() == 0, t.get_text()  # read without turning the head
 
 
+def test_polar_corners_only_for_grids_all_around_a_pole():
+    from geogpvae.plot.polar import polar_corners
+
+    yx = (np.arange(8) - 3.5) * 100.0
+    x, y = np.meshgrid(yx, yx)
+    lat, lon = 90.0 - np.hypot(x, y) / 111.0, np.degrees(np.arctan2(x, -y))
+    lon = lon[3, 3] + np.mod(lon - lon[3, 3] + 180.0, 360.0) - 180.0  # on one arc, as maps give them
+    assert polar_corners(lon, lat) is not None
+    # a regional grid at 70-78 N across the prime meridian (and one across the dateline) is no cap
+    j, i = np.meshgrid(np.arange(5), np.arange(7), indexing="ij")
+    for west in (-10.0, 170.0):
+        assert polar_corners(west + 3.0 * i, 70.0 + 2.0 * j) is None
+
+
 def _nemo_like(where=(slice(3, 8), slice(10, 16))):
     """20 x 30 cells over 40..10 W, 30..50 N as NEMO writes them, a 5 x 6 block of eliminated
     land at nav_lon = nav_lat = 0 with no data, and the block's cell mask."""

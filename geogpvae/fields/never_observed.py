@@ -31,7 +31,17 @@ __all__ = [
 
 
 def is_flag(var: xr.DataArray) -> bool:
-    """Whether ``var`` is a CF flag variable (``flag_values``, ``flag_meanings`` or ``flag_masks``)."""
+    """Whether ``var`` is a CF flag variable.
+
+    Parameters
+    ----------
+    var : xarray.DataArray
+
+    Returns
+    -------
+    bool
+        True where it has ``flag_values``, ``flag_meanings`` or ``flag_masks`` (CF section 3.5).
+    """
     return "flag_values" in var.attrs or "flag_meanings" in var.attrs or "flag_masks" in var.attrs
 
 
@@ -162,9 +172,22 @@ def never_observed_warning(ds: xr.Dataset, field: Field,
 
 
 def is_time_axis(ds: xr.Dataset, axis: Any) -> bool:
-    """Dates or durations, or numbers a CF coordinate marks as time (``axis = "T"``,
-    ``standard_name = "time"``, e.g. World Ocean Atlas' "months since" that xarray leaves
-    undecoded)."""
+    """Whether an axis of a field's geometry is time.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        The input, holding the axis' coordinate.
+    axis : Axis
+        One of :attr:`~geogpvae.fields.geometry.Geometry.axes`.
+
+    Returns
+    -------
+    bool
+        True for dates or durations, and for numbers a CF coordinate marks as time
+        (``axis = "T"``, ``standard_name = "time"``, e.g. World Ocean Atlas' "months since"
+        that xarray leaves undecoded); False for longitude/latitude pairs.
+    """
     if axis.kind in ("time", "cftime", "duration"):
         return True
     name = axis.names[0]

@@ -56,6 +56,8 @@ EXTRA_OPTIONS = {
     "holdout": "'random': held-out values at random even where gaps cluster (engine/holdout.py)",
     "kl_factors": "the beta candidates of beta='auto' (engine/selection.py)",
     "latent_cap": "false: away from the anchors the neighbours' conditional goes to the GP prior, as before rule 9 (engine/predict.py)",
+    "lengthscale_rank": "rank of the neighbour whose median distance starts the lengthscale (default: neighbours; engine/starts.py)",
+    "lengthscale_spread": "true: the latent channels start from the H-th to the nearest neighbour's distance (engine/starts.py)",
     "metric": "'auto' or 'fixed': neighbours re-chosen after a warm-up or not (engine/metric.py)",
     "metric_min_ratio": "engine/metric.py",
     "metric_rounds": "engine/metric.py",

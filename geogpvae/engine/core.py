@@ -22,7 +22,7 @@ import torch
 
 from ..errors import InputError, TrainingWarning, warn_caller
 from ..gp.kernels import stretched
-from ..gp.neighbours import knn, median_neighbour_distance
+from ..gp.neighbours import knn
 from .calibration import REGIMES, calibrate, deep_rows, split_mode, stretched_neighbours
 from .config import GPVAEConfig
 from .holdout import clustered_gaps, held_out
@@ -56,6 +56,7 @@ from .selection import (
     selection_epochs,
     selection_share,
 )
+from .starts import channel_lengthscales, start_lengthscales
 from .state import (
     STATE_FORMAT,
     checkpoint_state,
@@ -183,6 +184,7 @@ class GPVAEEngine:
         self.constant_: np.ndarray | None = None
         self.log = None
         self.lengthscale_: float | None = None
+        self.lengthscale_near_: float | None = None  # extra["lengthscale_spread"] only
         self.calibration_: np.ndarray | None = None
         self.noise_start_: np.ndarray | None = None
         self.n_points_: int | None = None
@@ -368,14 +370,13 @@ class GPVAEEngine:
 
     def _lengthscale_for(self, x: np.ndarray, resume: dict[str, Any] | None) -> None:
         """The initial lengthscale: saved, given, or the median distance to the H-th neighbour."""
-        cfg, n = self.config, x.shape[0]
+        cfg = self.config
+        self.lengthscale_near_ = None
         if resume is not None:
             self.lengthscale_ = float(resume["engine"]["lengthscale"])
         elif cfg.lengthscale is None:
-            ls = median_neighbour_distance(x, max(1, min(cfg.neighbours, n - 1)), backend=cfg.neighbour_backend)
-            if not np.isfinite(ls) or ls <= 0:
-                ls = float(np.ptp(x, axis=0).max()) or 1.0
-            self.lengthscale_ = ls
+            self.lengthscale_, self.lengthscale_near_ = start_lengthscales(x, cfg.neighbours, cfg.extra,
+                                                                           cfg.neighbour_backend)
         else:
             self.lengthscale_ = float(cfg.lengthscale)
 
@@ -492,7 +493,7 @@ class GPVAEEngine:
             encoder_hidden=cfg.encoder_hidden,
             decoder_hidden=cfg.decoder_hidden,
             kernel=cfg.kernel,
-            lengthscale=self.lengthscale_,
+            lengthscale=channel_lengthscales(self.lengthscale_, self.lengthscale_near_, cfg.latent_size(n_vars)),
             outputscale=cfg.outputscale,
             learn_kernel=cfg.learn_kernel,
             noise=self.noise_start_.tolist() if self.noise_start_ is not None else (cfg.noise or 0.1),

@@ -58,6 +58,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass26 userpass: no advice" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: a scattered" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: the command shows coords=['lon', 'lat', 'depth_cm']" tests/cli/test_text.py
+    python tests/engine/mutants.py -k "pass27" tests/engine/test_core.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -769,6 +770,16 @@ MUTANTS = {
         "[n for n, r in found if r is None]"),
     "pass26 userpass: the command shows coords=['lon', 'lat', 'depth_cm'], not --coords": (
         "geogpvae/cli/common.py", "(?! \\(--coords)\"),\n     lambda m: \"--coords \"", "(?! \\(--coords)\"),\n     lambda m: \"coords= \""),
+    "pass27: lengthscale_rank ignored": (
+        "geogpvae/engine/starts.py", 'rank = int(extra.get("lengthscale_rank", neighbours))',
+        "rank = int(neighbours)"),
+    "pass27: the spread of channel starts runs the wrong way": (
+        "geogpvae/engine/starts.py", "steps = np.arange(n_channels) / (n_channels - 1)",
+        "steps = np.arange(n_channels)[::-1] / (n_channels - 1)"),
+    "pass27: the spread reaches the channels through the scalar start only": (
+        "geogpvae/engine/core.py",
+        "lengthscale=channel_lengthscales(self.lengthscale_, self.lengthscale_near_, cfg.latent_size(n_vars)),",
+        "lengthscale=self.lengthscale_,"),
 }
 
 

@@ -499,3 +499,34 @@ def test_calibration_scores_each_variance_as_if_predicted_with_it(auto_noise):
         for j in range(3):
             want = ((truth[:, j] - mm[:, j]) / sm[:, j])[hide[sub, j]] ** 2
             np.testing.assert_allclose(sq[j][0], want, rtol=1e-5)
+
+
+def test_lengthscale_start_experiments_set_the_starts_they_name():
+    """``extra`` knobs of benchmarks/lengthscale_start.py (rules 12 and 13, both rejected): the
+    default start is the median distance to the H-th neighbour; ``lengthscale_rank`` names another
+    rank; ``lengthscale_spread`` starts the channels geometrically from the H-th neighbour's
+    distance (first channel) to the nearest neighbour's (last)."""
+    from geogpvae.gp.neighbours import median_neighbour_distance
+
+    rng = np.random.default_rng(3)
+    centres = rng.uniform(0, 10, (60, 2))
+    pts = np.concatenate([centres, centres + rng.normal(0, 0.05, centres.shape)])  # close pairs
+    vals = np.sin(pts[:, :1]) + 0.1 * rng.normal(size=(len(pts), 1))
+    vals = np.concatenate([vals, np.cos(pts[:, 1:])], axis=1)
+    opts = dict(epochs=1, progress=False, calibrate=False, beta=1.0, neighbours=6, latent_dim=3,
+                extra={"metric": "fixed"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TrainingWarning)
+        base = GPVAEEngine(**opts).fit(pts, vals)
+        ranked = GPVAEEngine(**{**opts, "extra": {"metric": "fixed", "lengthscale_rank": 1}}).fit(pts, vals)
+        spread = GPVAEEngine(**{**opts, "extra": {"metric": "fixed", "lengthscale_spread": True}}).fit(pts, vals)
+    x = base._x
+    far, near = median_neighbour_distance(x, 6), median_neighbour_distance(x, 1)
+    assert near < far / 5  # the close pairs
+    assert base.lengthscale_ == pytest.approx(far)
+    assert ranked.lengthscale_ == pytest.approx(near)
+    starts = spread.model.kernel.lengthscale_unit.double().numpy()
+    assert starts.shape == (3, 2)
+    np.testing.assert_allclose(starts[:, 0], [far, np.sqrt(far * near), near], rtol=1e-5)
+    np.testing.assert_allclose(starts[:, 1], starts[:, 0])
+    np.testing.assert_allclose(base.model.kernel.lengthscale_unit.double().numpy(), far, rtol=1e-5)

@@ -172,7 +172,7 @@ def _map_hint(ds: Any, var: str, kind: str, axis: str | None) -> str:
     """Where layers of a curvilinear grid (2-D longitude/latitude, as ocean models write) were
     drawn in index space, or in the grid's own 1-D coordinates (projected x/y, rotated
     rlon/rlat): how to draw them on a map instead."""
-    from ..plot.maps import _curvilinear_coords
+    from ..plot.curvilinear import _curvilinear_coords
 
     found = _curvilinear_coords(ds, var, "auto") if kind == "layers" else None
     if found is None or axis is None or axis in found[0].dims:

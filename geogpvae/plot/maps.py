@@ -12,7 +12,6 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from ..fields.placeholders import placeholder_cells
 from .cartography import _add_map_features, _contiguous_lon, _import_cartopy
 from .conventions import (
     _LAT_NAMES,
@@ -34,7 +33,8 @@ from .conventions import (
     _tick_chars,
     _uncertainty_label,
 )
-from .polar import polar_cap, polar_corners, polar_extent, polar_projection
+from .curvilinear import _Curvilinear, _curvilinear
+from .polar import polar_cap, polar_extent, polar_projection
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -45,14 +45,12 @@ from .style import (
     _corners,
     _draw_domain,
     _edges,
-    _fill_centres,
     _fmt_value,
     _outline,
     _panel_norms,
     _plt,
     _scalar_notes,
     _units_suffix,
-    _warn_once,
     is_log_variable,
     label_for,
     wrap_label,
@@ -79,75 +77,16 @@ def _find_sites(ds: xr.Dataset, da: xr.DataArray, coords: str):
     return None
 
 
-def _curvilinear_coords(ds: xr.Dataset, var: str, coords: str) -> tuple[xr.DataArray, xr.DataArray] | None:
-    """``(lon, lat)`` of a curvilinear grid (both 2-D, on dims of ``var``), or None."""
-    if coords == "xy" or var not in ds.data_vars:
-        return None
-    dims = set(map(str, ds[var].dims))
-    two_d = {str(n): c for n, c in ds.coords.items() if c.ndim == 2 and set(map(str, c.dims)) <= dims}
-    lon = [c for n, c in two_d.items() if _is_lon(n, c)]
-    lat = [c for n, c in two_d.items() if _is_lat(n, c)]
-    if not lon or not lat or lon[0].dims != lat[0].dims:
-        return None
-    return lon[0], lat[0]
-
-
-def _placeholders(h: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """The placeholder cells of a curvilinear grid (NEMO's eliminated land domains), said once."""
-    blank = placeholder_cells(h, v)
-    if blank.any():  # the caller of field_map, past _mesh_centres and its caller
-        _warn_once("placeholder-cells", f"{int(blank.sum())} cells of the curvilinear grid have longitude "
-                   "and latitude both exactly 0, far from their neighbouring cells: placeholders for cells "
-                   "without a position (NEMO writes them for the land processor domains it eliminates); "
-                   "they are left blank", stacklevel=6)
-    return blank
-
-
-def _mesh_centres(lon: xr.DataArray, lat: xr.DataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None:
-    """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc,
-    its placeholder cells, which are left blank, and its corners where it lies around a pole.
-
-    That is a grid with at least two cells along each dim, finite centres, and no step of
-    90 degrees of longitude or more between neighbouring cells once the longitudes are
-    taken within 180 degrees of the middle cell's: regional grids, across the dateline too.
-    Global grids (with their seam or the fold of a tripolar grid) and grids with NaN
-    centres give None, and are drawn as points. Placeholder cells (longitude and latitude
-    both exactly 0, far from the grid: :func:`~geogpvae.fields.placeholders.placeholder_cells`)
-    have no position: their centres are put where their neighbours' lead
-    (:func:`~geogpvae.plot.style._fill_centres`), for the corners of the cells around them.
-    A grid around a pole (a sea-ice grid) is drawn too, on corners taken in a polar plane
-    (:func:`~geogpvae.plot.polar.polar_corners`); the fourth item holds them, else None.
-    """
-    h, v = np.asarray(lon.values, dtype=float), np.asarray(lat.values, dtype=float)
-    blank = _placeholders(h, v)
-    if min(h.shape) < 2 or not (np.isfinite(h[~blank]).all() and np.isfinite(v[~blank]).all()):
-        return None
-    h, v = np.where(blank, np.nan, h), np.where(blank, np.nan, v)
-    rows, cols = np.nonzero(~blank)  # the middle cell, or the placed cell nearest to it
-    k = np.argmin((rows - h.shape[0] // 2) ** 2 + (cols - h.shape[1] // 2) ** 2)
-    middle = h[rows[k], cols[k]]
-    h = middle + np.mod(h - middle + 180.0, 360.0) - 180.0
-    if blank.any():
-        h, v = _fill_centres(h), _fill_centres(v)
-        if not (np.isfinite(h).all() and np.isfinite(v).all()):
-            return None
-    polar = polar_corners(h, v)
-    if polar is None and max(np.abs(np.diff(h, axis=a)).max() for a in (0, 1)) >= 90.0:
-        return None
-    return h, v, blank, polar
-
-
-def _redrawn_as(ds: xr.Dataset, var: str, truth, f, coords: str, raster: bool):
+def _redrawn_as(ds: xr.Dataset, found: _Curvilinear | None, truth, f, coords: str, raster: bool):
     """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat)
     that cannot be drawn as cells as points at its cells' centres (those that have one);
     sites on a regular lattice (with ``raster``) as a grid."""
-    found = _curvilinear_coords(ds, var, coords)
-    if found is not None and _mesh_centres(*found) is None:
-        dims = tuple(str(d) for d in found[0].dims)
+    if found is not None and found.mesh is None:
+        dims = tuple(str(d) for d in found.lon.dims)
         cells = {"_".join(dims): dims}
         # cells without a position (NaN centres, placeholders) are left out
-        h, v = np.asarray(found[0].values, dtype=float), np.asarray(found[1].values, dtype=float)
-        placed = {"_".join(dims): (np.isfinite(h + v) & ~placeholder_cells(h, v)).reshape(-1)}
+        h, v = np.asarray(found.lon.values, dtype=float), np.asarray(found.lat.values, dtype=float)
+        placed = {"_".join(dims): (np.isfinite(h + v) & ~found.blank).reshape(-1)}
         return (ds.stack(cells, create_index=False).isel(placed),
                 None if truth is None else truth.stack(cells, create_index=False).isel(placed), coords)
     return _lattice_of(f, coords) if raster else None
@@ -350,21 +289,21 @@ def field_map(
     drawn = _profile_instead(ds, var, truth, f, coords, isel, log, figsize)
     if drawn is not None:
         return drawn
-    redrawn = _redrawn_as(ds, var, truth, f, coords, raster)
+    curvilinear = _curvilinear(ds, var, coords)  # its placeholder cells searched once a map
+    redrawn = _redrawn_as(ds, curvilinear, truth, f, coords, raster)
     if redrawn is not None:  # curvilinear cells as points; sites on a lattice as a raster
         kwargs = {k: v for k, v in locals().items() if k in _MAP_OPTIONS}
         return field_map(redrawn[0], var, redrawn[1], **{**kwargs, "coords": redrawn[2], "raster": False})
     use_log = is_log_variable(f.value) if log is None else bool(log)
-    g = _map_geometry(ds, f.value, var, coords, isel)
+    g = _map_geometry(ds, f.value, var, coords, isel, curvilinear)
     p = _map_panels(f, g, std)
     style = _PanelStyle.choose(p, percentiles, use_log, cmap, std_cmap, marker_size)
     view = _MapView.choose(g, projection)
     size = _map_size(g, view, len(p.value_keys), len(p.unc_keys), panel_width, figsize)
     subplot_kw = {"projection": view.proj} if view.proj is not None else {}
-    fig, axes = _plt().subplots(1, len(p.keys), figsize=size.figsize, squeeze=False,
-                                subplot_kw=subplot_kw,
-                                layout="compressed" if size.fixed else "constrained")
-    axes = axes[0]
+    fig, (axes,) = _plt().subplots(1, len(p.keys), figsize=size.figsize, squeeze=False,  # one row
+                                   subplot_kw=subplot_kw,
+                                   layout="compressed" if size.fixed else "constrained")
     mappables = {}
     for ax, key in zip(axes, p.keys, strict=True):
         mappables[key] = _draw_map_panel(ax, key, g, p, style, view, outline_holes)
@@ -494,15 +433,16 @@ class _MapGeometry:
 
 
 def _map_geometry(
-    ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, isel: Mapping[str, int] | None
+    ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, isel: Mapping[str, int] | None,
+    curvilinear: _Curvilinear | None,
 ) -> _MapGeometry:
-    curvilinear = _curvilinear_coords(ds, var, coords)
-    mesh = _mesh_centres(*curvilinear) if curvilinear is not None else None
+    mesh = curvilinear.mesh if curvilinear is not None else None
     if mesh is not None:  # cells drawn on their 2-D corners
-        spatial = tuple(str(d) for d in curvilinear[0].dims)
+        spatial = tuple(str(d) for d in curvilinear.lon.dims)
         sel, notes = _other_dims(da, spatial, isel)
         blank = mesh[2] if mesh[2].any() else None
-        return _MapGeometry(None, spatial, sel, notes, *mesh[:2], *curvilinear, True, None, blank, mesh[3])
+        return _MapGeometry(None, spatial, sel, notes, *mesh[:2], curvilinear.lon, curvilinear.lat, True, None,
+                            blank, mesh[3])
     sites = _find_sites(ds, da, coords)
     spatial = _spatial_dims(ds, da, var, coords, sites)
     sel, notes = _other_dims(da, spatial, isel)

@@ -87,7 +87,7 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
     ----------
     lon, lat : ndarray, shape (ny, nx)
         The cells' centres, in degrees; finite, the longitudes on one arc (within 180 degrees
-        of a middle one, as :func:`~geogpvae.plot.maps._mesh_centres` gives them).
+        of a middle one, as :func:`~geogpvae.plot.curvilinear._mesh_centres` gives them).
 
     Returns
     -------

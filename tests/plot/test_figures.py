@@ -741,6 +741,46 @@ def test_field_map_leaves_nemo_placeholders_out_of_the_points_of_a_grid_drawn_as
     fig.canvas.draw()
 
 
+@pytest.mark.parametrize("case", ["cells", "points", "command"])
+def test_one_map_searches_a_grid_for_placeholder_cells_once(case, monkeypatch, tmp_path, capsys):
+    # the search reads the whole grid (large for a global ocean model): one map runs it once,
+    # drawn as cells or as points (a NaN centre), by field_map or by geogpvae plot; and the
+    # warning still names the line that asked for the map
+    pytest.importorskip("cartopy")
+    from geogpvae.fields import placeholders
+    from geogpvae.plot import curvilinear
+
+    calls = []
+
+    def counted(lon, lat, **kwargs):
+        calls.append(np.shape(lon))
+        return placeholders.placeholder_cells(lon, lat, **kwargs)
+
+    monkeypatch.setattr(curvilinear, "placeholder_cells", counted)
+    ds, block = _nemo_like()
+    if case == "points":
+        ds.nav_lon.values[0, 0] = ds.nav_lat.values[0, 0] = np.nan
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        if case == "command":
+            from geogpvae.cli import main
+
+            ds.to_netcdf(tmp_path / "nemo.nc")
+            assert main(["plot", str(tmp_path / "nemo.nc"), "--var", "sst", "-o", str(tmp_path / "a.png")]) == 0
+        else:
+            fig = plot.field_map(ds, "sst")
+            drawn = [c for c in panels(fig)[0].collections if isinstance(c, (QuadMesh, PathCollection))]
+            assert drawn and all(isinstance(c, QuadMesh if case == "cells" else PathCollection) for c in drawn)
+    assert calls == [block.shape]
+    if case == "command":  # the command shows warnings on stderr
+        (warned,) = [t for t in capsys.readouterr().err.splitlines() if "without a position" in t]
+        assert warned.startswith(f"geogpvae: warning: {int(block.sum())} cells of the curvilinear grid")
+        return
+    (warned,) = [w for w in record if "placeholders for cells without a position" in str(w.message)]
+    assert str(warned.message).startswith(f"{int(block.sum())} cells of the curvilinear grid")
+    assert warned.filename == __file__
+
+
 def _turns(dlon):
     """Longitude differences brought into [-180, 180): 0 for the same meridian."""
     return np.mod(np.asarray(dlon) + 180.0, 360.0) - 180.0

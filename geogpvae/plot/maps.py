@@ -241,9 +241,10 @@ def field_map(
         global and gets PlateCarree, with its central longitude midway between the grid's
         outer cell edges, so that no cell straddles the seam of the map (0..360 grids and
         grids across 180 come out whole), unless it stays poleward of 40 degrees (a
-        sea-ice grid): that polar cap gets a polar stereographic map. Data spanning less than 60 degrees get a
-        Lambert azimuthal equal-area projection centred on them, and anything else gets
-        PlateCarree centred on the data.
+        sea-ice grid): that polar cap gets a polar stereographic map, framed by the box
+        around its cells (:func:`~geogpvae.plot.polar.polar_extent`). Data spanning less
+        than 60 degrees get a Lambert azimuthal equal-area projection centred on them, and
+        anything else gets PlateCarree centred on the data.
     coords : {"auto", "lonlat", "xy"}
         Which coordinates to use for scattered data that have both. ``"auto"`` prefers
         lon/lat.
@@ -548,6 +549,7 @@ class _MapView:
     is_global: bool = False
     centre: float = 0.0
     cap: str | None = None  # "north" or "south": a polar cap, on a polar stereographic map
+    box: list[float] | None = None  # the extent of a polar map, in its projection's units
 
     @property
     def span(self) -> float:
@@ -586,7 +588,17 @@ class _MapView:
             view.cap = polar_cap(view.span, v0, v1) if projection is None else None
             if view.cap is not None:
                 view.proj = polar_projection(view.ccrs, view.cap, view.centre)
+                view.box = _polar_box(g, view)
         return view
+
+
+def _polar_box(g: _MapGeometry, view: _MapView) -> list[float]:
+    """The extent of a polar map: the box around the grid's cells, or its sites with a margin."""
+    if g.sites is not None:
+        return polar_extent(view.ccrs, view.proj, g.hc, g.vc, pad=0.05)
+    if view.hedges.ndim == 1:  # a regular grid's edges
+        return polar_extent(view.ccrs, view.proj, view.hedges[None, :], view.vedges[:, None])
+    return polar_extent(view.ccrs, view.proj, view.hedges, view.vedges)
 
 
 @dataclass
@@ -685,7 +697,7 @@ def _frame_map_panel(ax, g: _MapGeometry, view: _MapView, *, first: bool, coastl
     """Extent, gridlines or axis labels, and map features of one panel."""
     if view.ccrs is not None:
         if view.cap is not None:
-            ax.set_extent(polar_extent(view.ccrs, view.proj, view.cap, view.v0, view.v1), crs=view.proj)
+            ax.set_extent(view.box, crs=view.proj)
         elif view.is_global:
             ax.set_global()
         else:

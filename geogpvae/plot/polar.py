@@ -51,8 +51,16 @@ def polar_projection(ccrs: Any, cap: str, centre: float) -> Any:
     return ccrs.SouthPolarStereo(central_longitude=centre)
 
 
-def polar_extent(ccrs: Any, proj: Any, cap: str, lat0: float, lat1: float) -> list[float]:
-    """The map extent in ``proj``'s own units: the disc from the cap's edge to the pole.
+def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) -> list[float]:
+    """The extent of a polar map, in ``proj``'s own units: the box around the data drawn on it.
+
+    The box holds the data's points as ``proj`` places them and no more, so that the data fill
+    the map. Given a grid's cell corners, it holds every cell whole: cells are drawn as
+    quadrilaterals between their corners, straight in the plane of the map. A square sea-ice
+    grid (polar stereographic, 25 km cells) gets its own square, not the square around the
+    disc that reaches its lowest latitude, whose corners would be left empty. The disc's square
+    comes out only where it is right: where the data go all around the pole out to one
+    latitude, as a regular longitude/latitude grid does from the cap's edge to the pole.
 
     Parameters
     ----------
@@ -60,19 +68,34 @@ def polar_extent(ccrs: Any, proj: Any, cap: str, lat0: float, lat1: float) -> li
         ``cartopy.crs``.
     proj : cartopy CRS
         The polar projection (:func:`polar_projection`).
-    cap : {"north", "south"}
-    lat0, lat1 : float
-        The data's southernmost and northernmost latitude, in degrees.
+    lon, lat : array-like
+        Longitudes and latitudes of the points, in degrees, broadcast against each other: the
+        corners of a grid's cells, shape (ny + 1, nx + 1) (or (1, nx + 1) and (ny + 1, 1) for
+        a regular grid's edges), or sites, shape (n,). Non-finite points are left out.
+    pad : float
+        A margin on every side, as a fraction of the box's longer side (for the markers of
+        sites, which stand out of their points); 0 for cells.
 
     Returns
     -------
     list of float
-        ``[x0, x1, y0, y1]`` for ``ax.set_extent(..., crs=proj)``.
+        ``[x0, x1, y0, y1]`` in the projection's units (metres) for
+        ``ax.set_extent(..., crs=proj)``.
+
+    Raises
+    ------
+    ValueError
+        No point has a finite longitude and latitude.
     """
-    lon = np.linspace(-180.0, 180.0, 73)
-    edge = np.full(lon.shape, lat0 if cap == "north" else lat1)
-    xy = proj.transform_points(ccrs.PlateCarree(), lon, edge)
-    return [float(xy[:, 0].min()), float(xy[:, 0].max()), float(xy[:, 1].min()), float(xy[:, 1].max())]
+    h, v = (np.ravel(a) for a in np.broadcast_arrays(np.asarray(lon, float), np.asarray(lat, float)))
+    keep = np.isfinite(h) & np.isfinite(v)
+    if not keep.any():
+        raise ValueError("polar_extent: no point with a finite longitude and latitude")
+    # longitudes on one arc can run past 540 degrees, where cartopy gives inf: brought back
+    xy = proj.transform_points(ccrs.PlateCarree(), np.mod(h[keep] + 180.0, 360.0) - 180.0, v[keep])
+    x0, x1, y0, y1 = (float(f(xy[:, k])) for k in (0, 1) for f in (np.min, np.max))
+    margin = pad * max(x1 - x0, y1 - y0)
+    return [x0 - margin, x1 + margin, y0 - margin, y1 + margin]
 
 
 def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -61,6 +61,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass27" tests/engine/test_core.py
     python tests/engine/mutants.py -k "pass27 helper: one map" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: the placeholder" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
+    python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -731,8 +732,6 @@ MUTANTS = {
     "pass25 userpass2: polar cap on the global PlateCarree map": (
         "geogpvae/plot/maps.py", "view.cap = polar_cap(view.span, v0, v1) if projection is None else None",
         "view.cap = None"),
-    "pass25 userpass2: polar map cut at the pole's side of the data": (
-        "geogpvae/plot/polar.py", "lat0 if cap == \"north\" else lat1", "lat1 if cap == \"north\" else lat0"),
     "pass25: rotated-pole coordinates taken as flat x/y": (
         "geogpvae/fields/geometry.py", '    "grid_longitude": "lon",\n    "grid_latitude": "lat",\n', ""),
     "pass25: a rotated grid's true lon/lat kept beside its own (a warning)": (
@@ -787,6 +786,17 @@ MUTANTS = {
         "return _Curvilinear(*found, _placeholders(h, v), _mesh_centres(h, v, blank))"),
     "pass27 helper: the placeholder warning names a line inside pytest, not the map's caller": (
         "geogpvae/plot/curvilinear.py", '"they are left blank", stacklevel=5)', '"they are left blank", stacklevel=6)'),
+    "pass27 helper: a polar map framed by its cells' centres, its outer cells cut in half": (
+        "geogpvae/plot/maps.py", "    return polar_extent(view.ccrs, view.proj, view.hedges, view.vedges)\n",
+        "    return polar_extent(view.ccrs, view.proj, g.hc, g.vc)\n"),
+    "pass27 helper: a regular grid's polar map framed by its first corner": (
+        "geogpvae/plot/maps.py", "view.hedges[None, :], view.vedges[:, None])", "view.hedges[:1, None], view.vedges[:1, None])"),
+    "pass27 helper: a polar map's sites on its frame, with no margin": (
+        "geogpvae/plot/maps.py", "g.hc, g.vc, pad=0.05)", "g.hc, g.vc, pad=0.0)"),
+    "pass27 helper: a polar map's box over longitudes past 540 degrees": (
+        "geogpvae/plot/polar.py", "np.mod(h[keep] + 180.0, 360.0) - 180.0, v[keep])", "h[keep], v[keep])"),
+    "pass27 helper: a polar map's box taller than its data": (
+        "geogpvae/plot/polar.py", "margin = pad * max(x1 - x0, y1 - y0)", "margin = pad * max(x1 - x0, y1 - y0) + 0.3 * (y1 - y0)"),
 }
 
 

@@ -621,6 +621,70 @@ def test_field_map_sea_ice_grid_around_a_pole_gets_a_polar_map(cap):
         assert t.get_rotation() == 0, t.get_text()  # read without turning the head
 
 
+def _polar_case(case):
+    """A field around the north pole, and the lon/lat of the corners of its cells (or its
+    sites), worked out here: a sea-ice grid of 100 km cells laid out on the polar
+    stereographic plane, a regular lon/lat grid from 60 N to the pole, or 40 stations."""
+    import cartopy.crs as ccrs
+
+    rng = np.random.default_rng(3)
+    if case == "sites":  # all around but 130..100 W: maps put them on one arc, at 260..590 E
+        lon, lat = np.mod(np.linspace(80.0, 410.0, 40), 360.0) - 180.0, rng.uniform(66.0, 88.0, 40)
+        ds = xr.Dataset({"v": ("station", rng.normal(size=40)),
+                         "v_std": ("station", np.where(np.arange(40) % 3 == 0, 0.2, 0.0))},
+                        coords={"lon": ("station", lon), "lat": ("station", lat)})
+        return ds, lon, lat
+    if case == "lon/lat grid":  # 10 x 3 degree cells; edges at -180..180 and 60..90
+        lon, lat = np.arange(-175.0, 180.0, 10.0), np.arange(61.5, 90.0, 3.0)
+        ds = xr.Dataset({"v": (("lat", "lon"), rng.normal(size=(lat.size, lon.size)))},
+                        coords={"lon": lon, "lat": lat})
+        edges = np.meshgrid(np.arange(-180.0, 181.0, 10.0), np.arange(60.0, 91.0, 3.0))
+        return ds, edges[0], edges[1]
+    plane = ccrs.NorthPolarStereo()
+    step = 100e3
+    x, y = np.meshgrid((np.arange(12) - 5.5) * step, (np.arange(10) - 4.5) * step + 300e3)
+    cx, cy = np.meshgrid((np.arange(13) - 6.0) * step, (np.arange(11) - 5.0) * step + 300e3)
+    centres, corners = (ccrs.PlateCarree().transform_points(plane, a, b) for a, b in ((x, y), (cx, cy)))
+    ds, _ = _curvilinear(centres[..., 0], centres[..., 1])
+    return ds, corners[..., 0], corners[..., 1]
+
+
+@pytest.mark.parametrize("case", ["sea-ice grid", "lon/lat grid", "sites"])
+def test_polar_map_is_framed_by_its_data(case):
+    # a polar map's extent is the box around the data as projected, every cell whole: a square
+    # sea-ice grid fills its panel (the square around the disc down to its lowest latitude
+    # left its corners empty); a lon/lat grid out to 60 N fills that disc; sites keep a margin
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    ds, lon, lat = _polar_case(case)
+    fig, axs = _drawn(ds)
+    fig.canvas.draw()
+    ax = axs[0]
+    assert isinstance(ax.projection, ccrs.NorthPolarStereo)
+    x0, x1, y0, y1 = ax.get_extent(crs=ax.projection)
+    xy = ax.projection.transform_points(ccrs.PlateCarree(), np.ravel(lon), np.ravel(lat))
+    bx0, bx1, by0, by1 = xy[:, 0].min(), xy[:, 0].max(), xy[:, 1].min(), xy[:, 1].max()
+    side = max(bx1 - bx0, by1 - by0)
+    margin = 0.05 * side if case == "sites" else 0.0  # room for the markers
+    np.testing.assert_allclose([x0, x1, y0, y1], [bx0 - margin, bx1 + margin, by0 - margin, by1 + margin],
+                               atol=2e-3 * side)
+    if case == "sites":
+        h, v = np.concatenate([c.get_offsets() for c in ax.collections if isinstance(c, PathCollection)]).T
+        assert h.size == 40
+        drawn = ax.projection.transform_points(ccrs.PlateCarree(), np.mod(h + 180.0, 360.0) - 180.0, v)
+    else:  # every corner of every cell drawn lies inside the map
+        corners = mesh(ax).get_coordinates()
+        drawn = ax.projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    tol = 1e-6 * side
+    assert (drawn[:, 0] >= x0 - tol).all() and (drawn[:, 0] <= x1 + tol).all()
+    assert (drawn[:, 1] >= y0 - tol).all() and (drawn[:, 1] <= y1 + tol).all()
+    if case == "sea-ice grid":  # and reach its frame on all four sides
+        for edge, got in ((x0, drawn[:, 0].min()), (x1, drawn[:, 0].max()), (y0, drawn[:, 1].min()),
+                          (y1, drawn[:, 1].max())):
+            assert abs(got - edge) < 1e-6 * side
+
+
 def test_polar_corners_only_for_grids_all_around_a_pole():
     from geogpvae.plot.polar import polar_corners
 

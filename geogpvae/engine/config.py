@@ -224,9 +224,10 @@ class GPVAEConfig:
         scores every source on held-out values during calibration and keeps the best for each
         (``"combined"`` when ``calibrate=False``); for locations without any observation that
         includes the neighbours' conditional with the latent lengthscales stretched 2 or 4
-        times (``"neighbours*2"``, ``"neighbours*4"``; built-in kernels; where some variable's gaps
-        cluster, with the learnt kernel's variance), which often interpolates between the data
-        better than the lengthscales the ELBO learns.
+        times or shrunk to a half or a quarter (``"neighbours*2"``, ``"neighbours*0.5"``...;
+        built-in kernels; where some variable's gaps cluster, stretches of 2 to 16 with the
+        learnt kernel's variance), which often predicts there better than the lengthscales
+        the ELBO learns.
     calibrate : bool
         After training, rescale each variable's predictive variance so that values hidden from
         the model are covered at their nominal rate: five rounds hide every observed value

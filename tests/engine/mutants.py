@@ -59,6 +59,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass26 userpass: a scattered" tests/fields/test_stacking.py
     python tests/engine/mutants.py -k "pass26 userpass: the command shows coords=['lon', 'lat', 'depth_cm']" tests/cli/test_text.py
     python tests/engine/mutants.py -k "pass27" tests/engine/test_core.py
+    python tests/engine/mutants.py -k "pass27: rule 14" tests/engine/test_calibration.py
+    python tests/engine/mutants.py -k "pass27: a shrink" tests/engine/test_core.py
     python tests/engine/mutants.py -k "pass27 helper: one map" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: the placeholder" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
@@ -797,6 +799,11 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "np.mod(h[keep] + 180.0, 360.0) - 180.0, v[keep])", "h[keep], v[keep])"),
     "pass27 helper: a polar map's box taller than its data": (
         "geogpvae/plot/polar.py", "margin = pad * max(x1 - x0, y1 - y0)", "margin = pad * max(x1 - x0, y1 - y0) + 0.3 * (y1 - y0)"),
+    "pass27: rule 14's shrinks not offered": (
+        "geogpvae/engine/calibration.py", "STRETCHES = (0.25, 0.5, 2.0, 4.0)", "STRETCHES = (2.0, 4.0)"),
+    "pass27: a shrink scored as the stretch of its inverse": (
+        "geogpvae/engine/calibration.py", "    return base, float(factor) if factor else 1.0",
+        "    return base, (max(float(factor), 1 / float(factor)) if factor else 1.0)"),
 }
 
 

@@ -80,15 +80,17 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
     built_in = LatentKernel("matern32", 2, 2)
     got = calibration_candidates(engine(built_in))
     assert got["observed"] == ["encoder", "combined", "neighbours"]
-    assert got["unobserved"] == ["neighbours", "encoder", "combined", "neighbours*2", "neighbours*4"]
+    assert got["unobserved"] == ["neighbours", "encoder", "combined", "neighbours*0.25", "neighbours*0.5",
+                                 "neighbours*2", "neighbours*4"]
     assert "neighbours*2" not in calibration_candidates(engine(torch.nn.Linear(2, 2)))["unobserved"]
     assert calibration_candidates(engine(built_in, extra={"stretches": []}))["unobserved"] == [
         "neighbours", "encoder", "combined"]
     assert split_mode("neighbours*4") == ("neighbours", 4.0) and split_mode("combined") == ("combined", 1.0)
+    assert split_mode("neighbours*0.25") == ("neighbours", 0.25)
     clustered = engine(built_in)
     clustered.clustered_gaps_ = np.array([False, True])  # offered too (the learnt variance: test_core),
-    assert calibration_candidates(clustered)["unobserved"] == [  # and longer ones (persistent patches)
-        *got["unobserved"], "neighbours*8", "neighbours*16"]
+    assert calibration_candidates(clustered)["unobserved"] == [  # and longer ones (persistent patches),
+        "neighbours", "encoder", "combined", "neighbours*2", "neighbours*4", "neighbours*8", "neighbours*16"]  # no shrinks
     clustered.config = GPVAEConfig(extra={"clustered_stretches": [3.0]})
     assert calibration_candidates(clustered)["unobserved"][-1] == "neighbours*3"
 

@@ -84,9 +84,11 @@ def test_neighbours_posterior_computed_only_where_used_changes_nothing(trained):
         eng.predict_mode_ = chosen
 
 
-def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(trained):
+@pytest.mark.parametrize("stretch", [2.0, 0.5])
+def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(trained, stretch):
     # "neighbours*2" at locations with nothing observed: the GP conditional of a model whose
-    # latent lengthscales are doubled, and the engine's own kernel untouched afterwards
+    # latent lengthscales are doubled ("neighbours*0.5": halved), and the engine's own kernel
+    # untouched afterwards
     import copy
 
     from geogpvae.engine.predict import neighbour_posterior
@@ -96,12 +98,12 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     before = eng.model.kernel.lengthscale.detach().clone()
     chosen = eng.predict_mode_
     try:
-        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2"}
+        eng.predict_mode_ = {"observed": "combined", "unobserved": f"neighbours*{stretch:g}"}
         mean, var, source = eng._latent(target, eng._anchor, None, "auto")
     finally:
         eng.predict_mode_ = chosen
     model = copy.deepcopy(eng.model)
-    model.kernel.lengthscale_unit.mul_(2.0)
+    model.kernel.lengthscale_unit.mul_(stretch)
     a = eng._anchor
     want = neighbour_posterior(model, a["x"], a["mean"], a["var"], target.x, neighbours=eng.config.neighbours,
                                toward_anchors=True)  # the latent cap, the default
@@ -114,7 +116,7 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     # where a variable's gaps cluster: the stretched mean, the learnt kernel's variance
     clustered = eng.clustered_gaps_
     try:
-        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2"}
+        eng.predict_mode_ = {"observed": "combined", "unobserved": f"neighbours*{stretch:g}"}
         eng.clustered_gaps_ = np.array([False, True])
         in_gaps = eng._latent(target, eng._anchor, None, "auto")
     finally:
@@ -340,12 +342,13 @@ def test_auto_mode_is_chosen_per_regime_on_held_out_values(trained):
         scored = {k.split(":")[1].removesuffix("|likelihood"): v for k, v in eng.calibration_nll_.items()
                   if k.startswith(regime + ":") and k.endswith("|likelihood")}
         # encoder, neighbours, combined; where nothing is observed also the stretched neighbours
+        stretches = ["neighbours*0.25", "neighbours*0.5", "neighbours*2", "neighbours*4"]
         assert sorted(scored) == sorted(["encoder", "neighbours", "combined"]
-                                        + (["neighbours*2", "neighbours*4"] if regime == "unobserved" else []))
+                                        + (stretches if regime == "unobserved" else []))
         assert chosen[regime] == min(scored, key=scored.get)
-        if regime == "unobserved":  # the stretched kernel is what was scored
+        if regime == "unobserved":  # the stretched (or shrunk) kernel is what was scored
             plain = scored["neighbours"]
-            assert abs(scored["neighbours*2"] - plain) > 1e-4 and abs(scored["neighbours*4"] - plain) > 1e-4
+            assert all(abs(scored[s] - plain) > 1e-4 for s in stretches)
     assert eng.calibration_.shape == (2, 3)
     code = {"encoder": 0, "neighbours": 1, "combined": 2}
     pred = eng.predict(samples=8)

@@ -45,18 +45,11 @@ import geogpvae
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import reference_line
 from _requires import require
+from tune_speed import scores
 
-Z95 = 1.959964
 TASKS = ("kjura", "ksyn", "jura", "matched", "wide")
 
 Fit = Callable[[dict], tuple[dict[str, float], "geogpvae.GPVAEImputer"]]
-
-
-def scores(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> dict[str, float]:
-    err = mean - truth
-    return {"rmse": float(np.sqrt(np.mean(err**2))),
-            "nll": float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * (err / std) ** 2)),
-            "cov95": float(np.mean(np.abs(err) < Z95 * std))}
 
 
 def jura_fits(split: str) -> Iterator[tuple[str, Fit, float | None]]:

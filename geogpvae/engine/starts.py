@@ -56,7 +56,23 @@ def start_lengthscales(x: np.ndarray, neighbours: int, extra: dict, backend: str
 
 
 def channel_lengthscales(start: float, near: float | None, n_channels: int) -> float | torch.Tensor:
-    """Each channel's start: ``start`` for all, or the geometric spread to ``near``, shape (L, 1)."""
+    """Each latent channel's starting lengthscale.
+
+    Parameters
+    ----------
+    start : float
+        The default start (model units): the first channel's, and every channel's without ``near``.
+    near : float or None
+        The nearest neighbour's median distance (``lengthscale_spread``), the last channel's start.
+    n_channels : int
+        L.
+
+    Returns
+    -------
+    float or Tensor, shape (L, 1)
+        ``start`` itself, or channel c's start ``start * (near / start) ** (c / (L - 1))`` (one
+        value for every coordinate axis).
+    """
     if near is None or n_channels < 2:
         return start
     steps = np.arange(n_channels) / (n_channels - 1)

@@ -32,7 +32,7 @@ __all__ = [
     "CLUSTERED_STRETCHES", "DEEP_SPACINGS", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
     "calibration_groups", "choose_factors",
     "choose_deep", "choose_noises", "choose_sources", "clearly_better", "deep_distance", "deep_rows", "hide_values", "noise_choices", "regime_factors",
-    "score_hidden", "split_mode", "stretched_neighbours", "value_nlls",
+    "score_hidden", "split_mode", "stretched_neighbours", "value_nlls", "with_memorisation",
 ]
 
 #: the two calibration regimes: locations with observed values of their own, and without
@@ -465,6 +465,8 @@ def calibrate(
         if deep is not None:
             chosen["deep"] = deep
     engine.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
+    if getattr(engine, "memorisation_", None):  # measured during beta="auto"'s selection
+        factors = with_memorisation(factors, engine.memorisation_, chosen, engine.noise_)
     return factors
 
 
@@ -595,6 +597,7 @@ def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
 def score_hidden(
     engine: GPVAEEngine, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
     stats: dict, tick: Callable[[float], None] | None = None, noises: tuple[str, ...] = (),
+    scored: np.ndarray | None = None,
 ) -> None:
     """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
 
@@ -602,7 +605,8 @@ def score_hidden(
     and of log predictive variances (uncalibrated); with ``noises`` given,
     ``stats[(regime, mode + "|" + noise)]`` instead, one per added variance (see
     :data:`NOISES`). ``tick(part)`` is told the share of the work done
-    (progress inside long rounds).
+    (progress inside long rounds). ``scored`` (bool, shape (N, K)): only these of the hidden
+    values are scored (default: every one).
     """
     cfg = engine.config
     visible = engine._observed & ~hide
@@ -654,6 +658,37 @@ def score_hidden(
                 for name, part in kept:
                     sq, lv = stats[(name, key)]
                     for j in range(len(engine.names)):
-                        sel = hide[rows[in_regime], j] & part
+                        sel = (hide if scored is None else scored)[rows[in_regime], j] & part
                         sq[j].append(z[sel, j] ** 2)
                         lv[j].append(2 * np.log(sm[sel, j]))
+
+
+def with_memorisation(
+    factors: np.ndarray, ratios: dict[str, float], sources: dict[str, str], noise: dict[str, list[str]],
+) -> np.ndarray:
+    """Calibration factors times the memorisation ratio of each regime's chosen source.
+
+    Parameters
+    ----------
+    factors : ndarray, shape (2, K)
+        Variance factors of the regimes (:data:`~geogpvae.engine.calibration.REGIMES`).
+    ratios : dict
+        From :func:`~geogpvae.engine.memorisation.memorisation_ratios`; a key absent means no correction (factor 1).
+    sources : dict
+        The latent source calibration chose for each regime.
+    noise : dict
+        Per regime, the added variance chosen for each variable (empty without added variances).
+
+    Returns
+    -------
+    ndarray, shape (2, K)
+        A new array.
+    """
+    out = np.array(factors, dtype=float)
+    for i, regime in enumerate(REGIMES):
+        for j in range(out.shape[1]):
+            key = f"{regime}:{sources[regime]}"
+            if noise:
+                key += f"|{noise[regime][j]}"
+            out[i, j] *= ratios.get(key, 1.0)
+    return out

@@ -35,6 +35,7 @@ from .inputs import (
     real_values,
     standardisation,
 )
+from .memorisation import check_mask, corrects_memorisation, memorisation_ratios
 from .metric import apply_metric
 from .model import GPVAE
 from .nugget import NUGGET_BOUNDS, nugget
@@ -204,6 +205,8 @@ class GPVAEEngine:
         self.kl_factor_: float | None = 1.0
         #: ``beta="auto"``: each candidate factor's calibrated check NLL (nats per value)
         self.kl_scores_: dict[float, float] = {}
+        #: never-trained over trained values' squared z-scores (:mod:`~geogpvae.engine.memorisation`)
+        self.memorisation_: dict[str, float] = {}
         #: variables whose missing values cluster (outages): checked and calibrated in gaps
         self.clustered_gaps_: np.ndarray = np.zeros(0, dtype=bool)
         self._x = self._y = self._observed = None
@@ -417,6 +420,7 @@ class GPVAEEngine:
         self.noise_ = {}
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
         self.kl_scores_ = {} if resume is None else {float(f): v for f, v in resume["engine"].get("kl_scores", {}).items()}
+        self.memorisation_ = {} if resume is None else dict(resume["engine"].get("memorisation") or {})
         self.selection_ = None
         if resume is not None and "selection" in resume and cfg.beta != "auto":
             raise ValueError("this checkpoint was written during beta='auto''s selection: resume it with beta='auto'")
@@ -473,6 +477,8 @@ class GPVAEEngine:
             if chosen.progress is not None:
                 on_epoch(chosen.progress, call=False)
             return None, None
+        if corrects_memorisation(cfg, n):  # the candidate never trained on its check values
+            self.memorisation_ = memorisation_ratios(self, chosen.model, chosen.state, check_mask(self._data.check, y.shape), budget)
         if not cfg.stops_early():
             self._data = self._without_check(x, y, observed)
         return chosen.model, chosen.state

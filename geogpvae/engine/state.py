@@ -75,6 +75,7 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "n_dims": int(eng.model.n_dims),
         "kl_factor": None if eng.kl_factor_ is None else float(eng.kl_factor_),
         "kl_scores": {float(f): float(v) for f, v in eng.kl_scores_.items()},
+        "memorisation": {str(k): float(v) for k, v in (getattr(eng, "memorisation_", None) or {}).items()},
         "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],
         "weights": _weights(eng.model),
         "history": {k: list(map(float, v)) for k, v in eng.history.items()},
@@ -212,6 +213,7 @@ def restore_engine(
     eng.n_points_ = int(state["n_points"])
     eng.kl_factor_ = state.get("kl_factor", 1.0)
     eng.kl_scores_ = dict(state.get("kl_scores") or {})
+    eng.memorisation_ = dict(state.get("memorisation") or {})
     eng.clustered_gaps_ = np.asarray(state.get("clustered_gaps", []), dtype=bool)  # older files: unknown
     offset = state.get("x_offset")  # absent in files of versions that did not centre
     eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None

@@ -64,6 +64,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass27 helper: one map" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: the placeholder" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
+    python tests/engine/mutants.py -k "pass28" tests/engine/test_memorisation.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -804,6 +805,22 @@ MUTANTS = {
     "pass27: a shrink scored as the stretch of its inverse": (
         "geogpvae/engine/calibration.py", "    return base, float(factor) if factor else 1.0",
         "    return base, (max(float(factor), 1 / float(factor)) if factor else 1.0)"),
+    "pass28: the check values seen as inputs in the comparison pass": (
+        "geogpvae/engine/memorisation.py", "score_hidden(engine, check | compare, rows,", "score_hidden(engine, scored, rows,"),
+    "pass28: the ratio not scaled to the fit's epochs": (
+        "geogpvae/engine/memorisation.py", "growth = 1.0 if budget is None else budget / max(state.epoch, 1)", "growth = 1.0"),
+    "pass28: ratios below one kept": (
+        "geogpvae/engine/memorisation.py", "RATIO_RANGE = (1.0, 2.0)", "RATIO_RANGE = (0.0, 2.0)"),
+    "pass28: the ratios measured but not applied": (
+        "geogpvae/engine/calibration.py", "        factors = with_memorisation(factors, engine.memorisation_, chosen, engine.noise_)\n",
+        "        pass\n"),
+    "pass28: the ratio of the first variance for every variable": (
+        "geogpvae/engine/calibration.py", '                key += f"|{noise[regime][j]}"', '                key += f"|{noise[regime][0]}"'),
+    "pass28: the candidate's live weights measured, not its averages": (
+        "geogpvae/engine/memorisation.py", "    if state.average is not None:\n        core.load_state_dict({**live, **state.average})\n    kept",
+        "    kept"),
+    "pass28: the ratios lost in a checkpoint": (
+        "geogpvae/engine/state.py", '    eng.memorisation_ = dict(state.get("memorisation") or {})\n', ""),
 }
 
 

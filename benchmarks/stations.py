@@ -252,6 +252,7 @@ def fmt(v: tuple[float, float]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, default=3, help="number of networks (tasks)")
+    p.add_argument("--first", type=int, default=0, help="the split's first network seed plus this")
     p.add_argument("--split", choices=sorted(SPLITS), default="score",
                    help="score: network seeds 0, 1, ...; tune: seeds 100, 101, ... (choose settings here)")
     p.add_argument("--methods", default="gpvae,fixed,wide,refs", help="comma list of gpvae, fixed, wide, refs")
@@ -264,7 +265,7 @@ def main() -> None:
     require("benchmarks/stations.py", {"sklearn": "scikit-learn"})
     if args.threads:
         torch.set_num_threads(args.threads)
-    seeds = [SPLITS[args.split] + i for i in range(args.seeds)]
+    seeds = [SPLITS[args.split] + args.first + i for i in range(args.seeds)]
     methods = [m for m in args.methods.split(",") if m]
     print(f"Station network ({args.split} split, network seeds {seeds}, model seed offset {args.model_seed_offset}); "
           f"machine {platform.machine()} {platform.processor() or ''}, {torch.get_num_threads()} threads; "

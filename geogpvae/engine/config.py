@@ -66,6 +66,7 @@ EXTRA_OPTIONS = {
     "noise_lr": "learning-rate multiple of the noise variances (engine/training.py)",
     "noise_rule": "engine/calibration.py",
     "nugget_bounds": "engine/nugget.py",
+    "selection_holdout": "share of each variable's observed values held out by beta='auto' on whole-field fits (engine/selection.py)",
     "selection_score": "'auto', 'nll' or 'mean' (engine/selection.py)",
     "selection_share": "share of the budget each beta candidate trains (engine/selection.py)",
     "stop_rule": "settings of the stopping rule (engine/stopping.py)",

@@ -51,10 +51,10 @@ from .progress import Progress
 from .same_field import matching_rows
 from .selection import (
     KL_FACTORS,
-    SELECTION_HOLDOUT,
     score_shape,
     select_kl_factor,
     selection_epochs,
+    selection_holdout,
     selection_share,
 )
 from .starts import channel_lengthscales, start_lengthscales
@@ -397,7 +397,7 @@ class GPVAEEngine:
         )
         torch.manual_seed(cfg.seed)
         selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
-        fraction = cfg.holdout if cfg.stops_early() else (SELECTION_HOLDOUT if selecting else 0.0)
+        fraction = cfg.holdout if cfg.stops_early() else (selection_holdout(cfg, n) if selecting else 0.0)
         self.clustered_gaps_ = np.zeros(k, dtype=bool)
         hiding = cfg.extra.get("context_hiding", "auto")
         hiding = False if hiding == "auto" and cfg.batch_for(n) < n else hiding  # mini-batches: 10 % an epoch, no gain

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from .config import GPVAEConfig
 
 __all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SCORES", "SELECTION_SHARE",
-           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_share", "select_kl_factor",
+           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_holdout", "selection_share", "select_kl_factor",
            "check_score", "score_shape"]
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
@@ -151,6 +151,17 @@ def selection_share(config: GPVAEConfig, n_points: int) -> float:
         return float(config.extra["selection_share"])
     whole = config.batch_for(n_points) >= n_points
     return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE
+
+
+def selection_holdout(config: GPVAEConfig, n_points: int) -> float:
+    """Share of each variable's observed values held out to score the candidates.
+
+    :data:`SELECTION_HOLDOUT`; where every training step takes the whole field,
+    ``config.extra["selection_holdout"]`` may replace it (experiments).
+    """
+    if config.batch_for(n_points) >= n_points:
+        return float(config.extra.get("selection_holdout", SELECTION_HOLDOUT))
+    return SELECTION_HOLDOUT
 
 
 def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:

@@ -34,7 +34,7 @@ from .conventions import (
     _uncertainty_label,
 )
 from .curvilinear import _Curvilinear, _curvilinear
-from .polar import polar_cap, polar_extent, polar_projection
+from .polar import polar_cap, polar_centre, polar_extent, polar_projection
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -242,7 +242,9 @@ def field_map(
         outer cell edges, so that no cell straddles the seam of the map (0..360 grids and
         grids across 180 come out whole), unless it stays poleward of 40 degrees (a
         sea-ice grid): that polar cap gets a polar stereographic map, framed by the box
-        around its cells (:func:`~geogpvae.plot.polar.polar_extent`). Data spanning less
+        around its cells (:func:`~geogpvae.plot.polar.polar_extent`), its central longitude
+        turned to a curvilinear grid's own rows and columns
+        (:func:`~geogpvae.plot.polar.polar_centre`). Data spanning less
         than 60 degrees get a Lambert azimuthal equal-area projection centred on them, and
         anything else gets PlateCarree centred on the data.
     coords : {"auto", "lonlat", "xy"}
@@ -586,7 +588,8 @@ class _MapView:
                                     view.span, view.is_global)
             view.data_crs = view.ccrs.PlateCarree()
             view.cap = polar_cap(view.span, v0, v1) if projection is None else None
-            if view.cap is not None:
+            if view.cap is not None:  # a curvilinear grid's map follows the grid's own orientation
+                view.centre = polar_centre(view.ccrs, view.cap, view.centre, hedges, vedges)
                 view.proj = polar_projection(view.ccrs, view.cap, view.centre)
                 view.box = _polar_box(g, view)
         return view

@@ -13,7 +13,7 @@ import numpy as np
 
 from .style import _corners
 
-__all__ = ["POLAR_EDGE", "polar_cap", "polar_corners", "polar_extent", "polar_projection"]
+__all__ = ["POLAR_EDGE", "polar_cap", "polar_centre", "polar_corners", "polar_extent", "polar_projection"]
 
 #: data that go all around a pole and stay poleward of this latitude (degrees) form a cap
 POLAR_EDGE = 40.0
@@ -49,6 +49,55 @@ def polar_projection(ccrs: Any, cap: str, centre: float) -> Any:
     if cap == "north":
         return ccrs.NorthPolarStereo(central_longitude=centre)
     return ccrs.SouthPolarStereo(central_longitude=centre)
+
+
+def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> float:
+    """The central longitude of a polar map that follows a curvilinear grid's own orientation.
+
+    A sea-ice grid is a regular x/y grid on a polar stereographic plane of its own (NSIDC's
+    north is centred on -45 degrees). On a polar map centred on the middle of its corners'
+    longitudes it comes out turned, and its box holds wedges of nothing at the corners. On
+    a north polar stereographic map, moving the central longitude by d degrees turns the map
+    by d degrees (by -d on a south one): the grid's cell sides are measured on the map
+    centred on ``centre``, and the centre is moved by their angle, so that the grid's rows run
+    across the map and its columns up it. Of the four central longitudes that do that, a
+    quarter turn apart, the one nearest ``centre`` is taken.
+
+    Parameters
+    ----------
+    ccrs : module
+        ``cartopy.crs``.
+    cap : {"north", "south"}
+        The polar cap (:func:`polar_cap`).
+    centre : float
+        The provisional central longitude, in degrees.
+    lon, lat : array-like or None
+        The grid's cell corners, shape (ny + 1, nx + 1), in degrees. Anything else (None
+        for sites, the 1-D edges of a regular longitude/latitude grid) keeps ``centre``.
+
+    Returns
+    -------
+    float
+        The central longitude in degrees, in [-180, 180). ``centre`` itself where the grid has
+        no orientation of its own on the map: where its cell sides, taken modulo a quarter
+        turn, point every way, as those of a 2-D longitude/latitude grid around the pole do.
+    """
+    if lon is None or lat is None or np.ndim(lon) != 2 or np.shape(lon) != np.shape(lat):
+        return centre
+    proj = polar_projection(ccrs, cap, centre)
+    h, v = np.asarray(lon, float), np.asarray(lat, float)
+    xy = proj.transform_points(ccrs.PlateCarree(), np.mod(h + 180.0, 360.0) - 180.0, v)
+    sides = [np.diff(xy[..., :2], axis=a).reshape(-1, 2) for a in (0, 1)]
+    dx, dy = np.concatenate(sides).T
+    ok = np.isfinite(dx) & np.isfinite(dy)
+    # four times each side's angle: sides a quarter turn apart point the same way
+    length, quad = np.hypot(dx[ok], dy[ok]), 4.0 * np.arctan2(dy[ok], dx[ok])
+    total = np.sum(length * np.exp(1j * quad))
+    if not length.size or abs(total) < 0.5 * length.sum():
+        return centre
+    turn = np.degrees(np.angle(total)) / 4.0  # the sides' angle on the map, within 45 degrees
+    moved = centre + (turn if cap == "north" else -turn)
+    return float(np.mod(moved + 180.0, 360.0) - 180.0)
 
 
 def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) -> list[float]:

@@ -685,6 +685,56 @@ def test_polar_map_is_framed_by_its_data(case):
             assert abs(got - edge) < 1e-6 * side
 
 
+def _stereographic_grid(cap, central_longitude):
+    """An NSIDC-like sea-ice grid, its 2-D lon/lat worked out here: 14 x 11 cells of 500 km on
+    a regular x/y grid of the polar stereographic plane with ``central_longitude`` (degrees),
+    true scale at 70 degrees, off-centre on the pole as NSIDC's grids are; and that plane."""
+    import cartopy.crs as ccrs
+
+    polar = ccrs.NorthPolarStereo if cap == "north" else ccrs.SouthPolarStereo
+    plane = polar(central_longitude=central_longitude, true_scale_latitude=70.0 if cap == "north" else -70.0)
+    x, y = np.meshgrid((np.arange(14) - 6.5) * 500e3 - 100e3, (np.arange(11) - 5.0) * 500e3 + 200e3)
+    lonlat = ccrs.PlateCarree().transform_points(plane, x, y)
+    return lonlat[..., 0], lonlat[..., 1], plane
+
+
+@pytest.mark.parametrize(("cap", "central_longitude"), [("north", -45.0), ("north", 30.0), ("south", 30.0)])
+def test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation(cap, central_longitude):
+    # a sea-ice grid laid out on a polar stereographic plane centred on -45 degrees (NSIDC's
+    # north) gets a map centred on -45 degrees (or 45, 135, -135: a quarter turn shows the
+    # same grid), not on the middle of its corners' longitudes, which turned it on the map:
+    # its rows run across the map, its columns up it, and it fills its box without wedges
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    lon, lat, plane = _stereographic_grid(cap, central_longitude)
+    ds, _ = _curvilinear(lon, lat)
+    fig, axs = _drawn(ds)
+    ax = axs[0]
+    assert isinstance(ax.projection, type(plane))
+    chosen = ax.projection.proj4_params["lon_0"]
+    assert abs(np.mod(chosen - central_longitude + 45.0, 90.0) - 45.0) < 0.2, chosen
+    corners = mesh(ax).get_coordinates()
+    drawn = ax.projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    px, py = drawn[:, 0].reshape(corners.shape[:2]), drawn[:, 1].reshape(corners.shape[:2])
+    # along a row or along a column: one of them across the map, the other up it
+    row, col = (np.degrees(np.arctan2(np.diff(py, axis=a), np.diff(px, axis=a))) for a in (1, 0))
+    for angle in (row, col):
+        np.testing.assert_allclose(np.mod(angle + 45.0, 90.0) - 45.0, 0.0, atol=0.5)
+    x0, x1, y0, y1 = ax.get_extent(crs=ax.projection)
+    outer = np.ptp(px) * np.ptp(py)
+    grid = _ring_area(px, py)
+    assert grid > 0.99 * outer and outer > 0.99 * (x1 - x0) * (y1 - y0)  # the grid fills its box
+    fig.canvas.draw()
+
+
+def _ring_area(px, py):
+    """The area enclosed by the outer ring of a grid of corners (shoelace formula)."""
+    rx = np.concatenate([px[0, :], px[1:, -1], px[-1, -2::-1], px[-2:0:-1, 0]])
+    ry = np.concatenate([py[0, :], py[1:, -1], py[-1, -2::-1], py[-2:0:-1, 0]])
+    return 0.5 * abs(np.sum(rx * np.roll(ry, -1) - np.roll(rx, -1) * ry))
+
+
 def test_polar_corners_only_for_grids_all_around_a_pole():
     from geogpvae.plot.polar import polar_corners
 

@@ -64,7 +64,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass27 helper: one map" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: the placeholder" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
-    python tests/engine/mutants.py -k "pass28" tests/engine/test_memorisation.py
+    python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py
+    python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -821,6 +822,11 @@ MUTANTS = {
         "    kept"),
     "pass28: the ratios lost in a checkpoint": (
         "geogpvae/engine/state.py", '    eng.memorisation_ = dict(state.get("memorisation") or {})\n', ""),
+    "pass28 helper: a sea-ice grid's polar map centred on its corners' middle longitude, not turned to the grid": (
+        "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)", "moved = centre"),
+    "pass28 helper: a sea-ice grid's polar map turned the wrong way": (
+        "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)",
+        "moved = centre + (-turn if cap == \"north\" else turn)"),
 }
 
 

@@ -64,7 +64,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass27 helper: one map" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: the placeholder" tests/plot/test_figures.py::test_one_map_searches_a_grid_for_placeholder_cells_once
     python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
-    python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py
+    python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py tests/engine/test_selection.py::test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
@@ -822,6 +822,11 @@ MUTANTS = {
         "    kept"),
     "pass28: the ratios lost in a checkpoint": (
         "geogpvae/engine/state.py", '    eng.memorisation_ = dict(state.get("memorisation") or {})\n', ""),
+    "pass28: the experiment's check share on mini-batch fits too": (
+        "geogpvae/engine/selection.py", "    if config.batch_for(n_points) >= n_points:\n        return float(",
+        "    if True:\n        return float("),
+    "pass28: the experiment's check share ignored": (
+        "geogpvae/engine/core.py", "(selection_holdout(cfg, n) if selecting else 0.0)", "(SELECTION_HOLDOUT if selecting else 0.0)"),
     "pass28 helper: a sea-ice grid's polar map centred on its corners' middle longitude, not turned to the grid": (
         "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)", "moved = centre"),
     "pass28 helper: a sea-ice grid's polar map turned the wrong way": (

@@ -323,3 +323,26 @@ def test_a_whole_field_fit_chooses_after_a_fifth_of_its_epochs(field):
     GPVAEEngine(epochs=20, calibrate=False, progress=False, **SMALL).fit(
         field.points, field.values, callback=lambda e: None if e.selection_ else seen.append(e.train_state.epoch))
     assert seen == list(range(5, 21))
+
+
+def test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits(monkeypatch):
+    from geogpvae.engine.config import FULL_BATCH
+    from geogpvae.engine.selection import SELECTION_HOLDOUT, selection_holdout
+
+    assert selection_holdout(GPVAEConfig(), 300) == SELECTION_HOLDOUT == 0.1
+    wider = GPVAEConfig(extra={"selection_holdout": 0.2})
+    assert selection_holdout(wider, FULL_BATCH) == 0.2
+    assert selection_holdout(wider, FULL_BATCH + 1) == SELECTION_HOLDOUT  # mini-batches: unchanged
+    from geogpvae.engine import core
+
+    shares = []
+
+    def held_out(x, observed, fraction, **kw):
+        shares.append(fraction)
+        return real(x, observed, fraction, **kw)
+    real = core.held_out
+    monkeypatch.setattr(core, "held_out", held_out)
+    field = make_field(grid_points((12, 12), 1 / 11), n_vars=2, n_latent=2, lengthscale=0.2, missing=0.2, rng=5)
+    eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, extra={"selection_holdout": 0.3}, **SMALL)
+    eng.fit(field.points, field.values)
+    assert shares[-1] == 0.3 and set(eng.kl_scores_) == set(KL_FACTORS)  # (a metric warm-up holds out none)

@@ -34,7 +34,7 @@ from .conventions import (
     _uncertainty_label,
 )
 from .curvilinear import _Curvilinear, _curvilinear
-from .polar import polar_cap, polar_centre, polar_extent, polar_projection
+from .polar import enclosed_pole, polar_cap, polar_centre, polar_extent, polar_projection
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -241,7 +241,9 @@ def field_map(
         global and gets PlateCarree, with its central longitude midway between the grid's
         outer cell edges, so that no cell straddles the seam of the map (0..360 grids and
         grids across 180 come out whole), unless it stays poleward of 40 degrees (a
-        sea-ice grid): that polar cap gets a polar stereographic map, framed by the box
+        sea-ice grid), or is a curvilinear grid that encloses a pole and lies wholly in its
+        hemisphere, poleward of 10 degrees (NSIDC's hemispheric sea-ice grids,
+        :func:`~geogpvae.plot.polar.enclosed_pole`): that polar cap gets a polar stereographic map, framed by the box
         around its cells (:func:`~geogpvae.plot.polar.polar_extent`), its central longitude
         turned to a curvilinear grid's own rows and columns
         (:func:`~geogpvae.plot.polar.polar_centre`). Data spanning less
@@ -587,7 +589,7 @@ class _MapView:
             view.proj = _projection(view.ccrs, projection, view.centre, float(0.5 * (v0 + v1)),
                                     view.span, view.is_global)
             view.data_crs = view.ccrs.PlateCarree()
-            view.cap = polar_cap(view.span, v0, v1) if projection is None else None
+            view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges)) if projection is None else None
             if view.cap is not None:  # a curvilinear grid's map follows the grid's own orientation
                 view.centre = polar_centre(view.ccrs, view.cap, view.centre, hedges, vedges)
                 view.proj = polar_projection(view.ccrs, view.cap, view.centre)

@@ -3,6 +3,8 @@
 A polar stereographic sea-ice grid holds every longitude but only the latitudes poleward of
 about 40 degrees. Drawn as a global PlateCarree map it would fill a thin band along the top
 or the bottom edge; a polar stereographic map of the cap shows it as it lies on the Earth.
+NSIDC's hemispheric grids reach 31 N (39 S) at their corners, but they enclose the pole and lie
+wholly in its hemisphere: they get the same polar map (:func:`enclosed_pole`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import numpy as np
 
 from .style import _corners
 
-__all__ = ["POLAR_EDGE", "polar_cap", "polar_centre", "polar_corners", "polar_extent", "polar_projection"]
+__all__ = ["HEMISPHERE_EDGE", "POLAR_EDGE", "enclosed_pole", "polar_cap", "polar_centre", "polar_corners", "polar_extent", "polar_projection"]
 
 #: data that go all around a pole and stay poleward of this latitude (degrees) form a cap
 POLAR_EDGE = 40.0
+#: a curvilinear grid that encloses a pole and stays poleward of this latitude (degrees) on the
+#: pole's side of the equator forms a cap too
+HEMISPHERE_EDGE = 10.0
 
 
 def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
@@ -42,6 +47,49 @@ def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
     if lat1 <= -POLAR_EDGE:
         return "south"
     return None
+
+
+def enclosed_pole(lon: Any, lat: Any) -> str | None:
+    """Which pole a curvilinear grid encloses, lying wholly in that pole's hemisphere, if any.
+
+    NSIDC's hemispheric sea-ice grids (regular x/y grids on a polar stereographic plane) reach
+    31 N (39 S) at their corners, so they do not stay poleward of :data:`POLAR_EDGE`, but the
+    pole lies inside them. The outer ring of such a grid's points winds once around the pole:
+    its longitudes, followed along the ring in steps taken within 180 degrees, add up to a full
+    turn (the pole lies inside the grid's outline on a polar stereographic plane). The ring of
+    a regional grid beside the pole, or of a longitude/latitude grid with its seam, does not
+    wind. A grid that comes within :data:`HEMISPHERE_EDGE` of the equator or crosses it (a
+    global or a tripolar ocean grid) is no cap either.
+
+    Parameters
+    ----------
+    lon, lat : array-like or None
+        The grid's points (cell centres or corners), shape (ny, nx) with ny, nx >= 2, in
+        degrees; neighbours on the outer ring less than 180 degrees of longitude apart.
+        Anything else (None for sites, the 1-D edges of a regular grid, non-finite points)
+        gives None.
+
+    Returns
+    -------
+    {"north", "south"} or None
+        ``"north"`` for a grid whose ring winds once around the north pole, all north of
+        :data:`HEMISPHERE_EDGE`; ``"south"`` for the same around the south pole, all south of
+        ``-HEMISPHERE_EDGE``; None otherwise.
+    """
+    if lon is None or lat is None or np.ndim(lon) != 2 or np.shape(lon) != np.shape(lat) or min(np.shape(lon)) < 2:
+        return None
+    h, v = np.asarray(lon, float), np.asarray(lat, float)
+    if not (np.isfinite(h).all() and np.isfinite(v).all()):
+        return None
+    if v.min() > HEMISPHERE_EDGE:
+        cap = "north"
+    elif v.max() < -HEMISPHERE_EDGE:
+        cap = "south"
+    else:
+        return None
+    ring = np.concatenate([h[0, :], h[1:, -1], h[-1, -2::-1], h[-2::-1, 0]])  # closed: back to h[0, 0]
+    turns = np.sum(np.mod(np.diff(ring) + 180.0, 360.0) - 180.0) / 360.0
+    return cap if abs(round(turns)) == 1 else None
 
 
 def polar_projection(ccrs: Any, cap: str, centre: float) -> Any:
@@ -164,10 +212,11 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
     Returns
     -------
     (lon, lat) of shape (ny + 1, nx + 1), or None
-        None where the centres do not form a :func:`polar_cap` or are not a grid in that
-        plane (a step between neighbouring cells longer than a quarter of the cap's radius).
+        None where the centres neither form a :func:`polar_cap` nor enclose a pole
+        (:func:`enclosed_pole`), or are not a grid in that plane (a step between neighbouring cells longer than a quarter of the cap's radius).
     """
     cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))
+    cap = cap or enclosed_pole(lon, lat)
     if cap is None or min(lon.shape) < 2:
         return None
     sign = 1.0 if cap == "north" else -1.0

@@ -735,6 +735,75 @@ def _ring_area(px, py):
     return 0.5 * abs(np.sum(rx * np.roll(ry, -1) - np.roll(rx, -1) * ry))
 
 
+#: NSIDC's hemispheric polar stereographic grids (25 km cells): the central longitude (degrees)
+#: and the x and y of the outer cell edges (km)
+_NSIDC = {"north": (-45.0, (-3850.0, 3750.0), (-5350.0, 5850.0)),
+          "south": (0.0, (-3950.0, 3950.0), (-3950.0, 4350.0))}
+
+
+def _nsidc_grid(cap, *, shift=(0.0, 0.0), scale=1.0):
+    """An NSIDC hemispheric sea-ice grid downsampled to 100 km cells (``scale`` times that), its
+    2-D lon/lat worked out here with cartopy: the centres and the corners of its cells, the
+    outer edges moved by ``shift`` (km) on the plane; and that plane (true scale at 70 degrees)."""
+    import cartopy.crs as ccrs
+
+    central_longitude, (x0, x1), (y0, y1) = _NSIDC[cap]
+    polar = ccrs.NorthPolarStereo if cap == "north" else ccrs.SouthPolarStereo
+    plane = polar(central_longitude=central_longitude, true_scale_latitude=70.0 if cap == "north" else -70.0)
+    cx = (np.arange(x0, x1 + 1.0, 100.0) + shift[0]) * 1e3 * scale
+    cy = (np.arange(y0, y1 + 1.0, 100.0) + shift[1]) * 1e3 * scale
+    x, y = np.meshgrid(0.5 * (cx[1:] + cx[:-1]), 0.5 * (cy[1:] + cy[:-1]))
+    centres, corners = (ccrs.PlateCarree().transform_points(plane, a, b) for a, b in ((x, y), np.meshgrid(cx, cy)))
+    return centres[..., :2], corners[..., :2], plane
+
+
+@pytest.mark.parametrize("cap", ["north", "south"])
+def test_polar_map_of_an_nsidc_hemispheric_grid(cap):
+    # NSIDC's hemispheric sea-ice grids enclose the pole but reach 31 N (39 S) at their corners,
+    # not poleward of 40: they were drawn as points on a global PlateCarree map. A grid that
+    # encloses a pole and lies wholly in its hemisphere gets the polar map, framed by the box
+    # around its cells and turned to its rows
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    centres, corners, plane = _nsidc_grid(cap)
+    assert np.abs(corners[..., 1]).min() < 40.0  # not a cap poleward of 40
+    ds, _ = _curvilinear(centres[..., 0], centres[..., 1])
+    fig, axs = _drawn(ds)
+    ax = axs[0]
+    assert all(isinstance(a.projection, type(plane)) for a in axs)
+    chosen = ax.projection.proj4_params["lon_0"]
+    assert abs(np.mod(chosen - _NSIDC[cap][0] + 45.0, 90.0) - 45.0) < 0.2, chosen
+    # drawn as its cells, and the frame is the box around them on the map
+    drawn = mesh(ax).get_coordinates()
+    assert drawn.shape == (*corners.shape[:2], 2)
+    xy = ax.projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    x0, x1, y0, y1 = ax.get_extent(crs=ax.projection)
+    side = max(np.ptp(xy[:, 0]), np.ptp(xy[:, 1]))
+    np.testing.assert_allclose([x0, x1, y0, y1], [xy[:, 0].min(), xy[:, 0].max(), xy[:, 1].min(), xy[:, 1].max()],
+                               atol=2e-3 * side)
+    fig.canvas.draw()
+
+
+@pytest.mark.parametrize("case", ["pole outside", "across the equator"])
+def test_a_grid_that_does_not_enclose_a_pole_in_its_hemisphere_keeps_its_map(case):
+    # the same grid moved 4000 km along x (the pole 150 km outside its west edge), or with cells
+    # twice as long (enclosing the pole, but reaching 7 S): no polar map, drawn as before, as
+    # cells on a PlateCarree map centred on them, or as points on a global one
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    moved = case == "pole outside"
+    centres, corners, _ = _nsidc_grid("north", shift=(4000.0, 0.0) if moved else (0.0, 0.0), scale=1.0 if moved else 2.0)
+    assert (corners[..., 1].min() > 10.0) == moved
+    ds, _ = _curvilinear(centres[..., 0], centres[..., 1])
+    fig, axs = _drawn(ds)
+    assert all(isinstance(ax.projection, ccrs.PlateCarree) for ax in axs)
+    cells = [c for c in axs[0].collections if isinstance(c, QuadMesh)]
+    assert bool(cells) == moved
+    fig.canvas.draw()
+
+
 def test_polar_corners_only_for_grids_all_around_a_pole():
     from geogpvae.plot.polar import polar_corners
 

@@ -66,6 +66,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass27 helper: a" tests/plot/test_figures.py::test_polar_map_is_framed_by_its_data
     python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py tests/engine/test_selection.py::test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
+    python tests/engine/mutants.py -k "pass28 helper2" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -734,7 +735,8 @@ MUTANTS = {
     "pass25 userpass2: clipping warning proposes log for a bounded fraction": (
         "geogpvae/fields/valid.py", "            if high is None else \"\")", "            if True else \"\")"),
     "pass25 userpass2: polar cap on the global PlateCarree map": (
-        "geogpvae/plot/maps.py", "view.cap = polar_cap(view.span, v0, v1) if projection is None else None",
+        "geogpvae/plot/maps.py",
+        "view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges)) if projection is None else None",
         "view.cap = None"),
     "pass25: rotated-pole coordinates taken as flat x/y": (
         "geogpvae/fields/geometry.py", '    "grid_longitude": "lon",\n    "grid_latitude": "lat",\n', ""),
@@ -832,6 +834,17 @@ MUTANTS = {
     "pass28 helper: a sea-ice grid's polar map turned the wrong way": (
         "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)",
         "moved = centre + (-turn if cap == \"north\" else turn)"),
+    "pass28 helper2: a grid beside the pole taken for one that encloses it": (
+        "geogpvae/plot/polar.py", "    return cap if abs(round(turns)) == 1 else None\n", "    return cap\n"),
+    "pass28 helper2: a grid across the equator taken for a polar cap": (
+        "geogpvae/plot/polar.py", "    if v.min() > HEMISPHERE_EDGE:\n", "    if v.max() > HEMISPHERE_EDGE:\n"),
+    "pass28 helper2: a ring's turns added in raw longitudes, not within 180 degrees": (
+        "geogpvae/plot/polar.py", "turns = np.sum(np.mod(np.diff(ring) + 180.0, 360.0) - 180.0) / 360.0",
+        "turns = np.sum(np.diff(ring)) / 360.0"),
+    "pass28 helper2: an NSIDC grid's corners not taken in the polar plane (drawn as points)": (
+        "geogpvae/plot/polar.py", "    cap = cap or enclosed_pole(lon, lat)\n", ""),
+    "pass28 helper2: an NSIDC grid's cells on the global PlateCarree map": (
+        "geogpvae/plot/maps.py", "(polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges))", "polar_cap(view.span, v0, v1)"),
 }
 
 

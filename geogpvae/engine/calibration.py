@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTERED_STRETCHES", "DEEP_SPACINGS", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
     "calibration_groups", "choose_factors",
-    "choose_deep", "choose_noises", "choose_sources", "clearly_better", "deep_distance", "deep_rows", "hide_values", "noise_choices", "regime_factors",
+    "choose_deep", "choose_noises", "choose_sources", "clearly_better", "deep_distance", "deep_rows", "empty_stats", "hide_values", "noise_choices", "regime_factors",
     "score_hidden", "split_mode", "stretched_neighbours", "value_nlls", "with_memorisation",
 ]
 
@@ -445,8 +445,7 @@ def calibrate(
     if clustered and cfg.predict_mode == "auto" and cfg.extra.get("deep_gaps", True):
         candidates["deep"] = [m for m in candidates["unobserved"] if split_mode(m)[0] == "neighbours"]
         engine.deep_distance_ = deep_distance(engine._x[engine._observed.any(1)], cfg.neighbour_backend)
-    stats = {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
-             for r in candidates for m in candidates[r] for n in noises or (None,)}
+    stats = empty_stats(candidates, noises, k)
     groups = None if clustered else calibration_groups(engine._observed, rounds, cfg.seed + 99)
     with Progress(engine.progress, rounds, "calibration", unit="rounds") as bar:
         for r in range(rounds):
@@ -468,6 +467,28 @@ def calibrate(
     if getattr(engine, "memorisation_", None):  # measured during beta="auto"'s selection
         factors = with_memorisation(factors, engine.memorisation_, chosen, engine.noise_)
     return factors
+
+
+def empty_stats(candidates: dict[str, list[str]], noises: tuple[str, ...], k: int) -> Stats:
+    """Empty error lists for :func:`score_hidden`: one per regime, source (and added variance).
+
+    Parameters
+    ----------
+    candidates : dict
+        The sources scored in each regime (:func:`calibration_candidates`).
+    noises : tuple of str
+        The added variances scored (:func:`noise_choices`); empty for none.
+    k : int
+        Number of variables.
+
+    Returns
+    -------
+    dict
+        ``{(regime, "source|noise") or (regime, source): (squared z-scores, log variances)}``,
+        each a list of ``k`` empty lists.
+    """
+    return {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
+            for r in candidates for m in candidates[r] for n in noises or (None,)}
 
 
 def choose_sources(

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .calibration import calibration_candidates, hide_values, noise_choices, score_hidden
+from .calibration import (
+    calibration_candidates,
+    empty_stats,
+    hide_values,
+    noise_choices,
+    score_hidden,
+)
 from .holdout import matched_entries
 
 if TYPE_CHECKING:
@@ -111,8 +117,7 @@ def memorisation_ratios(
             check_rows = np.sort(rng.choice(check_rows, max_targets, replace=False))
         sets = []  # the check values stay hidden in both passes: the model never saw them as inputs either
         for scored, rows in ((check, check_rows), (compare, compare_rows)):
-            stats = {(r, f"{m}|{n}" if noises else m): ([[] for _ in engine.names], [[] for _ in engine.names])
-                     for r in candidates for m in candidates[r] for n in noises or (None,)}
+            stats = empty_stats(candidates, noises, len(engine.names))
             if rows.size:
                 score_hidden(engine, check | compare, rows, candidates, stats, noises=noises, scored=scored)
             sets.append(stats)
@@ -131,8 +136,18 @@ def memorisation_ratios(
 def corrects_memorisation(config: GPVAEConfig, n_points: int) -> bool:
     """Whether a calibrated ``beta="auto"`` fit of ``n_points`` locations measures and applies the ratio.
 
-    ``config.extra["memorisation"]`` (default :data:`MEMORISATION`): ``"auto"`` where every
-    training step takes the whole field, True always, False never; never without calibration.
+    Parameters
+    ----------
+    config : GPVAEConfig
+        Its ``extra["memorisation"]`` (default :data:`MEMORISATION`): ``"auto"`` where every
+        training step takes the whole field, True always, False never.
+    n_points : int
+        Locations of the field being fitted.
+
+    Returns
+    -------
+    bool
+        Never True without calibration (``config.calibrate``).
     """
     choice = config.extra.get("memorisation", MEMORISATION)
     if not config.calibrate or not choice:
@@ -141,7 +156,20 @@ def corrects_memorisation(config: GPVAEConfig, n_points: int) -> bool:
 
 
 def check_mask(check: CheckValues, shape: tuple[int, int]) -> np.ndarray:
-    """The held-out values of ``check`` as a boolean array of ``shape`` (N, K)."""
+    """The held-out values of ``check`` as a boolean array.
+
+    Parameters
+    ----------
+    check : CheckValues
+        The fit's check values (rows and, per row, which variables are held out).
+    shape : tuple of int
+        (N, K): the field's locations and variables.
+
+    Returns
+    -------
+    ndarray of bool, shape (N, K)
+        True at the held-out values.
+    """
     mask = np.zeros(shape, dtype=bool)
     mask[check.rows.cpu().numpy()] = check.mask.cpu().numpy()
     return mask

@@ -156,8 +156,19 @@ def selection_share(config: GPVAEConfig, n_points: int) -> float:
 def selection_holdout(config: GPVAEConfig, n_points: int) -> float:
     """Share of each variable's observed values held out to score the candidates.
 
-    :data:`SELECTION_HOLDOUT`; where every training step takes the whole field,
-    ``config.extra["selection_holdout"]`` may replace it (experiments).
+    Parameters
+    ----------
+    config : GPVAEConfig
+        Where every training step takes the whole field, its ``extra["selection_holdout"]``
+        may replace :data:`SELECTION_HOLDOUT` (experiments; a larger share was rejected by
+        rule 17, docs/benchmarks.md).
+    n_points : int
+        Locations of the field being fitted.
+
+    Returns
+    -------
+    float
+        The share, in [0, 1).
     """
     if config.batch_for(n_points) >= n_points:
         return float(config.extra.get("selection_holdout", SELECTION_HOLDOUT))

@@ -123,3 +123,16 @@ def test_auto_corrects_whole_field_fits_only_and_never_without_calibration():
     assert corrects_memorisation(GPVAEConfig(extra={"memorisation": True}), 100_000)
     assert not corrects_memorisation(GPVAEConfig(extra={"memorisation": False}), 100)
     assert not corrects_memorisation(GPVAEConfig(calibrate=False, extra={"memorisation": True}), 100)
+
+
+def test_check_mask_marks_the_held_out_values_of_their_rows():
+    import torch
+
+    from geogpvae.engine.memorisation import check_mask
+    from geogpvae.engine.stopping import CheckValues
+
+    check = CheckValues(rows=torch.tensor([1, 4]), mask=torch.tensor([[True, False], [True, True]]),
+                        y=torch.zeros(2, 2))
+    expected = np.zeros((6, 2), dtype=bool)
+    expected[1, 0] = expected[4] = True
+    assert np.array_equal(check_mask(check, (6, 2)), expected)

@@ -58,6 +58,10 @@ def plan_job(settings: Settings, argv: Sequence[str], env: Mapping[str, str] | N
         raise UsageError("--skip-existing and --overwrite contradict each other; give one")
     if settings.resume and not settings.checkpoint_dir:
         raise UsageError("--resume needs --checkpoint-dir (the folder holding the checkpoint)")
+    members = settings.options.get("members", 1)
+    if settings.checkpoint_dir and isinstance(members, int) and members > 1:
+        raise UsageError(f"--checkpoint-dir: a fit with members={members} cannot be checkpointed or resumed "
+                         "(a checkpoint holds one model); drop --checkpoint-dir, or train one member")
     files = drop_own_outputs(expand_inputs(settings.inputs), settings.output)
     files, index = select_task(files, settings.task_index, settings.concat_dim, env)
     output = format_output(settings.output, files, index)

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, TrainingWarning, warn_caller
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
-__all__ = ["GPVAEConfig", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MAX_STEPS", "MIN_EPOCHS",
+__all__ = ["GPVAEConfig", "warn_short_epochs", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MAX_STEPS", "MIN_EPOCHS",
            "MIN_EPOCHS_UP_TO", "SHORT_EPOCHS_SHARE"]
 
 ENGINES = ("spa", "hpa")
@@ -237,6 +237,13 @@ class GPVAEConfig:
         variable's gaps cluster, each round hides a tenth in gaps shaped like the missing ones).
     seed : int
         Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
+    members : int
+        Models trained on the field, member ``k`` with seed ``seed + k``, whose predictive
+        distributions are mixed value by value (see :mod:`geogpvae.engine.members`): the
+        mean of their means, the mean of their variances plus the spread of their means.
+        1 (the default): one model. 2 cost twice as much and, on tuning splits, lowered the
+        RMSE and NLL of every task tried (docs/benchmarks.md). A fit with more than one
+        member cannot be checkpointed or resumed.
     device : str
         ``"auto"`` (CUDA when available, except for fields small enough that every training
         step takes the whole field, which are faster on the CPU), ``"cpu"``, ``"cuda"`` or
@@ -284,6 +291,7 @@ class GPVAEConfig:
     predict_mode: str = "auto"
     calibrate: bool = True
     seed: int = 0
+    members: int = 1
     device: str = "auto"
     threads: int | None = None
     dtype: str = "float32"
@@ -323,6 +331,8 @@ class GPVAEConfig:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         if self.seed >= 2**63:  # seeds are offset and combined in 64-bit generators
             raise ValueError(f"seed must be below 2**63, got {self.seed}")
+        if isinstance(self.members, int) and self.seed + self.members > 2**63:  # member k: seed + k
+            raise ValueError(f"seed + members - 1 must be below 2**63, got seed {self.seed} and members {self.members}")
         if self.threads is not None and (
             not isinstance(self.threads, int) or isinstance(self.threads, bool) or self.threads < 1
         ):
@@ -378,7 +388,7 @@ class GPVAEConfig:
         self._check_extra()
         if isinstance(self.context, tuple) and (not self.context or min(self.context) < 1):
             raise ValueError(f"context sizes must be positive integers, got {self.context!r}")
-        ints = {"neighbours": 0, "train_samples": 1, "samples": 1}
+        ints = {"neighbours": 0, "train_samples": 1, "samples": 1, "members": 1}
         if self.batch_size is not None:
             ints["batch_size"] = 1
         if not isinstance(self.context, tuple):
@@ -583,3 +593,12 @@ def _spec_text(spec: dict[str, Any]) -> str:
         return "(" + join.join(_spec_text(k) for k in spec["kernels"]) + ")"
     args = [f"{k}={v}" for k, v in spec.items() if k in ("nu", "active_dims")]
     return f"{name}({', '.join(args)})" if args else name
+
+
+def warn_short_epochs(config: GPVAEConfig, n_points: int) -> None:
+    """Warn when an explicit ``epochs`` is far under the default budget for ``n_points``."""
+    default = config.short_of_default(n_points)
+    if default is not None:
+        warn_caller(f"epochs={config.epochs} is under half of the {default} epochs the default budget "
+                    f"trains on {n_points} locations: the fills and their intervals may be far from "
+                    "converged; leave epochs unset (None) for the default budget", TrainingWarning)

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InputError, TrainingWarning, warn_caller
+from ..errors import InputError, warn_caller
 from ..gp.kernels import stretched
 from ..gp.neighbours import knn
 from .calibration import REGIMES, calibrate, deep_rows, split_mode, stretched_neighbours
-from .config import GPVAEConfig
+from .config import GPVAEConfig, warn_short_epochs
 from .holdout import clustered_gaps, held_out
 from .inputs import (
     centre,
@@ -35,6 +35,7 @@ from .inputs import (
     real_values,
     standardisation,
 )
+from .members import fit_members, with_members
 from .memorisation import check_mask, corrects_memorisation, memorisation_ratios
 from .metric import apply_metric
 from .model import GPVAE
@@ -140,15 +141,6 @@ MIN_CONSTANT_VALUES = 3
 PREDICT_CHUNK = 65536
 
 
-def _warn_short_epochs(config: GPVAEConfig, n_points: int) -> None:
-    """Warn when an explicit ``epochs`` is far under the default budget for ``n_points``."""
-    default = config.short_of_default(n_points)
-    if default is not None:
-        warn_caller(f"epochs={config.epochs} is under half of the {default} epochs the default budget "
-                    f"trains on {n_points} locations: the fills and their intervals may be far from "
-                    "converged; leave epochs unset (None) for the default budget", TrainingWarning)
-
-
 class GPVAEEngine:
     """Train a neighbour-driven GPVAE on one field and predict from it.
 
@@ -207,6 +199,8 @@ class GPVAEEngine:
         self.kl_scores_: dict[float, float] = {}
         #: never-trained over trained values' squared z-scores (:mod:`~geogpvae.engine.memorisation`)
         self.memorisation_: dict[str, float] = {}
+        #: the other models of ``members > 1`` (:mod:`~geogpvae.engine.members`), predicting with this one
+        self.members_: list[GPVAEEngine] = []
         #: variables whose missing values cluster (outages): checked and calibrated in gaps
         self.clustered_gaps_: np.ndarray = np.zeros(0, dtype=bool)
         self._x = self._y = self._observed = None
@@ -299,7 +293,8 @@ class GPVAEEngine:
             from its last completed epoch and ends as an uninterrupted run would.
         callback : callable, optional
             Called as ``callback(engine)`` after every epoch, ``beta="auto"``'s candidates' too
-            (``engine.selection_`` set then), e.g. to save :meth:`checkpoint`.
+            (``engine.selection_`` set then), e.g. to save :meth:`checkpoint`; with
+            ``members > 1``, then with each further member in training.
         should_stop : callable, optional
             Polled after every epoch; when it returns True training stops early and ``fit``
             returns with :attr:`interrupted` set (so a checkpoint can be written and the job
@@ -310,9 +305,10 @@ class GPVAEEngine:
         GPVAEEngine
             ``self``.
         """
+        given = x  # the members train on the field as given
         x, y, observed = self._standardise(x, values, log, names)
         if resume is None:
-            _warn_short_epochs(self.config, x.shape[0])
+            warn_short_epochs(self.config, x.shape[0])
         x = apply_metric(self, x, y, observed, resume)
         self._lengthscale_for(x, resume)
         self.context_radius_ = context_radius(x, self.config.context_scales, self.config.neighbour_backend)
@@ -320,6 +316,7 @@ class GPVAEEngine:
         self._anchor = self._anchors(self._training_field())
         if self.config.calibrate and not self.interrupted:
             self.calibration_ = calibrate(self)
+        self.members_ = fit_members(self, given, values, log, names, callback, should_stop)
         return self
 
     def _standardise(
@@ -751,6 +748,8 @@ class GPVAEEngine:
         Returns
         -------
         Prediction
+            With ``members > 1``, the mixture of the members' predictions
+            (:func:`geogpvae.engine.members.mixture`).
         """
         self._require_fit()
         cfg = self.config
@@ -792,8 +791,8 @@ class GPVAEEngine:
             def targets(rows: slice) -> _Field:
                 return self._new_locations(xq[rows])
 
-        return self._predict_in_chunks(targets, n, anchor, self_index, mode,
-                                       samples=samples, seed=seed, calibrated=calibrated)
+        own = self._predict_in_chunks(targets, n, anchor, self_index, mode, samples=samples, seed=seed, calibrated=calibrated)
+        return with_members(self, own, x, values, mode=mode, samples=samples, seed=seed, calibrated=calibrated)
 
     def _predict_in_chunks(self, targets: Callable[[slice], _Field], n: int, anchor: dict,
                            self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:

@@ -17,6 +17,7 @@ import torch
 
 from .._version import __version__
 from .config import GPVAEConfig
+from .members import refuse_checkpoint
 from .metric import saved_scale
 from .model import pattern_count
 from .selection import SelectionProgress
@@ -80,6 +81,8 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "weights": _weights(eng.model),
         "history": {k: list(map(float, v)) for k, v in eng.history.items()},
     }
+    if getattr(eng, "members_", None):  # members > 1: the other models, each a whole state
+        state["members"] = [engine_state(m, include_data=include_data) for m in eng.members_]
     if include_data:
         state["field"] = {
             "x": torch.as_tensor(eng._x, dtype=torch.float64),
@@ -105,6 +108,7 @@ def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
         weights and train state, the factor in training; ``"engine"`` and ``"train"`` then hold
         the candidate in training), which :func:`selection_from` reads back.
     """
+    refuse_checkpoint(eng)
     state = {
         "format": STATE_FORMAT + "-checkpoint",
         "engine": engine_state(eng, include_data=False),
@@ -229,6 +233,7 @@ def restore_engine(
         field = eng._make_field(eng._x, eng._y, eng._observed)
         eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
         eng._anchor = eng._anchors(field)
+    eng.members_ = [restore_engine(cls, m, device=device, progress=progress) for m in state.get("members", [])]
     return eng
 
 

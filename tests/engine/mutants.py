@@ -67,6 +67,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py tests/engine/test_selection.py::test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
     python tests/engine/mutants.py -k "pass28 helper2" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_bad_input_exits_2_with_one_line
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -697,7 +698,7 @@ MUTANTS = {
     "pass24: placeholder blocks' own cells taken as their neighbours": (
         "geogpvae/fields/placeholders.py", "        keep = ~zero[r, c]", "        keep = np.ones_like(r, dtype=bool)"),
     "pass25: short budget warned again on resuming": (
-        "geogpvae/engine/core.py", "        if resume is None:\n            _warn_short_epochs", "        if True:\n            _warn_short_epochs"),
+        "geogpvae/engine/core.py", "        if resume is None:\n            warn_short_epochs", "        if True:\n            warn_short_epochs"),
     "pass25: short budget warned at exactly half": (
         "geogpvae/engine/config.py", "self.epochs < SHORT_EPOCHS_SHARE * default", "self.epochs <= SHORT_EPOCHS_SHARE * default"),
     "pass25: short budget against the stopping rule's cap": (
@@ -845,6 +846,24 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "    cap = cap or enclosed_pole(lon, lat)\n", ""),
     "pass28 helper2: an NSIDC grid's cells on the global PlateCarree map": (
         "geogpvae/plot/maps.py", "(polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges))", "polar_cap(view.span, v0, v1)"),
+    "pass29: the mixture without the members' disagreement": (
+        "geogpvae/engine/members.py", "(stds**2).mean(axis=0) + ((means - mean) ** 2).mean(axis=0)", "(stds**2).mean(axis=0)"),
+    "pass29: every member with the engine's own seed": (
+        "geogpvae/engine/members.py", "    return seed + k\n", "    return seed\n"),
+    "pass29: the members' samples drawn with the engine's seed": (
+        "geogpvae/engine/members.py", "m.predict(x, values, seed=member_seed(seed, k), **options)", "m.predict(x, values, seed=seed, **options)"),
+    "pass29: the members not saved": (
+        "geogpvae/engine/state.py", '    if getattr(eng, "members_", None):  # members > 1', '    if False:  # members > 1'),
+    "pass29: the members not restored": (
+        "geogpvae/engine/state.py", '    eng.members_ = [restore_engine(cls, m, device=device, progress=progress) for m in state.get("members", [])]\n', ""),
+    "pass29: a member stopped half-way kept": (
+        "geogpvae/engine/members.py", "            engine.interrupted = True\n            break\n", "            engine.interrupted = True\n"),
+    "pass29: a checkpoint of several members written": (
+        "geogpvae/engine/members.py", "    if engine.config.members > 1:\n        raise", "    if False:\n        raise"),
+    "pass29: the command line checkpoints several members": (
+        "geogpvae/cli/impute.py", "if settings.checkpoint_dir and isinstance(members, int) and members > 1:", "if False:"),
+    "pass29: members=0 accepted": (
+        "geogpvae/engine/config.py", '"samples": 1, "members": 1}', '"samples": 1, "members": 0}'),
 }
 
 

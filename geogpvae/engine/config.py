@@ -242,8 +242,8 @@ class GPVAEConfig:
         distributions are mixed value by value (see :mod:`geogpvae.engine.members`): the
         mean of their means, the mean of their variances plus the spread of their means.
         1 (the default): one model. 2 cost twice as much and, on tuning splits, lowered the
-        RMSE and NLL of every task tried (docs/benchmarks.md). A fit with more than one
-        member cannot be checkpointed or resumed.
+        RMSE and NLL of every task tried (docs/benchmarks.md). A checkpoint holds every
+        member trained and the one in training.
     device : str
         ``"auto"`` (CUDA when available, except for fields small enough that every training
         step takes the whole field, which are faster on the CPU), ``"cpu"``, ``"cuda"`` or

@@ -316,7 +316,7 @@ class GPVAEEngine:
         self._anchor = self._anchors(self._training_field())
         if self.config.calibrate and not self.interrupted:
             self.calibration_ = calibrate(self)
-        self.members_ = fit_members(self, given, values, log, names, callback, should_stop)
+        self.members_ = fit_members(self, given, values, log, names, callback, should_stop, resume)
         return self
 
     def _standardise(
@@ -418,7 +418,7 @@ class GPVAEEngine:
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
         self.kl_scores_ = {} if resume is None else {float(f): v for f, v in resume["engine"].get("kl_scores", {}).items()}
         self.memorisation_ = {} if resume is None else dict(resume["engine"].get("memorisation") or {})
-        self.selection_ = None
+        self.selection_, self.members_, self.member_in_training_ = None, [], None
         if resume is not None and "selection" in resume and cfg.beta != "auto":
             raise ValueError("this checkpoint was written during beta='auto''s selection: resume it with beta='auto'")
         if selecting and self._data.check is not None:
@@ -482,6 +482,7 @@ class GPVAEEngine:
 
     interrupted: bool = False
     selection_ = None  # SelectionProgress while beta="auto" is choosing (see _select_kl_factor)
+    member_in_training_ = None  # members > 1: the member training now (see engine/members.py)
     deep_distance_ = None  # beyond it from the data a target is deep in a gap (calibration.deep_rows)
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None) -> GPVAE:

@@ -17,8 +17,12 @@ with cov95 0.914 -> 0.938; Jura cross-validation 0.632 / 0.986 -> 0.628 / 0.969;
 mask 2 0.5 % in RMSE, NLL -0.023; the outage fields 0.158 / -0.220 -> 0.157 / -0.262. The gain
 is largest where each variable has few values. Off by default: it doubles the cost of a call.
 
-Resuming needs one model per checkpoint, so a fit with ``members > 1`` cannot be checkpointed
-(:func:`refuse_checkpoint`); the command line refuses ``--checkpoint-dir`` with it.
+A checkpoint of a fit with several members (:meth:`GPVAEEngine.checkpoint`) holds the engine's
+own snapshot and, under ``"members"``, the final snapshots of the members already trained
+(``"done"``) and the snapshot of the one in training (``"current"``, see :func:`members_checkpoint`).
+Resumed, each finished member is rebuilt from its final snapshot (no step is trained again;
+its calibration is recomputed, as a resumed engine's is) and the member in training carries on
+from its last epoch, so the result is the uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from ..errors import TrainingWarning
 if TYPE_CHECKING:
     from .core import GPVAEEngine, Prediction
 
-__all__ = ["combine", "fit_members", "member_seed", "mixture", "refuse_checkpoint", "with_members"]
+__all__ = ["combine", "fit_members", "member_seed", "members_checkpoint", "mixture", "with_members"]
 
 
 def member_seed(seed: int, k: int) -> int:
@@ -82,14 +86,23 @@ def fit_members(
     names: list[str] | None,
     callback: Callable[..., None] | None,
     should_stop: Callable[[], bool] | None,
+    resume: dict[str, Any] | None = None,
 ) -> list[GPVAEEngine]:
     """Train members 1 .. K - 1 of a fitted engine on the field it was given (in its units).
 
     Each member is a :class:`GPVAEEngine` with the engine's options, ``members=1`` and its own
-    seed (:func:`member_seed`); ``callback`` is called with the member in training, and the
-    :class:`~geogpvae.errors.TrainingWarning` s the engine's own fit gave are not repeated. Nothing is
-    trained when the engine itself was interrupted; a member interrupted by ``should_stop`` is
-    dropped and marks the engine :attr:`~GPVAEEngine.interrupted`.
+    seed (:func:`member_seed`); while it trains it is the engine's ``member_in_training_`` and
+    ``callback`` is called with the engine (whose :meth:`~GPVAEEngine.checkpoint` then holds
+    it). The :class:`~geogpvae.errors.TrainingWarning` s the engine's own fit gave are not
+    repeated. Nothing is trained when the engine itself was interrupted; a member interrupted
+    by ``should_stop`` stays ``member_in_training_`` (for the checkpoint) and marks the engine
+    :attr:`~GPVAEEngine.interrupted`.
+
+    Parameters
+    ----------
+    resume : dict, optional
+        The engine's checkpoint: its ``"members"`` entry, when present, says where the members
+        stood (:func:`members_checkpoint`).
 
     Returns
     -------
@@ -97,16 +110,35 @@ def fit_members(
         The fitted members after the engine itself (empty with ``members=1``).
     """
     cfg, members = engine.config, []
+    saved = (resume or {}).get("members") or {"done": [], "current": None}
+    snapshots = [*saved["done"], saved["current"]]
+    engine.member_in_training_, engine.members_ = None, members  # filled as each member finishes (checkpoints)
     for k in range(1, cfg.members if not engine.interrupted else 1):
         member = type(engine)(cfg.replace(seed=member_seed(cfg.seed, k), members=1), progress=engine.progress)
+        engine.member_in_training_ = member
         with warnings.catch_warnings():  # the engine itself warned of the same field and options
             warnings.simplefilter("ignore", TrainingWarning)
-            member.fit(x, values, log=log, names=names, callback=callback, should_stop=should_stop)
+            member.fit(x, values, log=log, names=names, resume=snapshots[k - 1] if k <= len(snapshots) else None,
+                       callback=None if callback is None else lambda _m: callback(engine), should_stop=should_stop)
         if member.interrupted:
             engine.interrupted = True
             break
         members.append(member)
+        engine.member_in_training_ = None
     return members
+
+
+def members_checkpoint(engine: GPVAEEngine, snapshot: Callable[[GPVAEEngine], dict[str, Any]]) -> dict[str, Any] | None:
+    """The ``"members"`` entry of a checkpoint, or None while the engine itself trains.
+
+    ``{"done": [snapshot(m) for each member trained], "current": snapshot(member in training)
+    or None}``; ``snapshot`` is :func:`geogpvae.engine.state.checkpoint_state`.
+    """
+    current = getattr(engine, "member_in_training_", None)
+    if not engine.members_ and current is None:
+        return None
+    return {"done": [snapshot(m) for m in engine.members_],
+            "current": None if current is None or current.train_state is None else snapshot(current)}
 
 
 def with_members(engine: GPVAEEngine, prediction: Prediction, x: np.ndarray | None, values: np.ndarray | None,
@@ -121,10 +153,3 @@ def with_members(engine: GPVAEEngine, prediction: Prediction, x: np.ndarray | No
     seed = options.pop("seed")
     return combine([prediction, *(m.predict(x, values, seed=member_seed(seed, k), **options)
                                   for k, m in enumerate(engine.members_, start=1))])
-
-
-def refuse_checkpoint(engine: GPVAEEngine) -> None:
-    """Raise ``ValueError`` for a checkpoint of a fit with several members (one model per checkpoint)."""
-    if engine.config.members > 1:
-        raise ValueError(f"a fit with members={engine.config.members} cannot be checkpointed or resumed "
-                         "(a checkpoint holds one model); train it in one go, or with members=1")

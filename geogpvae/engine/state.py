@@ -17,7 +17,7 @@ import torch
 
 from .._version import __version__
 from .config import GPVAEConfig
-from .members import refuse_checkpoint
+from .members import members_checkpoint
 from .metric import saved_scale
 from .model import pattern_count
 from .selection import SelectionProgress
@@ -106,14 +106,19 @@ def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
         ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``; during
         the KL-weight selection also ``"selection"`` (the candidates scored, the best one's
         weights and train state, the factor in training; ``"engine"`` and ``"train"`` then hold
-        the candidate in training), which :func:`selection_from` reads back.
+        the candidate in training), which :func:`selection_from` reads back. With ``members > 1``,
+        once the engine itself is trained, also ``"members"``
+        (:func:`geogpvae.engine.members.members_checkpoint`).
     """
-    refuse_checkpoint(eng)
     state = {
         "format": STATE_FORMAT + "-checkpoint",
         "engine": engine_state(eng, include_data=False),
         "train": _train_entry(eng.train_state),
     }
+    state["engine"].pop("members", None)  # members > 1: their own snapshots, below
+    members = members_checkpoint(eng, checkpoint_state)
+    if members is not None:
+        state["members"] = members
     progress = getattr(eng, "selection_", None)
     if progress is not None:  # beta="auto" is choosing: the model and train state are the candidate's
         state["engine"]["kl_factor"], kept = None, progress.best  # None: resumed, the selection goes on

@@ -238,7 +238,6 @@ def test_option_values_are_toml_or_json_literals():
         ("bad_engine", ["invalid choice", "--engine"]),
         ("bad_config_key", ["unknown key", "colour"]),
         ("resume_without_folder", ["--resume needs --checkpoint-dir"]),
-        ("members_with_checkpoints", ["members=2 cannot be checkpointed", "drop --checkpoint-dir"]),
         ("too_few_points", ["fewer than neighbours + 1"]),
         ("only_output", ["input file(s) and then the output"]),
         ("cuda_missing", ["cuda"]),
@@ -267,7 +266,6 @@ def test_bad_input_exits_2_with_one_line(case, words, data, tmp_path, capsys, mo
         "bad_engine": [grid, str(out), "--engine", "krige"],
         "bad_config_key": [grid, str(out), "--config", str(tmp_path / "bad.toml")],
         "resume_without_folder": [grid, str(out), "--resume"],
-        "members_with_checkpoints": [grid, str(out), "--option", "members=2", "--checkpoint-dir", str(tmp_path)],
         "too_few_points": [grid, str(out), "--neighbours", "300"],
         "only_output": [str(out)],
         "cuda_missing": [grid, str(out), "--device", "cuda"],
@@ -908,6 +906,58 @@ def test_a_signal_in_a_beta_candidate_never_announces_the_end_of_training(data, 
     err = capsys.readouterr().err
     assert "received SIGTERM: finishing the current epoch, then stopping" in err, err
     assert "training is finished" not in err
+
+
+def test_a_signal_in_the_second_model_stops_it_without_announcing_the_end(data, tmp_path, capsys,
+                                                                                      monkeypatch):
+    original = cli_impute._Checkpointer.after_epoch
+
+    def after_epoch(self, engine):  # a signal in the second model's first epoch: the first one's end was no end
+        original(self, engine)
+        member = engine.member_in_training_
+        if member is not None and member.train_state.epoch == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(cli_impute._Checkpointer, "after_epoch", after_epoch)
+    args = ["impute", str(data["grid"]), str(tmp_path / "out.nc"), "--neighbours", "4", "--epochs", "12", *SMALL,
+            "--option", "members=2", "--checkpoint-dir", str(tmp_path / "ck"), "--progress", "none"]
+    assert main(args) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert "training is finished" not in err, err
+    assert "in member 2 of 2, during the KL-weight selection" in err.strip().splitlines()[-1]
+    assert not (tmp_path / "out.nc").exists()
+
+
+def test_a_stop_in_the_second_member_resumes_it_where_it_stood(data, tmp_path, capsys, monkeypatch):
+    out, ck, whole = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "whole.nc"
+    original = cli_impute._Checkpointer.after_epoch
+
+    def after_epoch(self, engine):  # a signal in the second model's epoch 6, after its selection
+        original(self, engine)
+        member = engine.member_in_training_
+        if member is not None and member.selection_ is None and member.train_state.epoch == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(cli_impute._Checkpointer, "after_epoch", after_epoch)
+    args = ["impute", str(data["grid"]), str(out), "--neighbours", "4", "--epochs", "12", *SMALL,
+            "--option", "members=2", "--checkpoint-dir", str(ck), "--checkpoint-every", "3"]
+    assert main([*args, "-q"]) == 128 + signal.SIGTERM
+    line = _error_line(capsys)
+    assert "stopped by SIGTERM in member 2 of 2, after epoch 6 of 12" in line, line
+    (ckpt,) = ck.glob("*.ckpt")
+    saved = torch.load(ckpt, weights_only=True)["checkpoint"]
+    assert saved["train"]["done"] and saved["members"]["current"]["train"]["epoch"] == 6
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 0
+    said = capsys.readouterr()
+    assert "member 2 of 2, after epoch 6" in said.out + said.err
+    assert main(["impute", str(data["grid"]), str(whole), "--neighbours", "4", "--epochs", "12", *SMALL,
+                 "--option", "members=2", "-q"]) == 0
+    with xr.open_dataset(out) as a, xr.open_dataset(whole) as b:  # as if never stopped
+        for name in ("v0", "v0_std"):
+            np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-5, atol=1e-6)
+    assert not ckpt.exists()
 
 
 def test_a_stop_during_the_selection_resumes_it_where_it_stood(data, tmp_path, capsys, monkeypatch):

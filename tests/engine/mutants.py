@@ -67,7 +67,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass28:" tests/engine/test_memorisation.py tests/engine/test_selection.py::test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
     python tests/engine/mutants.py -k "pass28 helper2" tests/plot/test_figures.py
-    python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_bad_input_exits_2_with_one_line
+    python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_a_stop_in_the_second_member_resumes_it_where_it_stood tests/cli/test_commands.py::test_a_signal_in_the_second_model_stops_it_without_announcing_the_end
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -528,7 +528,7 @@ MUTANTS = {
     "pass20: validate repeats the never-observed warning": (
         "geogpvae/validation.py", 'warnings.filterwarnings("ignore", message=', 'warnings.filterwarnings("default", message='),
     "pass20: a checkpoint written before epoch 1": (
-        "geogpvae/cli/impute.py", "if cluster.is_main and int(engine.train_state.epoch) > 0:", "if cluster.is_main:"),
+        "geogpvae/cli/impute.py", "if cluster.is_main and int(training.train_state.epoch) > 0:", "if cluster.is_main:"),
     "pass20: the mask hint names any integer variable": (
         "geogpvae/fields/never_observed.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
     "pass20: an older model's bounds applied": (
@@ -559,8 +559,8 @@ MUTANTS = {
     "pass22: a selection checkpoint claims the selection is over": (
         "geogpvae/engine/state.py", '        state["engine"]["kl_factor"], kept = None, progress.best', "        kept = progress.best"),
     "pass22: the checkpointer confuses two candidates' epochs": (
-        "geogpvae/cli/impute.py", '        where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))',
-        "        where = int(engine.train_state.epoch)"),
+        "geogpvae/cli/impute.py", '        where = (member, getattr(training.selection_, "factor", None), int(training.train_state.epoch))',
+        "        where = (member, int(training.train_state.epoch))"),
     "pass22: deep targets keep the regime's source": (
         "geogpvae/engine/core.py", '        if modes.get("deep") is not None and self.deep_distance_',
         '        if False and modes.get("deep") is not None and self.deep_distance_'),
@@ -594,8 +594,8 @@ MUTANTS = {
         "geogpvae/fields/packing.py", 'if str(encoding.get("_Unsigned", "")).lower() == "true":',
         'if False:'),
     "pass23: the end of training announced after a beta candidate": (
-        "geogpvae/cli/impute.py", "if engine.selection_ is None and int(engine.train_state.epoch) >= checkpointer.total:",
-        "if int(engine.train_state.epoch) >= checkpointer.total:"),
+        "geogpvae/cli/impute.py", "if (training.selection_ is None and int(training.train_state.epoch) >= checkpointer.total",
+        "if (int(training.train_state.epoch) >= checkpointer.total"),
     "pass23: a stop during a candidate that ends the budget ignored": (
         "geogpvae/engine/selection.py", "if (state.done and stop()) or asked", "if asked"),
     "pass23: the training estimate leaves out the epochs after the selection": (
@@ -858,12 +858,19 @@ MUTANTS = {
         "geogpvae/engine/state.py", '    eng.members_ = [restore_engine(cls, m, device=device, progress=progress) for m in state.get("members", [])]\n', ""),
     "pass29: a member stopped half-way kept": (
         "geogpvae/engine/members.py", "            engine.interrupted = True\n            break\n", "            engine.interrupted = True\n"),
-    "pass29: a checkpoint of several members written": (
-        "geogpvae/engine/members.py", "    if engine.config.members > 1:\n        raise", "    if False:\n        raise"),
-    "pass29: the command line checkpoints several members": (
-        "geogpvae/cli/impute.py", "if settings.checkpoint_dir and isinstance(members, int) and members > 1:", "if False:"),
+    "pass29: the finished members left out of a checkpoint": (
+        "geogpvae/engine/members.py", '    return {"done": [snapshot(m) for m in engine.members_],', '    return {"done": [],'),
+    "pass29: the member in training left out of a checkpoint": (
+        "geogpvae/engine/members.py", '"current": None if current is None or current.train_state is None else snapshot(current)}',
+        '"current": None}'),
+    "pass29: a resumed member trained afresh": (
+        "geogpvae/engine/members.py", "resume=snapshots[k - 1] if k <= len(snapshots) else None,", "resume=None,"),
+    "pass29: the command line reads the engine's epochs while a member trains": (
+        "geogpvae/cli/impute.py", "    return (0, engine) if member is None else (len(engine.members_) + 1, member)", "    return (0, engine)"),
     "pass29: members=0 accepted": (
         "geogpvae/engine/config.py", '"samples": 1, "members": 1}', '"samples": 1, "members": 0}'),
+    "pass29: the end of training announced after the first of two models": (
+        "geogpvae/cli/impute.py", "                    and member + 1 >= engine.config.members):", "                    and True):"),
 }
 
 

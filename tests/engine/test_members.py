@@ -89,10 +89,46 @@ def test_a_saved_fit_keeps_its_members(engines):
     assert "members" not in alone and restore_engine(GPVAEEngine, alone, progress=False).members_ == []
 
 
-def test_a_fit_with_members_is_not_checkpointed(engines):
-    with pytest.raises(ValueError, match="members=2 cannot be checkpointed"):
-        engines[0].checkpoint()
-    assert engines[1].checkpoint()["engine"]["config"]["members"] == 1
+@pytest.mark.parametrize(("where", "members"), [("engine", 2), ("member", 2), ("member's last epoch", 2),
+                                                ("third model", 3)])
+def test_a_fit_stopped_anywhere_resumes_to_the_uninterrupted_result(field, engines, where, members):
+    polls = []  # should_stop is asked after every epoch, the beta candidates' too
+    with pytest.warns(TrainingWarning):
+        GPVAEEngine(progress=False, seed=3, **SMALL).fit(field.points, field.values, should_stop=lambda: polls.append(1))
+    one_fit = len(polls)
+    stop_at = {"engine": 5, "member": one_fit + 4, "member's last epoch": 2 * one_fit, "third model": 2 * one_fit + 4}[where]
+    calls, saved = [], {}
+
+    def stop() -> bool:
+        calls.append(1)
+        return len(calls) == stop_at
+
+    def keep(engine):
+        saved["checkpoint"] = engine.checkpoint()
+
+    options = dict(progress=False, members=members, seed=3, **SMALL)
+    with pytest.warns(TrainingWarning):
+        stopped = GPVAEEngine(**options).fit(field.points, field.values, callback=keep, should_stop=stop)
+    assert stopped.interrupted and len(stopped.members_) == (0 if where == "engine" else members - 2)  # no half member
+    snapshot = saved["checkpoint"]
+    assert ("members" in snapshot) == (where != "engine")
+    if where != "engine":  # the engine's own snapshot is its finished fit; the member's where it stopped
+        done = snapshot["members"]["done"]
+        assert snapshot["train"]["done"] and len(done) == members - 2
+        assert [d["engine"]["config"]["seed"] for d in done] == [member_seed(3, k) for k in range(1, members - 1)]
+        assert snapshot["members"]["current"]["engine"]["config"]["seed"] == member_seed(3, members - 1)
+    more = []  # resumed, only the epochs not trained yet are trained
+    resumed = GPVAEEngine(**options).fit(field.points, field.values, resume=snapshot,
+                                         should_stop=lambda: more.append(1) is not None)
+    assert len(more) == members * one_fit - stop_at
+    assert not resumed.interrupted and len(resumed.members_) == members - 1
+    if members == 2:
+        whole = engines[0]
+    else:
+        with pytest.warns(TrainingWarning):
+            whole = GPVAEEngine(**options).fit(field.points, field.values)
+    assert np.array_equal(resumed.predict().mean, whole.predict().mean)
+    assert np.array_equal(resumed.predict().std, whole.predict().std)
 
 
 def test_stopped_during_a_member_the_fit_is_interrupted_and_keeps_no_half_member(field):

@@ -46,7 +46,20 @@ __all__ = ["combine", "fit_members", "member_seed", "members_checkpoint", "mixtu
 
 
 def member_seed(seed: int, k: int) -> int:
-    """The seed of member ``k`` (0 is the engine itself) of a fit seeded with ``seed``."""
+    """The seed of member ``k`` (0 is the engine itself) of a fit seeded with ``seed``.
+
+    Parameters
+    ----------
+    seed : int
+        The fit's seed (``GPVAEConfig.seed``).
+    k : int
+        The member's number, 0 .. ``members`` - 1.
+
+    Returns
+    -------
+    int
+        ``seed + k``.
+    """
     return seed + k
 
 
@@ -73,7 +86,17 @@ def mixture(means: np.ndarray, stds: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def combine(predictions: list[Prediction]) -> Prediction:
     """The members' predictions of the same locations as one (:func:`mixture`, in both spaces).
 
-    The latent sources (``source``) are the first member's.
+    Parameters
+    ----------
+    predictions : list of Prediction
+        One per member, each with means and stds of shape (M, K) in the original units and in
+        the modelled space, and sources of shape (M,).
+
+    Returns
+    -------
+    Prediction
+        ``mean``/``std`` and ``mean_model``/``std_model`` the mixture's moments in each space;
+        ``source`` the first member's.
     """
     from .core import Prediction
 
@@ -135,8 +158,18 @@ def fit_members(
 def members_checkpoint(engine: GPVAEEngine, snapshot: Callable[[GPVAEEngine], dict[str, Any]]) -> dict[str, Any] | None:
     """The ``"members"`` entry of a checkpoint, or None while the engine itself trains.
 
-    ``{"done": [snapshot(m) for each member trained], "current": snapshot(member in training)
-    or None}``; ``snapshot`` is :func:`geogpvae.engine.state.checkpoint_state`.
+    Parameters
+    ----------
+    engine : GPVAEEngine
+        Training or trained, with ``members > 1``.
+    snapshot : callable
+        :func:`geogpvae.engine.state.checkpoint_state`, applied to each member.
+
+    Returns
+    -------
+    dict or None
+        ``{"done": [snapshot of each member trained], "current": snapshot of the member in
+        training, or None}``; None before any member has started.
     """
     current = getattr(engine, "member_in_training_", None)
     if not engine.members_ and current is None:
@@ -149,8 +182,22 @@ def with_members(engine: GPVAEEngine, prediction: Prediction, x: np.ndarray | No
                  **options: Any) -> Prediction:
     """``prediction`` (the engine's own) combined with its members' predictions of the same locations.
 
-    ``options`` are :meth:`GPVAEEngine.predict`'s keywords, passed on to every member, except
-    that member ``k`` draws its Monte Carlo samples with :func:`member_seed` of ``seed``.
+    Parameters
+    ----------
+    engine : GPVAEEngine
+        Fitted; ``engine.members_`` its other members (none: ``prediction`` is returned).
+    prediction : Prediction
+        The engine's own prediction at the M locations.
+    x, values : ndarray or None
+        What :meth:`GPVAEEngine.predict` was given: locations (M, D) and a field (M, K).
+    **options
+        :meth:`GPVAEEngine.predict`'s keywords, passed on to every member, except that member
+        ``k`` draws its Monte Carlo samples with :func:`member_seed` of ``seed``.
+
+    Returns
+    -------
+    Prediction
+        The mixture of every member's prediction (:func:`combine`).
     """
     if not engine.members_:
         return prediction

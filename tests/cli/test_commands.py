@@ -960,6 +960,33 @@ def test_a_stop_in_the_second_member_resumes_it_where_it_stood(data, tmp_path, c
     assert not ckpt.exists()
 
 
+def test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint(data, tmp_path, capsys, monkeypatch):
+    # a stop is asked for only after an epoch, so even a signal that comes while the data are
+    # read leaves one epoch's checkpoint, and --resume carries on from it
+    out, ck, whole = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "whole.nc"
+    real = cli_impute._train
+
+    def signalled_early(imputer, field, resume, after_epoch, should_stop):
+        os.kill(os.getpid(), signal.SIGTERM)  # before any epoch has trained
+        return real(imputer, field, resume, after_epoch, should_stop)
+
+    monkeypatch.setattr(cli_impute, "_train", signalled_early)
+    args = ["impute", str(data["grid"]), str(out), "--neighbours", "4", "--epochs", "6", *SMALL,
+            "--checkpoint-dir", str(ck), "--option", "beta=1"]
+    assert main([*args, "-q"]) == 128 + signal.SIGTERM
+    line = _error_line(capsys)
+    assert "after epoch 1 of 6" in line and "run again with --resume to continue" in line, line
+    (ckpt,) = ck.glob("*.ckpt")
+    assert torch.load(ckpt, weights_only=True)["checkpoint"]["train"]["epoch"] == 1
+    monkeypatch.undo()
+    assert main([*args, "--resume", "-q"]) == 0
+    assert main(["impute", str(data["grid"]), str(whole), "--neighbours", "4", "--epochs", "6", *SMALL,
+                 "--option", "beta=1", "-q"]) == 0
+    with xr.open_dataset(out) as a, xr.open_dataset(whole) as b:  # as if never stopped
+        np.testing.assert_allclose(a["v0"].values, b["v0"].values, rtol=1e-5, atol=1e-6)
+    assert not ckpt.exists()
+
+
 def test_a_stop_during_the_selection_resumes_it_where_it_stood(data, tmp_path, capsys, monkeypatch):
     out, ck, whole = tmp_path / "out.nc", tmp_path / "ck", tmp_path / "whole.nc"
     second = KL_FACTORS[1]

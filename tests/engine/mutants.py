@@ -68,6 +68,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
     python tests/engine/mutants.py -k "pass28 helper2" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_a_stop_in_the_second_member_resumes_it_where_it_stood tests/cli/test_commands.py::test_a_signal_in_the_second_model_stops_it_without_announcing_the_end
+    python tests/engine/mutants.py -k "pass30:" tests/cli/test_commands.py::test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -527,8 +528,6 @@ MUTANTS = {
         "geogpvae/validation.py", "        work[name].encoding = dict(ds[name].encoding)", "        pass"),
     "pass20: validate repeats the never-observed warning": (
         "geogpvae/validation.py", 'warnings.filterwarnings("ignore", message=', 'warnings.filterwarnings("default", message='),
-    "pass20: a checkpoint written before epoch 1": (
-        "geogpvae/cli/impute.py", "if cluster.is_main and int(training.train_state.epoch) > 0:", "if cluster.is_main:"),
     "pass20: the mask hint names any integer variable": (
         "geogpvae/fields/never_observed.py", "if where[seen].all() and (~where[~seen]).mean() >= 0.9:", "if True:"),
     "pass20: an older model's bounds applied": (
@@ -871,6 +870,9 @@ MUTANTS = {
         "geogpvae/engine/config.py", '"samples": 1, "members": 1}', '"samples": 1, "members": 0}'),
     "pass29: the end of training announced after the first of two models": (
         "geogpvae/cli/impute.py", "                    and member + 1 >= engine.config.members):", "                    and True):"),
+    "pass30: a stop asked for before the first epoch": (
+        "geogpvae/engine/training.py", "for epoch in range(state.epoch, state.epoch if state.done else last):",
+        "for epoch in range(state.epoch, state.epoch if state.done or (should_stop is not None and should_stop()) else last):"),
 }
 
 

@@ -296,6 +296,8 @@ def main() -> None:
     for r in results:
         if "epochs" in r:
             print(f"\n{r['method']}: 95 % coverage per channel before calibration {r['uncalibrated']}")
+            after = {names[c]: round(d["cov95"], 3) for c, d in r["paper units"]["per_channel"].items()}
+            print(f"{r['method']}: 95 % coverage per channel after calibration {after}")
             print(f"\n{r['method']}: {r['epochs']} epochs, {r['s_per_epoch']:.2f} s/epoch, fit {r['fit_seconds']:.0f} s, "
                   f"total {r['total_seconds']:.0f} s, peak RSS {r['peak_rss_mib']:.0f} MiB")
             if r.get("kl_scores"):

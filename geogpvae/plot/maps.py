@@ -245,8 +245,9 @@ def field_map(
         hemisphere, poleward of 10 degrees (NSIDC's hemispheric sea-ice grids,
         :func:`~geogpvae.plot.polar.enclosed_pole`): that polar cap gets a polar stereographic map, framed by the box
         around its cells (:func:`~geogpvae.plot.polar.polar_extent`), its central longitude
-        turned to a curvilinear grid's own rows and columns
-        (:func:`~geogpvae.plot.polar.polar_centre`). Data spanning less
+        turned to a curvilinear grid's own rows and columns, its y axis up (the row
+        dimension's 1-D coordinate, where it has one, says which way y grows; else the
+        first row is the bottom one) (:func:`~geogpvae.plot.polar.polar_centre`). Data spanning less
         than 60 degrees get a Lambert azimuthal equal-area projection centred on them, and
         anything else gets PlateCarree centred on the data.
     coords : {"auto", "lonlat", "xy"}
@@ -418,6 +419,7 @@ class _MapGeometry:
     order: np.ndarray | None
     blank: np.ndarray | None = None  # cells of a curvilinear grid without a position
     corners: Any = None  # (lon, lat) corners of a grid around a pole, taken in a polar plane
+    rows_up: bool = True  # a curvilinear grid's y axis grows with its row index (see _rows_up)
 
     @property
     def hname(self) -> str:
@@ -437,6 +439,16 @@ class _MapGeometry:
         return a.values
 
 
+def _rows_up(ds: xr.Dataset, row_dim: str) -> bool:
+    """Whether a curvilinear grid's y axis grows with its row index: False only where the row
+    dimension has a 1-D numeric coordinate that falls (files whose first row is the top one,
+    as NSIDC's sea-ice grids are written); True otherwise, as ``pcolormesh`` draws an array."""
+    coord = ds.coords.get(row_dim)
+    if coord is None or coord.ndim != 1 or coord.size < 2 or not np.issubdtype(coord.dtype, np.number):
+        return True
+    return bool(coord.values[-1] >= coord.values[0])
+
+
 def _map_geometry(
     ds: xr.Dataset, da: xr.DataArray, var: str, coords: str, isel: Mapping[str, int] | None,
     curvilinear: _Curvilinear | None,
@@ -447,7 +459,7 @@ def _map_geometry(
         sel, notes = _other_dims(da, spatial, isel)
         blank = mesh[2] if mesh[2].any() else None
         return _MapGeometry(None, spatial, sel, notes, *mesh[:2], curvilinear.lon, curvilinear.lat, True, None,
-                            blank, mesh[3])
+                            blank, mesh[3], _rows_up(ds, spatial[0]))
     sites = _find_sites(ds, da, coords)
     spatial = _spatial_dims(ds, da, var, coords, sites)
     sel, notes = _other_dims(da, spatial, isel)
@@ -591,7 +603,7 @@ class _MapView:
             view.data_crs = view.ccrs.PlateCarree()
             view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges)) if projection is None else None
             if view.cap is not None:  # a curvilinear grid's map follows the grid's own orientation
-                view.centre = polar_centre(view.ccrs, view.cap, view.centre, hedges, vedges)
+                view.centre = polar_centre(view.ccrs, view.cap, view.centre, hedges, vedges, rows_up=g.rows_up)
                 view.proj = polar_projection(view.ccrs, view.cap, view.centre)
                 view.box = _polar_box(g, view)
         return view

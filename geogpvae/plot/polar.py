@@ -99,7 +99,7 @@ def polar_projection(ccrs: Any, cap: str, centre: float) -> Any:
     return ccrs.SouthPolarStereo(central_longitude=centre)
 
 
-def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> float:
+def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up: bool = True) -> float:
     """The central longitude of a polar map that follows a curvilinear grid's own orientation.
 
     A sea-ice grid is a regular x/y grid on a polar stereographic plane of its own (NSIDC's
@@ -109,7 +109,9 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> floa
     by d degrees (by -d on a south one): the grid's cell sides are measured on the map
     centred on ``centre``, and the centre is moved by their angle, so that the grid's rows run
     across the map and its columns up it. Of the four central longitudes that do that, a
-    quarter turn apart, the one nearest ``centre`` is taken.
+    quarter turn apart, the one that keeps the grid's y axis up is taken: its rows, in
+    the direction ``rows_up`` gives, climb the map. A grid laid out on the plane of central
+    longitude c, y increasing with the row, so gets the map centred on c (NSIDC's own picture).
 
     Parameters
     ----------
@@ -122,6 +124,10 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> floa
     lon, lat : array-like or None
         The grid's cell corners, shape (ny + 1, nx + 1), in degrees. Anything else (None
         for sites, the 1-D edges of a regular longitude/latitude grid) keeps ``centre``.
+    rows_up : bool
+        True where the grid's y axis grows with the row index (row 0 at the bottom, as
+        ``pcolormesh`` draws an array); False where it falls, as in files whose first row is
+        the top one (a 1-D ``y`` coordinate that decreases).
 
     Returns
     -------
@@ -132,11 +138,14 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> floa
     """
     if lon is None or lat is None or np.ndim(lon) != 2 or np.shape(lon) != np.shape(lat):
         return centre
-    proj = polar_projection(ccrs, cap, centre)
-    h, v = np.asarray(lon, float), np.asarray(lat, float)
-    xy = proj.transform_points(ccrs.PlateCarree(), np.mod(h + 180.0, 360.0) - 180.0, v)
-    sides = [np.diff(xy[..., :2], axis=a).reshape(-1, 2) for a in (0, 1)]
-    dx, dy = np.concatenate(sides).T
+    h, v = np.mod(np.asarray(lon, float) + 180.0, 360.0) - 180.0, np.asarray(lat, float)
+
+    def sides(middle: float) -> tuple[np.ndarray, np.ndarray]:
+        """The grid's cell sides on the map centred on ``middle``: along its columns, along its rows."""
+        xy = polar_projection(ccrs, cap, middle).transform_points(ccrs.PlateCarree(), h, v)[..., :2]
+        return np.diff(xy, axis=0).reshape(-1, 2), np.diff(xy, axis=1).reshape(-1, 2)
+
+    dx, dy = np.concatenate(sides(centre)).T
     ok = np.isfinite(dx) & np.isfinite(dy)
     # four times each side's angle: sides a quarter turn apart point the same way
     length, quad = np.hypot(dx[ok], dy[ok]), 4.0 * np.arctan2(dy[ok], dx[ok])
@@ -144,8 +153,15 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any) -> floa
     if not length.size or abs(total) < 0.5 * length.sum():
         return centre
     turn = np.degrees(np.angle(total)) / 4.0  # the sides' angle on the map, within 45 degrees
-    moved = centre + (turn if cap == "north" else -turn)
-    return float(np.mod(moved + 180.0, 360.0) - 180.0)
+    aligned = centre + (turn if cap == "north" else -turn)
+
+    def climb(middle: float) -> float:
+        """How far the grid's rows, in their increasing direction, climb the map centred on ``middle``."""
+        up = sides(middle)[0]
+        return float(np.nansum(up[:, 1]) * (1.0 if rows_up else -1.0))
+
+    best = max((aligned + 90.0 * k for k in range(4)), key=climb)
+    return float(np.mod(best + 180.0, 360.0) - 180.0)
 
 
 def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) -> list[float]:

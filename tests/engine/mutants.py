@@ -68,7 +68,8 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass28 helper" tests/plot/test_figures.py::test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation
     python tests/engine/mutants.py -k "pass28 helper2" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_a_stop_in_the_second_member_resumes_it_where_it_stood tests/cli/test_commands.py::test_a_signal_in_the_second_model_stops_it_without_announcing_the_end
-    python tests/engine/mutants.py -k "pass30:" tests/cli/test_commands.py::test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint
+    python tests/engine/mutants.py -k "pass30: a stop" tests/cli/test_commands.py::test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint
+    python tests/engine/mutants.py -k "pass30 maps:" tests/plot/test_figures.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -830,10 +831,10 @@ MUTANTS = {
     "pass28: the experiment's check share ignored": (
         "geogpvae/engine/core.py", "(selection_holdout(cfg, n) if selecting else 0.0)", "(SELECTION_HOLDOUT if selecting else 0.0)"),
     "pass28 helper: a sea-ice grid's polar map centred on its corners' middle longitude, not turned to the grid": (
-        "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)", "moved = centre"),
+        "geogpvae/plot/polar.py", "aligned = centre + (turn if cap == \"north\" else -turn)", "aligned = centre"),
     "pass28 helper: a sea-ice grid's polar map turned the wrong way": (
-        "geogpvae/plot/polar.py", "moved = centre + (turn if cap == \"north\" else -turn)",
-        "moved = centre + (-turn if cap == \"north\" else turn)"),
+        "geogpvae/plot/polar.py", "aligned = centre + (turn if cap == \"north\" else -turn)",
+        "aligned = centre + (-turn if cap == \"north\" else turn)"),
     "pass28 helper2: a grid beside the pole taken for one that encloses it": (
         "geogpvae/plot/polar.py", "    return cap if abs(round(turns)) == 1 else None\n", "    return cap\n"),
     "pass28 helper2: a grid across the equator taken for a polar cap": (
@@ -873,6 +874,12 @@ MUTANTS = {
     "pass30: a stop asked for before the first epoch": (
         "geogpvae/engine/training.py", "for epoch in range(state.epoch, state.epoch if state.done else last):",
         "for epoch in range(state.epoch, state.epoch if state.done or (should_stop is not None and should_stop()) else last):"),
+    "pass30 maps: a falling y coordinate ignored": (
+        "geogpvae/plot/maps.py", "return bool(coord.values[-1] >= coord.values[0])", "return True"),
+    "pass30 maps: the quarter turn nearest the provisional centre": (
+        "geogpvae/plot/polar.py", "best = max((aligned + 90.0 * k for k in range(4)), key=climb)", "best = aligned"),
+    "pass30 maps: rows climb the other way": (
+        "geogpvae/plot/polar.py", "(1.0 if rows_up else -1.0))", "(-1.0 if rows_up else 1.0))"),
 }
 
 

@@ -701,9 +701,10 @@ def _stereographic_grid(cap, central_longitude):
 @pytest.mark.parametrize(("cap", "central_longitude"), [("north", -45.0), ("north", 30.0), ("south", 30.0)])
 def test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation(cap, central_longitude):
     # a sea-ice grid laid out on a polar stereographic plane centred on -45 degrees (NSIDC's
-    # north) gets a map centred on -45 degrees (or 45, 135, -135: a quarter turn shows the
-    # same grid), not on the middle of its corners' longitudes, which turned it on the map:
-    # its rows run across the map, its columns up it, and it fills its box without wedges
+    # north) gets a map centred on -45 degrees, not on the middle of its corners' longitudes,
+    # which turned it on the map, nor on 45, 135 or -135 (a quarter turn also lays its rows
+    # across the map, but not its y axis up): its rows run across the map, its columns up it,
+    # and it fills its box without wedges
     pytest.importorskip("cartopy")
     import cartopy.crs as ccrs
 
@@ -713,7 +714,7 @@ def test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation(cap, central
     ax = axs[0]
     assert isinstance(ax.projection, type(plane))
     chosen = ax.projection.proj4_params["lon_0"]
-    assert abs(np.mod(chosen - central_longitude + 45.0, 90.0) - 45.0) < 0.2, chosen
+    assert abs(np.mod(chosen - central_longitude + 180.0, 360.0) - 180.0) < 0.2, chosen
     corners = mesh(ax).get_coordinates()
     drawn = ax.projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
     px, py = drawn[:, 0].reshape(corners.shape[:2]), drawn[:, 1].reshape(corners.shape[:2])
@@ -726,6 +727,33 @@ def test_polar_map_of_a_sea_ice_grid_follows_the_grid_s_orientation(cap, central
     grid = _ring_area(px, py)
     assert grid > 0.99 * outer and outer > 0.99 * (x1 - x0) * (y1 - y0)  # the grid fills its box
     fig.canvas.draw()
+
+
+@pytest.mark.parametrize("cap", ["north", "south"])
+def test_a_polar_map_keeps_a_grid_s_y_axis_up_whichever_row_comes_first(cap):
+    # the same sea-ice grid written top row first, as NSIDC writes its files (a falling y
+    # coordinate), is drawn as NSIDC draws it too; without a y coordinate, the first row is the
+    # bottom one (as pcolormesh draws an array), so the top-first grid turns half a turn
+    pytest.importorskip("cartopy")
+    import cartopy.crs as ccrs
+
+    lon, lat, _ = _stereographic_grid(cap, -45.0)
+    y = (np.arange(lon.shape[0]) - 5.0) * 500e3 + 200e3  # the rows' y on the plane, rising
+    centres = {}
+    for case, flip, coord in (("bottom first", False, True), ("top first", True, True),
+                              ("top first, no y", True, False)):
+        ds, _ = _curvilinear(lon[::-1] if flip else lon, lat[::-1] if flip else lat)
+        if coord:
+            ds = ds.assign_coords(y=y[::-1] if flip else y)
+        fig, axs = _drawn(ds)
+        centres[case] = axs[0].projection.proj4_params["lon_0"]
+        corners = mesh(axs[0]).get_coordinates()
+        drawn = axs[0].projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+        rows_y = drawn[:, 1].reshape(corners.shape[:2]).mean(axis=1)
+        assert (np.diff(rows_y) > 0).all() == (case != "top first"), case  # y up: the top row drawn at the top
+        plt.close(fig)
+    assert abs(centres["bottom first"] + 45.0) < 0.2 and abs(centres["top first"] + 45.0) < 0.2, centres
+    assert abs(np.mod(centres["top first, no y"] - 135.0 + 180.0, 360.0) - 180.0) < 0.2, centres
 
 
 def _ring_area(px, py):
@@ -773,7 +801,7 @@ def test_polar_map_of_an_nsidc_hemispheric_grid(cap):
     ax = axs[0]
     assert all(isinstance(a.projection, type(plane)) for a in axs)
     chosen = ax.projection.proj4_params["lon_0"]
-    assert abs(np.mod(chosen - _NSIDC[cap][0] + 45.0, 90.0) - 45.0) < 0.2, chosen
+    assert abs(np.mod(chosen - _NSIDC[cap][0] + 180.0, 360.0) - 180.0) < 0.2, chosen  # NSIDC's own picture
     # drawn as its cells, and the frame is the box around them on the map
     drawn = mesh(ax).get_coordinates()
     assert drawn.shape == (*corners.shape[:2], 2)

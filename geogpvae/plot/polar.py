@@ -156,9 +156,11 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up
     aligned = centre + (turn if cap == "north" else -turn)
 
     def climb(middle: float) -> float:
-        """How far the grid's rows, in their increasing direction, climb the map centred on ``middle``."""
-        up = sides(middle)[0]
-        return float(np.nansum(up[:, 1]) * (1.0 if rows_up else -1.0))
+        """How far the grid's rows, in their increasing direction, climb the map centred on ``middle``:
+        the steps along its columns add up to its last row of corners less its first, so only
+        those two rows are projected."""
+        ends = polar_projection(ccrs, cap, middle).transform_points(ccrs.PlateCarree(), h[[0, -1]], v[[0, -1]])
+        return float(np.nansum(ends[1, :, 1] - ends[0, :, 1]) * (1.0 if rows_up else -1.0))
 
     best = max((aligned + 90.0 * k for k in range(4)), key=climb)
     return float(np.mod(best + 180.0, 360.0) - 180.0)

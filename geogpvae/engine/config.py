@@ -69,6 +69,7 @@ EXTRA_OPTIONS = {
     "selection_holdout": "share of each variable's observed values held out by beta='auto' on whole-field fits (engine/selection.py)",
     "selection_score": "'auto', 'nll' or 'mean' (engine/selection.py)",
     "selection_share": "share of the budget each beta candidate trains (engine/selection.py)",
+    "stop_ceiling": "the stopping rule's most epochs as a multiple of the default budget's (instead of MAX_STEPS steps; config.py)",
     "stop_rule": "settings of the stopping rule (engine/stopping.py)",
     "stretches": "neighbour stretches of calibration (engine/calibration.py)",
 }
@@ -499,9 +500,12 @@ class GPVAEConfig:
         return max(STEP_BUDGET, math.ceil(4 * STEP_BUDGET * 256 / batch))
 
     def n_epochs(self, n_points: int) -> int:
-        """Epochs run for ``n_points`` locations (at most, with the stopping rule)."""
+        """Epochs run for ``n_points`` locations (at most, with the stopping rule: ``MAX_STEPS``
+        steps, or ``extra["stop_ceiling"]`` times the default budget's epochs)."""
         if self.epochs is not None:
             return self.epochs
+        if self.stops_early() and "stop_ceiling" in self.extra:
+            return math.ceil(float(self.extra["stop_ceiling"]) * self.replace(holdout=0.0).n_epochs(n_points))
         steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))
         budget = MAX_STEPS if self.stops_early() else self.step_budget(n_points)
         epochs = int(min(budget, max(5, math.ceil(budget / steps_per_epoch))))

@@ -428,20 +428,20 @@ class GPVAEEngine:
         else:
             model, state = _distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
             if resume is not None:
-                (model.module if hasattr(model, "module") else model).load_state_dict(
-                    with_hidden_moments(resume["engine"]["weights"], k))
+                (model.module if hasattr(model, "module") else model).load_state_dict(with_hidden_moments(resume["engine"]["weights"], k))
                 state = train_state_from(resume["train"])
         self.model = model.module if hasattr(model, "module") else model
 
         def _callback(train_state, _model, _opt):
             self.train_state = train_state
-            if callback is not None:
-                callback(self)
+            _ = callback(self) if callback is not None else None
 
-        self.train_state = train(model, self._data, cfg, state=state, progress=self.progress,
-                                 callback=_callback, should_stop=should_stop)
+        self.train_state = train(model, self._data, cfg, state=state, progress=self.progress, callback=_callback, should_stop=should_stop)
         self.interrupted = not self.train_state.done
-        if self._data.check is not None:  # predict from every observed value
+        if self._data.check is not None:  # predict from every observed value; the model never trained on the check values:
+            if self.train_state.done and corrects_memorisation(cfg, n):  # its own recall, unscaled (no average: the kept weights)
+                final = dataclasses.replace(self.train_state, average=None)
+                self.memorisation_ = memorisation_ratios(self, self.model, final, check_mask(self._data.check, y.shape))
             self._data = self._without_check(x, y, observed)
 
     def _without_check(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> FieldData:
@@ -474,9 +474,9 @@ class GPVAEEngine:
             if chosen.progress is not None:
                 on_epoch(chosen.progress, call=False)
             return None, None
-        if corrects_memorisation(cfg, n):  # the candidate never trained on its check values
-            self.memorisation_ = memorisation_ratios(self, chosen.model, chosen.state, check_mask(self._data.check, y.shape), budget)
-        if not cfg.stops_early():
+        if not cfg.stops_early():  # (with the stopping rule the fitted model measures its own recall: _train)
+            if corrects_memorisation(cfg, n):  # the candidate never trained on its check values
+                self.memorisation_ = memorisation_ratios(self, chosen.model, chosen.state, check_mask(self._data.check, y.shape), budget)
             self._data = self._without_check(x, y, observed)
         return chosen.model, chosen.state
 

@@ -119,7 +119,7 @@ def test_epochs_none_is_resolved_by_the_config_alone():
     Everything else asks ``GPVAEConfig.n_epochs`` (the engine's training plan and the estimate of its
     end during the selection, the share of it
     that ``beta="auto"``'s candidates train, the learnt metric's warm-up share, impute's job plan
-    once per job, info's forecast);
+    once per job, info's forecast; the config itself for the stopping rule's ceiling);
     no module tests ``epochs`` for None itself.
     """
     import re
@@ -134,4 +134,4 @@ def test_epochs_none_is_resolved_by_the_config_alone():
     calls = {str(path.relative_to(package)): path.read_text().count(".n_epochs(")
              for path in package.rglob("*.py")}
     assert {k: n for k, n in calls.items() if n} == {
-        "cli/impute.py": 1, "cli/info.py": 1, "engine/config.py": 1, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}
+        "cli/impute.py": 1, "cli/info.py": 1, "engine/config.py": 2, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}

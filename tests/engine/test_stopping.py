@@ -184,3 +184,15 @@ def test_resume_with_the_stopping_rule_matches_the_uninterrupted_run(field):
     assert resumed.train_state.monitor["best_step"] == full.train_state.monitor["best_step"]
     for name, value in full.model.state_dict().items():
         torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
+
+
+def test_the_stopping_rule_s_ceiling_may_be_a_multiple_of_the_default_budget():
+    """``extra["stop_ceiling"]``: the rule may run that many times the fixed budget's epochs
+    (rounded up), whatever MAX_STEPS allows; without it, MAX_STEPS steps as before."""
+    for n, batch in ((2304, 256), (17280, None), (500, None)):
+        budget = GPVAEConfig(batch_size=batch).n_epochs(n)
+        ceiling = GPVAEConfig(batch_size=batch, holdout=0.1, extra={"stop_ceiling": 2}).n_epochs(n)
+        assert ceiling == 2 * budget
+        assert GPVAEConfig(batch_size=batch, holdout=0.1, extra={"stop_ceiling": 1.5}).n_epochs(n) == math.ceil(1.5 * budget)
+    assert GPVAEConfig(holdout=0.1).n_epochs(2304) == 445  # MAX_STEPS (4000) at 9 steps an epoch
+    assert GPVAEConfig(holdout=0.1, epochs=7, extra={"stop_ceiling": 2}).n_epochs(2304) == 7  # explicit epochs win

@@ -58,7 +58,7 @@ EXTRA_OPTIONS = {
     "latent_cap": "false: away from the anchors the neighbours' conditional goes to the GP prior, as before rule 9 (engine/predict.py)",
     "lengthscale_rank": "rank of the neighbour whose median distance starts the lengthscale (default: neighbours; engine/starts.py)",
     "lengthscale_spread": "true: the latent channels start from the H-th to the nearest neighbour's distance (engine/starts.py)",
-    "memorisation": "'auto' (whole-field fits), true or false: calibrated variances widened by the beta candidate's never-trained over trained z-scores (engine/memorisation.py)",
+    "memorisation": "'auto' (whole-field fits), true or false: calibrated variances widened by the never-trained over trained z-scores of the beta candidate (of the fitted model with the stopping rule; engine/memorisation.py)",
     "metric": "'auto' or 'fixed': neighbours re-chosen after a warm-up or not (engine/metric.py)",
     "metric_min_ratio": "engine/metric.py",
     "metric_rounds": "engine/metric.py",

@@ -388,8 +388,7 @@ class GPVAEEngine:
         """
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         self.noise_start_ = (
-            nugget(x, y, observed, bounds=tuple(cfg.extra.get("nugget_bounds", NUGGET_BOUNDS)), seed=cfg.seed,
-                   backend=cfg.neighbour_backend)
+            nugget(x, y, observed, bounds=tuple(cfg.extra.get("nugget_bounds", NUGGET_BOUNDS)), seed=cfg.seed, backend=cfg.neighbour_backend)
             if cfg.noise is None else np.full(k, float(cfg.noise))
         )
         torch.manual_seed(cfg.seed)
@@ -434,7 +433,8 @@ class GPVAEEngine:
 
         def _callback(train_state, _model, _opt):
             self.train_state = train_state
-            _ = callback(self) if callback is not None else None
+            if callback is not None:
+                callback(self)
 
         self.train_state = train(model, self._data, cfg, state=state, progress=self.progress, callback=_callback, should_stop=should_stop)
         self.interrupted = not self.train_state.done

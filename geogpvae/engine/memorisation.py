@@ -13,7 +13,8 @@ candidate predict those (never trained on) and, hidden the way calibration hides
 comparison set of values it trained on; the ratio of their mean squared standardised errors,
 per regime and latent source, says how much wider a never-trained value's interval should be.
 :func:`~geogpvae.engine.calibration.with_memorisation` multiplies the final calibration factors
-by it.
+by it. With the stopping rule (``holdout > 0``) the check values stay out of training to the end,
+so the fitted model itself measures the ratio on them after training, unscaled.
 
 The candidate trained for a share of the budget only, and a model recalls more the longer it
 trains, roughly in proportion (on the tuning networks the ratio of the combined source was
@@ -73,7 +74,8 @@ def memorisation_ratios(
         The engine being fitted (its standardised field, options and gap shapes).
     model : torch.nn.Module
         A model that trained on every observed value except ``check``; its moving-average
-        weights (``state.average``) predict, as a fitted model would. Left as it was.
+        weights (``state.average``) predict, as a fitted model would, or, without them, its own
+        weights. Left as it was.
     state : TrainState
         Its training state.
     check : ndarray of bool, shape (N, K)

@@ -70,6 +70,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass29:" tests/engine/test_members.py tests/cli/test_commands.py::test_a_stop_in_the_second_member_resumes_it_where_it_stood tests/cli/test_commands.py::test_a_signal_in_the_second_model_stops_it_without_announcing_the_end
     python tests/engine/mutants.py -k "pass30: a stop" tests/cli/test_commands.py::test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint
     python tests/engine/mutants.py -k "pass30 maps:" tests/plot/test_figures.py
+    python tests/engine/mutants.py -k "pass31:" tests/engine/test_memorisation.py tests/engine/test_stopping.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -880,6 +881,16 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "best = max((aligned + 90.0 * k for k in range(4)), key=climb)", "best = aligned"),
     "pass30 maps: rows climb the other way": (
         "geogpvae/plot/polar.py", "(1.0 if rows_up else -1.0))", "(-1.0 if rows_up else 1.0))"),
+    "pass31: the beta candidate measures the recall under the stopping rule too": (
+        "geogpvae/engine/core.py", "        if not cfg.stops_early():  # (with the stopping rule",
+        "        if True:  # (with the stopping rule"),
+    "pass31: the final recall from the averaged weights": (
+        "geogpvae/engine/core.py", "final = dataclasses.replace(self.train_state, average=None)", "final = self.train_state"),
+    "pass31: the final recall measured after the check values went back": (
+        "geogpvae/engine/core.py", "            if self.train_state.done and corrects_memorisation(cfg, n):",
+        "            self._data = self._without_check(x, y, observed)\n            if self.train_state.done and corrects_memorisation(cfg, n):"),
+    "pass31: the ceiling ignored": (
+        "geogpvae/engine/config.py", 'if self.stops_early() and "stop_ceiling" in self.extra:', "if False:"),
 }
 
 

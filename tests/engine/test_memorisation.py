@@ -136,3 +136,28 @@ def test_check_mask_marks_the_held_out_values_of_their_rows():
     expected = np.zeros((6, 2), dtype=bool)
     expected[1, 0] = expected[4] = True
     assert np.array_equal(check_mask(check, (6, 2)), expected)
+
+
+def test_with_the_stopping_rule_the_fitted_model_measures_its_own_recall_once(field, monkeypatch):
+    """The check values stay out of training to the end: the kept weights themselves (no average,
+    no scaling to a budget) predict them, once, after training, not the beta candidate."""
+    from geogpvae.engine import core
+
+    calls = []
+
+    def ratios(engine, model, state, check, budget=None):
+        calls.append((model, state, check.copy(), budget, engine._data.check is not None))
+        return {"observed:encoder": 1.25}
+    monkeypatch.setattr(core, "memorisation_ratios", ratios)
+    rule = {"every": 5, "patience": 10, "growth": 0.0, "min_steps": 10}
+    opts = {**SMALL, "epochs": None}
+    eng = GPVAEEngine(progress=False, seed=4, holdout=0.1, **opts,
+                      extra={"memorisation": True, "stop_rule": rule, "stop_ceiling": 0.06, "selection_share": 0.02})
+    eng.fit(field.points, field.values)
+    assert len(calls) == 1
+    model, state, check, budget, held_out = calls[0]
+    assert model is eng.model and budget is None and held_out  # measured before the check values went back
+    assert state.average is None and state.epoch == eng.train_state.epoch and state.done
+    assert check.any() and not (check & ~field.observed).any() and check.sum() < 0.2 * field.observed.sum()
+    assert eng.memorisation_ == {"observed:encoder": 1.25}
+    assert eng._data.check is None  # prediction from every observed value

@@ -71,6 +71,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass30: a stop" tests/cli/test_commands.py::test_a_signal_before_the_first_epoch_stops_after_it_with_a_checkpoint
     python tests/engine/mutants.py -k "pass30 maps:" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass31:" tests/engine/test_memorisation.py tests/engine/test_stopping.py
+    python tests/engine/mutants.py -k "pass31 polar:" tests/plot/test_polar.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -891,6 +892,12 @@ MUTANTS = {
         "            self._data = self._without_check(x, y, observed)\n            if self.train_state.done and corrects_memorisation(cfg, n):"),
     "pass31: the ceiling ignored": (
         "geogpvae/engine/config.py", 'if self.stops_early() and "stop_ceiling" in self.extra:', "if False:"),
+    "pass31 polar: no clear direction guard dropped": (
+        "geogpvae/plot/polar.py", "if not length.size or abs(total) < 0.5 * length.sum():", "if not length.size:"),
+    "pass31 polar: a cap may reach the equator": (
+        "geogpvae/plot/polar.py", "    if v.min() > HEMISPHERE_EDGE:", "    if v.min() > 0.0:"),
+    "pass31 polar: a southern cap may reach the equator": (
+        "geogpvae/plot/polar.py", "    elif v.max() < -HEMISPHERE_EDGE:", "    elif v.max() < 0.0:"),
 }
 
 

@@ -54,6 +54,7 @@ from .geometry import (
     build_geometry,
     check_spanned,
     choose_coordinates,
+    coordinate_role,
     coordinates_at,
     unspanned_dims,
 )
@@ -131,7 +132,24 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
             f"coordinates, ds.set_coords({ids}))"
         )
         out = [n for n in out if n not in ids]
+    placed = [n for n in out if _looks_like_position(n, ds[n])]
+    if placed and len(placed) < len(out):
+        _warn(
+            f"{placed} complete and named like coordinates of where the values lie (by name, units "
+            f"or CF attributes): imputed as variables, which inform the others, not used as "
+            f"positions; if the values lie at them (a sample's depth), make them coordinates, "
+            f"ds.set_coords({placed}); name the variables with vars=[...] to silence this"
+        )
     return out
+
+
+def _looks_like_position(name: str, var: xr.DataArray) -> bool:
+    """A 1-D data variable with no missing value that :func:`coordinate_role` recognises (a
+    table's ``depth`` column): maybe a position of the sites rather than a measurement."""
+    if var.ndim != 1 or coordinate_role(name, var) is None:
+        return False
+    values = np.asarray(var.values)
+    return values.dtype.kind in "iuf" and bool(np.isfinite(values).all())
 
 
 def _looks_like_identifier(var: xr.DataArray) -> bool:
@@ -156,7 +174,9 @@ def select_variables(
         ``ds``, variables other variables name as ``bounds``, ``grid_mapping``,
         ``cell_measures`` or ``ancillary_variables``, ``exclude``, and (with a
         :class:`CoordinateWarning`) integers on one dim that increase strictly from site to
-        site, like a table's sample numbers, unless nothing else is left. When these lie on
+        site, like a table's sample numbers, unless nothing else is left (1-D variables with no
+        missing value named like coordinates, a table's ``depth`` column, are taken with a
+        :class:`CoordinateWarning` that they could be coordinates). When these lie on
         different dims, those with the most dims are taken and the others left out with a
         :class:`CoordinateWarning`.
     exclude : sequence of str

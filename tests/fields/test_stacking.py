@@ -392,6 +392,25 @@ def test_sample_numbers_of_a_table_are_not_imputed_by_default():
         assert stacking.select_variables(ds[["sample_id"]]) == ["sample_id"]  # nothing else: kept
 
 
+def test_a_complete_variable_named_like_a_coordinate_is_imputed_with_a_word_on_coordinates():
+    # a table's depth column read as a data variable: modelled as a variable, not as where the
+    # values lie; the warning says how to make it a coordinate
+    ds = _sites(lonlat=False)
+    depth = ds.assign(depth=("site", np.repeat([0.0, 20.0, 40.0], 10), {"units": "cm"}))
+    with pytest.warns(CoordinateWarning, match=r"\['depth'\] complete and named like coordinates.*ds.set_coords\(\['depth'\]\)"):
+        assert stacking.select_variables(depth) == ["Cd", "Ni", "depth"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert stacking.select_variables(depth, ["Cd", "depth"]) == ["Cd", "depth"]  # named: no word
+        gaps = depth.assign(depth=depth.depth.where(depth.site > 0))  # a missing depth: measured
+        assert stacking.select_variables(gaps) == ["Cd", "Ni", "depth"]
+        assert stacking.select_variables(depth[["depth"]]) == ["depth"]  # nothing else
+        named = ds.assign(level=("site", np.ones(30), {"standard_name": "depth"}), thick=("site", np.ones(30)))
+        with pytest.warns(CoordinateWarning, match=r"\['level'\]"):
+            stacking.select_variables(named)
+        assert prepare_field(depth.set_coords("depth"), ["Cd"]).x.shape == (30, 3)  # then a coordinate
+
+
 def test_default_variables_skip_outputs_bounds_and_other_dims():
     ds = _grid()
     ds["a_std"] = ds.a.fillna(0.0)
@@ -543,10 +562,10 @@ def test_cell_steps_only_for_even_plain_number_grids():
 def test_a_log_transform_is_proposed_for_heavy_tails_unless_the_user_chose():
     rng = np.random.default_rng(1)
     kx = np.exp(rng.normal(0.0, 2.5, 300))  # 1st to 99th percentile: about 5.6 decades
-    depth = rng.uniform(3.0, 5000.0, 300)  # 3.2 decades: kept linear without a word
+    thickness = rng.uniform(3.0, 5000.0, 300)  # 3.2 decades: kept linear without a word
     phi = kx / kx.max()
     phi[0] = 0.0  # a zero: no log transform possible, none proposed
-    ds = xr.Dataset({"kx": ("site", kx), "depth": ("site", depth), "phi": ("site", phi)},
+    ds = xr.Dataset({"kx": ("site", kx), "thickness": ("site", thickness), "phi": ("site", phi)},
                     coords={"x": ("site", rng.uniform(0, 1, 300)), "y": ("site", rng.uniform(0, 1, 300))})
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")

@@ -50,6 +50,8 @@ _CLI_WORDS = (
      lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),
     (re.compile(r"coords=\[((?:'[^']*'(?:, )?)+)\](?! \(--coords)"),
      lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),
+    (re.compile(r"make them coordinates, ds\.set_coords\(\[[^\]]*\]\)(?=; name the variables)"),
+     "name them in --coords with the other coordinates"),
     (re.compile(r"leave coords=None"), "leave --coords out"),
     (re.compile(r"coords=\[\.\.\.\]"), "--coords"),
     (re.compile(r"vars=\[\.\.\.\]"), "--vars"),

@@ -135,9 +135,9 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
     placed = [n for n in out if _looks_like_position(n, ds[n])]
     if placed and len(placed) < len(out):
         _warn(
-            f"{placed} complete and named like coordinates of where the values lie (by name, units "
-            f"or CF attributes): imputed as variables, which inform the others, not used as "
-            f"positions; if the values lie at them (a sample's depth), make them coordinates, "
+            f"the data variables {placed} are complete and named like coordinates of where the values "
+            f"lie (by name, units or CF attributes): they are imputed as variables, which inform the "
+            f"others, not used as positions; if the values lie at them (a sample's depth), make them coordinates, "
             f"ds.set_coords({placed}); name the variables with vars=[...] to silence this"
         )
     return out

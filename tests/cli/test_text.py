@@ -188,6 +188,14 @@ def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, c
     assert main(["impute", str(path), str(tmp_path / "out.nc"), "--epochs", "1", "-q"]) == 2
     err = capsys.readouterr().err
     assert "--coords x,y" in err and "coords=[" not in err
+    # a depth column as a data variable: the command says --coords, not ds.set_coords
+    depth = xr.Dataset({"v": ("site", np.r_[np.arange(9.0), np.nan]), "depth": ("site", np.arange(10.0) % 3)},
+                       coords={"x": ("site", np.arange(10.0)), "y": ("site", np.arange(10.0) % 4)})
+    depth.to_netcdf(path)
+    assert main(["impute", str(path), str(tmp_path / "out.nc"), "--epochs", "1", "--neighbours", "4", "--progress", "none"]) == 0
+    err = capsys.readouterr().err
+    assert "['depth'] are complete and named like coordinates" in err and "name them in --coords" in err
+    assert "set_coords" not in err and "vars=" not in err
     assert cli_words("leave the cells out with a mask (mask=)") == "leave the cells out with a mask (--mask-var)"
     assert cli_words("pass vars=[...] to choose") == "pass --vars to choose"
     assert cli_words(
@@ -195,6 +203,13 @@ def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, c
     ) == "name them with --coords lon,lat"
     assert cli_words("name the coordinates with coords=['lon', 'lat', 'depth_cm'] (in their own units") == (
         "name the coordinates with --coords lon,lat,depth_cm (in their own units")
+    assert cli_words("if the values lie at them, make them coordinates, ds.set_coords(['depth']); name the "
+                     "variables with vars=[...] to silence this") == (
+        "if the values lie at them, name them in --coords with the other coordinates; name the variables with "
+        "--vars to silence this")
+    # sample numbers made coordinates are left unused: no --coords for them
+    assert "--coords" not in cli_words("(name the variables with vars=[...] to impute them, or make them "
+                                       "coordinates, ds.set_coords(['sample_id']))")
     assert cli_words("or model it in log space (transform={'kz': 'log'})") == "or model it in log space (--log-vars kz)"
     assert cli_words("or say transform={'kz': None} to keep") == "or say --option transform.kz=none to keep"
     code = ("if -999 marks a missing value, make it NaN, e.g. ds['v'] = ds['v'].where(ds['v'] != -999), or "

@@ -72,7 +72,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass30 maps:" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass31:" tests/engine/test_memorisation.py tests/engine/test_stopping.py
     python tests/engine/mutants.py -k "pass31 polar:" tests/plot/test_polar.py
-    python tests/engine/mutants.py -k "pass31 variables:" tests/fields/test_stacking.py
+    python tests/engine/mutants.py -k "pass31 variables:" tests/fields/test_stacking.py tests/cli/test_text.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
 touched); the script prints CAUGHT with the failing tests, or SURVIVED.
@@ -903,6 +903,8 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", "    placed = [n for n in out if _looks_like_position(n, ds[n])]", "    placed = []"),
     "pass31 variables: a depth with gaps taken for a position": (
         "geogpvae/fields/stacking.py", 'return values.dtype.kind in "iuf" and bool(np.isfinite(values).all())', "return True"),
+    "pass31 variables: the command advises ds.set_coords": (
+        "geogpvae/cli/common.py", "(?=; name the variables)", "(?=; never)"),
     "pass31 variables: a depth column taken out of the variables": (
         "geogpvae/fields/stacking.py", "ds.set_coords({placed}); name the variables with vars=[...] to silence this\"\n        )\n",
         "ds.set_coords({placed}); name the variables with vars=[...] to silence this\"\n        )\n        out = [n for n in out if n not in placed]\n"),

@@ -397,7 +397,7 @@ def test_a_complete_variable_named_like_a_coordinate_is_imputed_with_a_word_on_c
     # values lie; the warning says how to make it a coordinate
     ds = _sites(lonlat=False)
     depth = ds.assign(depth=("site", np.repeat([0.0, 20.0, 40.0], 10), {"units": "cm"}))
-    with pytest.warns(CoordinateWarning, match=r"\['depth'\] complete and named like coordinates.*ds.set_coords\(\['depth'\]\)"):
+    with pytest.warns(CoordinateWarning, match=r"the data variables \['depth'\] are complete and named like coordinates.*ds.set_coords\(\['depth'\]\)"):
         assert stacking.select_variables(depth) == ["Cd", "Ni", "depth"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")

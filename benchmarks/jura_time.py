@@ -10,6 +10,12 @@ it for each, back to back, on an otherwise idle machine; no validation value is 
     python benchmarks/jura_time.py --threads 2 --per-step     # milliseconds per training step
     python benchmarks/jura_time.py --threads 2 --per-step --cpu-time
 
+``--copies N`` (with ``--per-step``) trains on N copies of the survey side by side, each moved
+100 km east of the last (no site has a neighbour in another copy): what one step of N models
+trained together as one batch would cost, an estimate for ``members=N`` run in one batch.
+
+    python benchmarks/jura_time.py --threads 2 --per-step --copies 2
+
 ``--per-step`` times the training steps alone: with a fixed KL weight and no calibration, the
 difference between a 400-epoch and a 100-epoch call (every epoch is one whole-field step),
 divided by 300; five repeats and their median. ``--cpu-time`` takes the process's CPU time (both
@@ -63,11 +69,16 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--per-step", action="store_true", help="milliseconds per training step instead")
     p.add_argument("--cpu-time", action="store_true", help="with --per-step: the process's CPU time")
+    p.add_argument("--copies", type=int, default=1, help="train on this many copies of the survey, side by side")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     options = json.loads(args.options)
     _, work, _, _ = task()
+    if args.copies > 1:
+        import xarray as xr
+
+        work = xr.concat([work.assign_coords(x=work.x + 100.0 * c) for c in range(args.copies)], dim="site")
     if args.per_step:
         per_step(work, options, clock=time.process_time if args.cpu_time else time.perf_counter)
         return

@@ -133,7 +133,7 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
         )
         out = [n for n in out if n not in ids]
     placed = [n for n in out if _looks_like_position(n, ds[n])]
-    if placed and len(placed) < len(out):
+    if placed and len(placed) < len(out) and all(ds[n].ndim == 1 for n in out):  # (else left out: _widest_group)
         _warn(
             f"the data variables {placed} are complete and named like coordinates of where the values "
             f"lie (by name, units or CF attributes): they are imputed as variables, which inform the "

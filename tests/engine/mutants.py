@@ -905,6 +905,8 @@ MUTANTS = {
         "geogpvae/fields/stacking.py", 'return values.dtype.kind in "iuf" and bool(np.isfinite(values).all())', "return True"),
     "pass31 variables: the command advises ds.set_coords": (
         "geogpvae/cli/common.py", "(?=; name the variables)", "(?=; never)"),
+    "pass31 variables: a depth beside a grid said to be imputed": (
+        "geogpvae/fields/stacking.py", " and all(ds[n].ndim == 1 for n in out):", ":"),
     "pass31 variables: a depth column taken out of the variables": (
         "geogpvae/fields/stacking.py", "ds.set_coords({placed}); name the variables with vars=[...] to silence this\"\n        )\n",
         "ds.set_coords({placed}); name the variables with vars=[...] to silence this\"\n        )\n        out = [n for n in out if n not in placed]\n"),

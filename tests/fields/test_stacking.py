@@ -409,6 +409,11 @@ def test_a_complete_variable_named_like_a_coordinate_is_imputed_with_a_word_on_c
         with pytest.warns(CoordinateWarning, match=r"\['level'\]"):
             stacking.select_variables(named)
         assert prepare_field(depth.set_coords("depth"), ["Cd"]).x.shape == (30, 3)  # then a coordinate
+    grid = _grid().assign(depth=("x", np.arange(5.0)))  # beside a gridded variable: left out, not imputed
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert "depth" not in stacking.select_variables(grid)
+    assert seen and not any("named like coordinates" in str(w.message) for w in seen)
 
 
 def test_default_variables_skip_outputs_bounds_and_other_dims():

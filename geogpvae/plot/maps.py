@@ -34,7 +34,14 @@ from .conventions import (
     _uncertainty_label,
 )
 from .curvilinear import _Curvilinear, _curvilinear
-from .polar import enclosed_pole, polar_cap, polar_centre, polar_extent, polar_projection
+from .polar import (
+    beside_pole,
+    enclosed_pole,
+    polar_cap,
+    polar_centre,
+    polar_extent,
+    polar_projection,
+)
 from .profiles import _profile_instead
 from .style import (
     UNCERTAINTY_CMAP,
@@ -601,7 +608,8 @@ class _MapView:
             view.proj = _projection(view.ccrs, projection, view.centre, float(0.5 * (v0 + v1)),
                                     view.span, view.is_global)
             view.data_crs = view.ccrs.PlateCarree()
-            view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges)) if projection is None else None
+            beside = beside_pole(v0, v1) if np.ndim(hedges) != 1 else None  # (a regular grid keeps its rectangle)
+            view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges) or beside) if projection is None else None
             if view.cap is not None:  # a curvilinear grid's map follows the grid's own orientation
                 view.centre = polar_centre(view.ccrs, view.cap, view.centre, hedges, vedges, rows_up=g.rows_up)
                 view.proj = polar_projection(view.ccrs, view.cap, view.centre)

@@ -15,13 +15,16 @@ import numpy as np
 
 from .style import _corners
 
-__all__ = ["HEMISPHERE_EDGE", "POLAR_EDGE", "enclosed_pole", "polar_cap", "polar_centre", "polar_corners", "polar_extent", "polar_projection"]
+__all__ = ["HEMISPHERE_EDGE", "NEAR_POLE", "POLAR_EDGE", "beside_pole", "enclosed_pole", "polar_cap", "polar_centre", "polar_corners", "polar_extent", "polar_projection"]
 
 #: data that go all around a pole and stay poleward of this latitude (degrees) form a cap
 POLAR_EDGE = 40.0
 #: a curvilinear grid that encloses a pole and stays poleward of this latitude (degrees) on the
 #: pole's side of the equator forms a cap too
 HEMISPHERE_EDGE = 10.0
+#: data poleward of :data:`POLAR_EDGE` that reach this latitude (degrees) lie beside the pole: a
+#: PlateCarree map would stretch them along its top or bottom edge (:func:`beside_pole`)
+NEAR_POLE = 80.0
 
 
 def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
@@ -45,6 +48,31 @@ def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
     if lat0 >= POLAR_EDGE:
         return "north"
     if lat1 <= -POLAR_EDGE:
+        return "south"
+    return None
+
+
+def beside_pole(lat0: float, lat1: float) -> str | None:
+    """Which pole data reach, staying in its cap, without going all around it.
+
+    A regional sea-ice grid whose edge passes a cell or a few from the pole spans 69-87 N over
+    175 degrees of longitude: on a PlateCarree map it is a thin strip along the top edge. A polar
+    stereographic map of its cap shows it as it lies.
+
+    Parameters
+    ----------
+    lat0, lat1 : float
+        The data's southernmost and northernmost latitude, in degrees.
+
+    Returns
+    -------
+    {"north", "south"} or None
+        ``"north"`` for data all north of :data:`POLAR_EDGE` that reach :data:`NEAR_POLE`;
+        ``"south"`` for the same in the south; None otherwise.
+    """
+    if lat0 >= POLAR_EDGE and lat1 >= NEAR_POLE:
+        return "north"
+    if lat1 <= -POLAR_EDGE and lat0 <= -NEAR_POLE:
         return "south"
     return None
 
@@ -230,11 +258,11 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
     Returns
     -------
     (lon, lat) of shape (ny + 1, nx + 1), or None
-        None where the centres neither form a :func:`polar_cap` nor enclose a pole
-        (:func:`enclosed_pole`), or are not a grid in that plane (a step between neighbouring cells longer than a quarter of the cap's radius).
+        None where the centres neither form a :func:`polar_cap`, enclose a pole
+        (:func:`enclosed_pole`) nor lie beside one (:func:`beside_pole`), or are not a grid in that plane (a step between neighbouring cells longer than a quarter of the cap's radius).
     """
     cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))
-    cap = cap or enclosed_pole(lon, lat)
+    cap = cap or enclosed_pole(lon, lat) or beside_pole(float(np.min(lat)), float(np.max(lat)))
     if cap is None or min(lon.shape) < 2:
         return None
     sign = 1.0 if cap == "north" else -1.0

@@ -72,6 +72,7 @@ Not collected by pytest. Run from the repository root::
     python tests/engine/mutants.py -k "pass30 maps:" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass31:" tests/engine/test_memorisation.py tests/engine/test_stopping.py
     python tests/engine/mutants.py -k "pass31 polar:" tests/plot/test_polar.py
+    python tests/engine/mutants.py -k "pass31 beside:" tests/plot/test_figures.py
     python tests/engine/mutants.py -k "pass31 variables:" tests/fields/test_stacking.py tests/cli/test_text.py
 
 Each mutant is applied to a scratch copy of the checkout (the working tree is never
@@ -740,7 +741,7 @@ MUTANTS = {
         "geogpvae/fields/valid.py", "            if high is None else \"\")", "            if True else \"\")"),
     "pass25 userpass2: polar cap on the global PlateCarree map": (
         "geogpvae/plot/maps.py",
-        "view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges)) if projection is None else None",
+        "view.cap = (polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges) or beside) if projection is None else None",
         "view.cap = None"),
     "pass25: rotated-pole coordinates taken as flat x/y": (
         "geogpvae/fields/geometry.py", '    "grid_longitude": "lon",\n    "grid_latitude": "lat",\n', ""),
@@ -846,9 +847,9 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "turns = np.sum(np.mod(np.diff(ring) + 180.0, 360.0) - 180.0) / 360.0",
         "turns = np.sum(np.diff(ring)) / 360.0"),
     "pass28 helper2: an NSIDC grid's corners not taken in the polar plane (drawn as points)": (
-        "geogpvae/plot/polar.py", "    cap = cap or enclosed_pole(lon, lat)\n", ""),
+        "geogpvae/plot/polar.py", "    cap = cap or enclosed_pole(lon, lat) or beside_pole(", "    cap = cap or beside_pole("),
     "pass28 helper2: an NSIDC grid's cells on the global PlateCarree map": (
-        "geogpvae/plot/maps.py", "(polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges))", "polar_cap(view.span, v0, v1)"),
+        "geogpvae/plot/maps.py", "(polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges) or beside)", "(polar_cap(view.span, v0, v1) or beside)"),
     "pass29: the mixture without the members' disagreement": (
         "geogpvae/engine/members.py", "(stds**2).mean(axis=0) + ((means - mean) ** 2).mean(axis=0)", "(stds**2).mean(axis=0)"),
     "pass29: every member with the engine's own seed": (
@@ -899,6 +900,14 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "    if v.min() > HEMISPHERE_EDGE:", "    if v.min() > 0.0:"),
     "pass31 polar: a southern cap may reach the equator": (
         "geogpvae/plot/polar.py", "    elif v.max() < -HEMISPHERE_EDGE:", "    elif v.max() < 0.0:"),
+    "pass31 beside: a grid beside the pole keeps PlateCarree": (
+        "geogpvae/plot/maps.py", " or enclosed_pole(hedges, vedges) or beside)", " or enclosed_pole(hedges, vedges))"),
+    "pass31 beside: a regular grid beside the pole turned into a wedge": (
+        "geogpvae/plot/maps.py", "beside = beside_pole(v0, v1) if np.ndim(hedges) != 1 else None", "beside = beside_pole(v0, v1)"),
+    "pass31 beside: corners of a grid beside the pole averaged in lon/lat": (
+        "geogpvae/plot/polar.py", " or beside_pole(float(np.min(lat)), float(np.max(lat)))", ""),
+    "pass31 beside: any data reaching 80 degrees beside the pole": (
+        "geogpvae/plot/polar.py", "    if lat0 >= POLAR_EDGE and lat1 >= NEAR_POLE:", "    if lat1 >= NEAR_POLE:"),
     "pass31 variables: no word on a depth column": (
         "geogpvae/fields/stacking.py", "    placed = [n for n in out if _looks_like_position(n, ds[n])]", "    placed = []"),
     "pass31 variables: a depth with gaps taken for a position": (

@@ -832,6 +832,67 @@ def test_a_grid_that_does_not_enclose_a_pole_in_its_hemisphere_keeps_its_map(cas
     fig.canvas.draw()
 
 
+@pytest.mark.parametrize("offset", [0.25, 3.0])
+def test_a_regional_grid_beside_a_pole_gets_a_polar_map_drawn_as_cells(offset):
+    # a sea-ice grid on NSIDC's plane whose west edge passes the pole at a quarter of a cell
+    # (the pole between its outer centres and its outer corners) or three cells away: on
+    # PlateCarree it was a thin strip along the top edge (and the first drawn as points); now
+    # a polar map, centred as the plane, the grid's cells whole and filling the box
+    ccrs = pytest.importorskip("cartopy.crs")
+
+    plane = ccrs.NorthPolarStereo(central_longitude=-45.0)
+    x, y = np.meshgrid((np.arange(12) + offset) * 200e3, (np.arange(10) - 4.5) * 200e3)
+    lonlat = ccrs.PlateCarree().transform_points(plane, x, y)
+    lon, lat = lonlat[..., 0], lonlat[..., 1]
+    from geogpvae.plot.polar import enclosed_pole
+
+    assert enclosed_pole(lon, lat) is None and lat.min() > 60.0
+    ds, _ = _curvilinear(lon, lat)
+    fig, axs = _drawn(ds)
+    ax = axs[0]
+    assert isinstance(ax.projection, ccrs.NorthPolarStereo)
+    assert abs(ax.projection.proj4_params["lon_0"] + 45.0) < 0.2
+    corners = mesh(ax).get_coordinates()
+    assert corners.shape[:2] == (11, 13)
+    drawn = ax.projection.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    on_plane = plane.transform_points(ccrs.PlateCarree(), corners[..., 0].ravel(), corners[..., 1].ravel())
+    np.testing.assert_allclose(np.diff(on_plane[:, 0].reshape(11, 13), axis=1), 200e3, rtol=1e-3)  # the plane's cells (sphere vs ellipsoid)
+    x0, x1, y0, y1 = ax.get_extent(crs=ax.projection)
+    side = max(x1 - x0, y1 - y0)
+    np.testing.assert_allclose([drawn[:, 0].min(), drawn[:, 0].max(), drawn[:, 1].min(), drawn[:, 1].max()],
+                               [x0, x1, y0, y1], atol=2e-3 * side)
+    fig.canvas.draw()
+
+
+def test_a_regular_grid_beside_a_pole_keeps_its_rectangle_and_sites_get_a_polar_map():
+    # a regular lon/lat grid over 70-90 N, 0-30 E would be a thin wedge on a polar map: it keeps
+    # its map; stations on Svalbard (76-80 N) get the polar map
+    ccrs = pytest.importorskip("cartopy.crs")
+
+    lat, lon = np.arange(70.5, 90.0), np.arange(0.5, 30.0)
+    grid = xr.Dataset({"v": (("lat", "lon"), np.add.outer(lat, lon))},
+                      coords={"lat": ("lat", lat, {"units": "degrees_north"}), "lon": ("lon", lon, {"units": "degrees_east"})})
+    rng = np.random.default_rng(0)
+    sites = xr.Dataset({"v": ("site", rng.normal(size=40))},
+                       coords={"lon": ("site", rng.uniform(10, 30, 40), {"units": "degrees_east"}),
+                               "lat": ("site", rng.uniform(76, 80, 40), {"units": "degrees_north"})})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept, polar = plot.field_map(grid, "v"), plot.field_map(sites, "v")
+    assert not isinstance(panels(kept)[0].projection, ccrs.NorthPolarStereo)
+    assert isinstance(panels(polar)[0].projection, ccrs.NorthPolarStereo)
+
+
+def test_only_data_that_reach_near_a_pole_are_beside_it():
+    from geogpvae.plot.polar import NEAR_POLE, POLAR_EDGE, beside_pole
+
+    assert beside_pole(69.0, 87.0) == "north" and beside_pole(-87.0, -69.0) == "south"
+    assert beside_pole(POLAR_EDGE, NEAR_POLE) == "north" and beside_pole(-NEAR_POLE, -POLAR_EDGE) == "south"
+    assert beside_pole(55.0, 71.0) is None  # Scandinavia keeps its map
+    assert beside_pole(POLAR_EDGE - 1.0, 88.0) is None and beside_pole(-88.0, 1 - POLAR_EDGE) is None
+    assert beside_pole(-85.0, 85.0) is None
+
+
 def test_polar_corners_only_for_grids_all_around_a_pole():
     from geogpvae.plot.polar import polar_corners
 

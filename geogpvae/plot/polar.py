@@ -261,8 +261,8 @@ def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndar
         None where the centres neither form a :func:`polar_cap`, enclose a pole
         (:func:`enclosed_pole`) nor lie beside one (:func:`beside_pole`), or are not a grid in that plane (a step between neighbouring cells longer than a quarter of the cap's radius).
     """
-    cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))
-    cap = cap or enclosed_pole(lon, lat) or beside_pole(float(np.min(lat)), float(np.max(lat)))
+    lat0, lat1 = float(np.min(lat)), float(np.max(lat))
+    cap = polar_cap(float(np.ptp(lon)), lat0, lat1) or enclosed_pole(lon, lat) or beside_pole(lat0, lat1)
     if cap is None or min(lon.shape) < 2:
         return None
     sign = 1.0 if cap == "north" else -1.0

@@ -503,8 +503,8 @@ MUTANTS = {
         "geogpvae/engine/core.py", "        x = check_coordinates(x)\n        # float64 centring before any float32 cast",
         "        x = check_coordinates(x).astype(np.float32).astype(np.float64)\n        # float64 centring before any float32 cast"),
     "pass26: a regional grid across 0 degrees taken for a polar cap": (
-        "geogpvae/plot/polar.py", "    cap = polar_cap(float(np.ptp(lon)), float(np.min(lat)), float(np.max(lat)))",
-        "    cap = polar_cap(float(np.ptp(np.mod(lon, 360.0))), float(np.min(lat)), float(np.max(lat)))"),
+        "geogpvae/plot/polar.py", "    cap = polar_cap(float(np.ptp(lon)), lat0, lat1)",
+        "    cap = polar_cap(float(np.ptp(np.mod(lon, 360.0))), lat0, lat1)"),
     "pass26: info silent about never-observed places": (
         "geogpvae/cli/info.py", "    never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))",
         "    never = None"),
@@ -847,7 +847,7 @@ MUTANTS = {
         "geogpvae/plot/polar.py", "turns = np.sum(np.mod(np.diff(ring) + 180.0, 360.0) - 180.0) / 360.0",
         "turns = np.sum(np.diff(ring)) / 360.0"),
     "pass28 helper2: an NSIDC grid's corners not taken in the polar plane (drawn as points)": (
-        "geogpvae/plot/polar.py", "    cap = cap or enclosed_pole(lon, lat) or beside_pole(", "    cap = cap or beside_pole("),
+        "geogpvae/plot/polar.py", "or enclosed_pole(lon, lat) or beside_pole(lat0, lat1)", "or beside_pole(lat0, lat1)"),
     "pass28 helper2: an NSIDC grid's cells on the global PlateCarree map": (
         "geogpvae/plot/maps.py", "(polar_cap(view.span, v0, v1) or enclosed_pole(hedges, vedges) or beside)", "(polar_cap(view.span, v0, v1) or beside)"),
     "pass29: the mixture without the members' disagreement": (
@@ -905,7 +905,7 @@ MUTANTS = {
     "pass31 beside: a regular grid beside the pole turned into a wedge": (
         "geogpvae/plot/maps.py", "beside = beside_pole(v0, v1) if np.ndim(hedges) != 1 else None", "beside = beside_pole(v0, v1)"),
     "pass31 beside: corners of a grid beside the pole averaged in lon/lat": (
-        "geogpvae/plot/polar.py", " or beside_pole(float(np.min(lat)), float(np.max(lat)))", ""),
+        "geogpvae/plot/polar.py", " or enclosed_pole(lon, lat) or beside_pole(lat0, lat1)", " or enclosed_pole(lon, lat)"),
     "pass31 beside: any data reaching 80 degrees beside the pole": (
         "geogpvae/plot/polar.py", "    if lat0 >= POLAR_EDGE and lat1 >= NEAR_POLE:", "    if lat1 >= NEAR_POLE:"),
     "pass31 variables: no word on a depth column": (

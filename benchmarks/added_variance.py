@@ -25,6 +25,7 @@ import torch
 
 import geogpvae
 from geogpvae.engine import calibration as cal
+from geogpvae.engine.posterior import REGIMES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spe10 import load_task
@@ -51,19 +52,20 @@ def main() -> None:
     eng = geogpvae.GPVAEImputer(**options).fit(work, vars=names).engine_
     print(f"mask seed {args.mask_seed}, {args.engine}: sources {eng.predict_mode_}; beta x{eng.kl_factor_:g}")
     print(f"variance chosen per regime: {eng.noise_}")
-    noises = cal.noise_choices(eng)
+    noises = cal.noise_choices(eng.model)
     if not noises:
-        print("no added variance to choose (hidden_variance off)")
+        print("no added variance to choose (mask_rate=0)")
         return
     cfg, k = eng.config, len(names)
     rng = np.random.default_rng(cfg.seed + 7)  # the rounds calibrate() drew
-    candidates = cal.calibration_candidates(eng)
+    post = eng.posterior().replace(predict_mode=None, noise={}, calibration=None)
+    candidates = cal.calibration_candidates(post)
     stats = {(r, f"{m}|{n}"): ([[] for _ in range(k)], [[] for _ in range(k)])
-             for r in cal.REGIMES for m in candidates[r] for n in noises}
+             for r in REGIMES for m in candidates[r] for n in noises}
     for _ in range(5):
         hide, rows = cal.hide_values(eng._observed, rng, 0.1, 0.05, 8000)
-        cal.score_hidden(eng, hide, rows, candidates, stats, noises=noises)
-    for regime in cal.REGIMES:
+        cal.score_hidden(post, hide, rows, candidates, stats, noises=noises)
+    for regime in REGIMES:
         source = eng.predict_mode_[regime] if isinstance(eng.predict_mode_, dict) else eng.predict_mode_
         options_ = [stats[(regime, f"{source}|{n}")] for n in noises]
         print(f"\n{regime} (source {source}): factor / calibrated NLL per variance; B>A: B clearly beats A")

@@ -108,8 +108,7 @@ def imputer_references(ds, val, seed):
 
 # ---------------------------------------------------------------------------- GPVAE
 PAPER_NETWORKS = dict(encoder_hidden=(20,), decoder_hidden=(5, 5), latent_dim=2, batch_size=100, epochs=300,
-                      lr=1e-3, lr_schedule="constant", kernel="rbf", lengthscale=0.1, context=0, mask_rate=0.0,
-                      weight_average=0.0)
+                      lr=1e-3, kernel="rbf", lengthscale=0.1, context=0, mask_rate=0.0)
 
 
 def run_gpvae(work, val, truth, engine, seeds, options, uncalibrated=False):

@@ -6,13 +6,13 @@ process, and prints each time and their mean. For A/B timings of two versions of
 it for each, back to back, on an otherwise idle machine; no validation value is read.
 
     python benchmarks/jura_time.py --threads 2 --seeds 4
-    python benchmarks/jura_time.py --threads 2 --seeds 4 --options '{"hidden_variance": false}'
+    python benchmarks/jura_time.py --threads 2 --seeds 4 --options '{"beta": 1.0}'
     python benchmarks/jura_time.py --threads 2 --per-step     # milliseconds per training step
     python benchmarks/jura_time.py --threads 2 --per-step --cpu-time
 
 ``--copies N`` (with ``--per-step``) trains on N copies of the survey side by side, each moved
 100 km east of the last (no site has a neighbour in another copy): what one step of N models
-trained together as one batch would cost, an estimate for ``members=N`` run in one batch.
+trained together as one batch would cost.
 
     python benchmarks/jura_time.py --threads 2 --per-step --copies 2
 

@@ -24,12 +24,12 @@ import numpy as np
 import torch
 
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine import training
+from geogpvae.engine import data as training_data
 from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 
-FIELD_DATA = getattr(training, "field_data", None) or training.prepare_field
+FIELD_DATA = training_data.field_data
 
 
 def _kernels(n_dims: int) -> dict[str, object]:
@@ -48,7 +48,7 @@ def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repe
                n_vars: int) -> float:
     field = make_field(points, n_vars=n_vars, n_latent=2, lengthscale=4.0, missing=0.5, rng=0)
     cfg = GPVAEConfig(engine=engine, neighbours=20, batch_size=256, epochs=1, kernel=kernel,
-                      ordering="auto", batching="random", context=0)
+                      ordering="auto", context=0)
     eng = GPVAEEngine(cfg, progress=False)
     y = np.where(field.observed, field.truth, 0.0)
     data = FIELD_DATA(points, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
@@ -60,7 +60,7 @@ def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repe
     for r in range(repeats + 1):  # the first run warms up
         start = time.perf_counter()
         for idx in batches[:steps]:
-            batch = training.gather_batch(data, idx, mask_rate=cfg.mask_rate)
+            batch = training_data.gather_batch(data, idx, mask_rate=cfg.mask_rate)
             loss = model(batch)["loss"]
             opt.zero_grad()
             loss.backward()

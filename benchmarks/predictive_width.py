@@ -12,7 +12,6 @@ weight ``beta="auto"`` chose.
 Use a field seed other than 0 (the one ``speed.py`` scores) to diagnose or to tune::
 
     python benchmarks/predictive_width.py --field-seed 1
-    python benchmarks/predictive_width.py --field-seed 1 --options '{"extra": {"nugget_bounds": [0.001, 0.5]}}'
 """
 
 from __future__ import annotations

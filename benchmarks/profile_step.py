@@ -5,7 +5,7 @@ missing), H = 20, mini-batches of 1,000. Times the first ``--batches`` mini-batc
 (gathering, forward, backward and Adam step separately), counts the distinct locations each
 batch encodes, extrapolates to an epoch, and prints the torch profiler's table of operators.
 
-    python benchmarks/profile_step.py --engine spa --ordering random --batching random
+    python benchmarks/profile_step.py --engine spa --ordering random
     python benchmarks/profile_step.py --engine spa                 # package defaults (auto)
     python benchmarks/profile_step.py --device cuda --options '{"batch_size": 4096}'   # on a GPU
 
@@ -30,14 +30,13 @@ from geogpvae.engine import batches as batches_module
 from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.engine.training import field_data, gather_batch, resolve_layout
+from geogpvae.engine.data import field_data, gather_batch, resolve_layout
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", choices=["spa", "hpa"], default="spa")
     p.add_argument("--ordering", default="auto")
-    p.add_argument("--batching", default="auto")
     p.add_argument("--batches", type=int, default=40)
     p.add_argument("--options", default="{}", help="other GPVAEConfig options as JSON")
     p.add_argument("--rows", type=int, default=15, help="rows of the profiler table (0: none)")
@@ -47,7 +46,7 @@ def main() -> None:
     args = p.parse_args()
     field = make_field(grid_points((43, 110, 30)), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5, rng=0)
     settings = dict(engine=args.engine, neighbours=20, batch_size=1000, epochs=1, kernel="cauchy",
-                    ordering=args.ordering, batching=args.batching, device=args.device)
+                    ordering=args.ordering, device=args.device)
     cfg = GPVAEConfig(**{**settings, **json.loads(args.options)})  # --options override the defaults
     if args.per_tensor_copies:
         batches_module.plan_to_device = lambda plan, dev: {k: None if v is None else v.to(dev, non_blocking=True)

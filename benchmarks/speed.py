@@ -36,7 +36,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
-from geogpvae.engine.training import field_data, resolve_device, resolve_layout
+from geogpvae.engine.data import field_data, resolve_device, resolve_layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import reference_line

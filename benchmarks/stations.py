@@ -11,9 +11,6 @@ stations. Each network seed is a separate task; the model seed equals the task s
 Methods, all given the same field with the scored values hidden:
 
 * ``GPVAE (impute, defaults)``: ``geogpvae.impute(ds, vars=["v0"])``, as a new user would call it;
-* ``GPVAE (impute, fixed metric)``: the same with ``extra={"metric": "fixed"}``: neighbours by
-  distance in the coordinates as given (days; km on the sphere), the default before the
-  learnt metric of ``geogpvae.engine.metric``;
 * ``GPVAE (stations as variables)``: the same network as a field on ``time`` alone with one
   variable per station (``geogpvae.impute(wide)``), so the encoder sees every station of a day
   and the GP links the days;
@@ -36,7 +33,6 @@ covering exactly 0.95 would put within the band by chance (binomial), to read th
     python benchmarks/stations.py --threads 2 --split tune    # tuning split: seeds 100-102
     python benchmarks/stations.py --methods gpvae,refs --seeds 1 --options '{"epochs": 20}'
     python benchmarks/stations.py --split tune --methods wide --model-seed-offset 1000
-    python benchmarks/stations.py --split tune --methods gpvae --options '{"extra": {"metric_rounds": 1}}'
 
 Needs the ``bench`` extra (scikit-learn).
 """
@@ -203,15 +199,8 @@ REFERENCES = {
         lambda work, seed, _: interpolation_reference(work.v0.values, np.random.default_rng(seed + 20_000)),
     "same-day ridge regression on the other stations": lambda work, seed, _: ridge_reference(work.v0.values),
 }
-def gpvae_fixed(work: xr.Dataset, seed: int, options: dict) -> tuple[np.ndarray, np.ndarray]:
-    """The neighbours in the coordinates as given (days, km): the default before the learnt metric."""
-    extra = {**options.get("extra", {}), "metric": "fixed"}
-    return gpvae_default(work, seed, {**options, "extra": extra})
-
-
 METHODS = {
     "gpvae": ("GPVAE (impute, defaults)", gpvae_default),
-    "fixed": ("GPVAE (impute, fixed metric: days and km)", gpvae_fixed),
     "wide": ("GPVAE (stations as variables)", gpvae_wide),
 }
 

@@ -22,23 +22,22 @@ import xarray as xr
 
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
-from .errors import InputError
+from .errors import InputError, UnreadableFileError
 from .fields.cf import (
     IMPUTED_SUFFIX,
     STD_SUFFIX,
-    add_provenance,
     already_imputed,
     imputation_variables,
-    label_lon_lat,
-    label_units,
     output_dtype,
 )
 from .fields.extent import warn_if_far
 from .fields.geometry import Geometry
-from .fields.io import atomic_torch_save
-from .fields.stacking import Field, parse_transforms, prepare_field, stack_field
+from .fields.labelling import add_provenance, label_lon_lat, label_units
+from .fields.stacking import Field, prepare_field, stack_field
 from .fields.stacking import locations as _locations
+from .fields.torch_files import atomic_torch_save
 from .fields.valid import unpacked_bounds
+from .fields.variables import parse_transforms
 from .model_file import SAVE_FORMAT, imputer_state, plain, read_imputer
 
 __all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
@@ -646,7 +645,15 @@ class GPVAEImputer:
             never loaded), or was written by a newer version. One line names the file and
             the problem.
         """
-        return read_imputer(cls, path, device=device, progress=progress)
+        arguments, fitted = read_imputer(path, device=device, progress=progress)
+        try:
+            imp = cls(**arguments)
+        except TypeError as err:
+            raise UnreadableFileError(f"{path} is a damaged or incompatible geogpvae model file ({err}); "
+                                      "save the model again") from None
+        for name, value in fitted.items():
+            setattr(imp, name, value)
+        return imp
 
 
 

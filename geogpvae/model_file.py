@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ._version import __version__
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine
-from .engine.training import resolve_device
+from .engine.data import resolve_device
 from .errors import InputError, UnreadableFileError
 from .fields.geometry import Geometry
-from .fields.io import read_torch_file
+from .fields.torch_files import read_torch_file
 
-if TYPE_CHECKING:
-    from .api import GPVAEImputer
+
 
 __all__ = ["SAVE_FORMAT", "SAVE_VERSION", "imputer_state", "plain", "read_imputer", "unplain"]
 
@@ -84,7 +83,7 @@ def unplain(value: Any) -> Any:
     return value
 
 
-def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
+def imputer_state(imp: Any) -> dict[str, Any]:
     """What the file of a trained imputer holds: the engine state (options,
     standardisation, weights, calibration and the training field), the imputer's settings,
     and what it learnt of the Dataset (variables, dims, coordinate geometry, transforms,
@@ -113,7 +112,7 @@ def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
             "geometry": imp.geometry_.to_dict(),
             "transforms": dict(imp._transforms),
             "attrs": {n: plain(a) for n, a in imp._attrs.items()},
-            "bounds_in_values": True,  # valid_* of packed inputs unpacked (since 0.1.0's 20th session)
+            "bounds_in_values": True,  # valid_* of packed inputs are unpacked (older files: packed codes)
             "dtypes": dict(imp._dtypes),
             "fingerprint": imp._fingerprint,
         },
@@ -121,21 +120,22 @@ def imputer_state(imp: GPVAEImputer) -> dict[str, Any]:
 
 
 def read_imputer(
-    cls: type[GPVAEImputer], path: str | os.PathLike[str], *, device: str | None, progress: bool | str | None
-) -> GPVAEImputer:
-    """The trained imputer of a file written by :func:`imputer_state`.
+    path: str | os.PathLike[str], *, device: str | None, progress: bool | str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What a file written by :func:`imputer_state` holds, ready to build the trained imputer.
 
     Parameters
     ----------
-    cls : type
-        :class:`~geogpvae.GPVAEImputer` (or a subclass) to build.
     path : str or os.PathLike
     device, progress : optional
         Overrides of the saved settings (None: as saved).
 
     Returns
     -------
-    GPVAEImputer
+    arguments : dict
+        The :class:`~geogpvae.GPVAEImputer` constructor's arguments.
+    fitted : dict
+        Its fitted attributes, by name (the trained engine among them).
 
     Raises
     ------
@@ -157,7 +157,7 @@ def read_imputer(
         )
     _check_load_device(path, state, device)
     try:
-        return _imputer_from_state(cls, state, device=device, progress=progress)
+        return _imputer_from_state(state, device=device, progress=progress)
     except (KeyError, TypeError, AttributeError, IndexError, RuntimeError) as err:
         what = f"missing entry {err}" if isinstance(err, KeyError) else type(err).__name__
         raise UnreadableFileError(
@@ -167,13 +167,13 @@ def read_imputer(
 
 
 def _imputer_from_state(
-    cls: type[GPVAEImputer], state: dict[str, Any], *, device: str | None, progress: bool | str | None
-) -> GPVAEImputer:
+    state: dict[str, Any], *, device: str | None, progress: bool | str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     settings, fitted = state["settings"], state["fitted"]
     show = settings["progress"] if progress is None else progress
     engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
     cfg = engine.config
-    imp = cls(
+    arguments = dict(
         engine=cfg.engine,
         neighbours=cfg.neighbours,
         coords=settings["coords"],
@@ -186,18 +186,14 @@ def _imputer_from_state(
         progress=show,
         **unplain(settings["options"]),
     )
-    imp.config_ = cfg
-    imp.engine_ = engine
-    imp.vars_ = list(fitted["vars"])
-    imp.dims_ = tuple(fitted["dims"])
-    imp.geometry_ = Geometry.from_dict(fitted["geometry"])
-    imp._transforms = dict(fitted["transforms"])
-    imp._attrs = {n: unplain(a) for n, a in fitted["attrs"].items()}
+    attrs = {n: unplain(a) for n, a in fitted["attrs"].items()}
     if not fitted.get("bounds_in_values"):  # older files: valid_* may be packed codes; not applied
-        imp._attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in imp._attrs.items()}
-    imp._dtypes = dict(fitted["dtypes"])
-    imp._fingerprint = fitted["fingerprint"]
-    return imp
+        attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in attrs.items()}
+    return arguments, {
+        "config_": cfg, "engine_": engine, "vars_": list(fitted["vars"]), "dims_": tuple(fitted["dims"]),
+        "geometry_": Geometry.from_dict(fitted["geometry"]), "_transforms": dict(fitted["transforms"]),
+        "_attrs": attrs, "_dtypes": dict(fitted["dtypes"]), "_fingerprint": fitted["fingerprint"],
+    }
 
 
 def _check_load_device(path: Any, state: Mapping[str, Any], device: str | None) -> None:

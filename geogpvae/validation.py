@@ -3,7 +3,7 @@
 Calibration inside :func:`geogpvae.impute` scales the predictive variances on observed values
 hidden from the trained model, but the model trained on them; where it can recall them (many
 variables at few locations) the intervals come out too narrow for the real gaps
-(docs/benchmarks.md, "Space-time station network"). :func:`validate` measures what a user
+(see docs/performance.md, station network). :func:`validate` measures what a user
 gets on values the model never saw: a random share of each variable's observed values is
 removed from the input, the rest is imputed exactly as :func:`geogpvae.impute` would, and the
 removed values are scored against the predictions.

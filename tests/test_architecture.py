@@ -129,3 +129,59 @@ def test_fields_do_not_load_torch():
 
 def test_import_geogpvae_is_light():
     assert _loaded_after([], ["torch", "matplotlib", "cartopy"], stub=False) == []
+
+
+def _internal_imports() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere (function bodies and type-checking
+    blocks included), from the import statements of every module."""
+    def name_of(path: Path) -> str:
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name_of(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                target = ".".join(base + ([node.module] if node.module else []))
+                names = [target] + [f"{target}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            graph[module] |= {n for n in names if n in modules and n != module}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (a path that ends where it starts), or None."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_import_cycle_anywhere_in_the_package():
+    assert _cycle(_internal_imports()) is None

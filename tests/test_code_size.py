@@ -1,8 +1,7 @@
 """Size limits of issue 12, measured by benchmarks/code_size.py.
 
 No function over 60 code lines, no module over 900 lines, median function at most 10 code
-lines. ``KNOWN_LONG`` lists what is still over a limit, with the most lines it may have: an
-entry can only shrink, and it goes once the code is split (the test says when).
+lines. Every function and module of the package is within the limits, and must stay so.
 """
 
 from __future__ import annotations
@@ -19,33 +18,20 @@ code_size = importlib.util.module_from_spec(_SPEC)
 sys.modules["code_size"] = code_size  # dataclasses look their module up there
 _SPEC.loader.exec_module(code_size)
 
-#: Still over a limit -> the most lines allowed (see the module docstring). Empty: every
-#: function and module of the package is within the limits, and must stay so.
-KNOWN_LONG: dict[str, int] = {}
-
 
 def test_no_function_over_the_limit():
     over = {f.key: f.code_lines for f in code_size.functions() if f.code_lines > code_size.MAX_FUNCTION}
-    grown = {k: n for k, n in over.items() if n > KNOWN_LONG.get(k, code_size.MAX_FUNCTION)}
-    assert not grown, f"functions over {code_size.MAX_FUNCTION} code lines: {grown}"
+    assert not over, f"functions over {code_size.MAX_FUNCTION} code lines: {over}"
 
 
 def test_no_module_over_the_limit():
     over = {m: n for m, n in code_size.module_lines().items() if n > code_size.MAX_MODULE}
-    grown = {m: n for m, n in over.items() if n > KNOWN_LONG.get(m, code_size.MAX_MODULE)}
-    assert not grown, f"modules over {code_size.MAX_MODULE} lines: {grown}"
+    assert not over, f"modules over {code_size.MAX_MODULE} lines: {over}"
 
 
 def test_median_function_length():
     sizes = [f.code_lines for f in code_size.functions()]
     assert statistics.median(sizes) <= code_size.MAX_MEDIAN
-
-
-def test_known_exceptions_are_still_needed():
-    sizes = {f.key: f.code_lines for f in code_size.functions()} | code_size.module_lines()
-    limit = {k: code_size.MAX_MODULE if ":" not in k else code_size.MAX_FUNCTION for k in KNOWN_LONG}
-    fixed = [k for k in KNOWN_LONG if sizes.get(k, 0) <= limit[k]]
-    assert not fixed, f"now within the limits, remove from KNOWN_LONG: {fixed}"
 
 
 def test_the_counter_counts_code_not_docstrings_or_comments():

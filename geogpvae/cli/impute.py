@@ -138,16 +138,14 @@ class _Checkpointer:
     def save(self, engine: Any) -> None:
         from .jobs import save_checkpoint
 
-        # during beta="auto"'s selection the epochs are the candidate's: its factor tells them apart,
-        # and with members > 1 the member's number tells the members' epochs apart
-        member, training = in_training(engine)
-        where = (member, getattr(training.selection_, "factor", None), int(training.train_state.epoch))
+        # during beta="auto"'s selection the epochs are the candidate's: its factor tells them apart
+        where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))
         if self.active and where != self.saved_epoch:
             save_checkpoint(self.path, engine.checkpoint(), self.identity)
             self.saved_epoch = where
 
     def after_epoch(self, engine: Any) -> None:
-        epoch = int(in_training(engine)[1].train_state.epoch)
+        epoch = int(engine.train_state.epoch)
         if epoch % self.every == 0 or epoch == self.total:
             self.save(engine)
 
@@ -155,13 +153,6 @@ class _Checkpointer:
     def discard(self) -> None:
         if self.active and self.path.exists():
             self.path.unlink()
-
-
-def in_training(engine: Any) -> tuple[int, Any]:
-    """(number, engine) of the model in training: 0 and the engine itself, or with
-    ``members > 1`` the member training now (the engine's ``member_in_training_``)."""
-    member = getattr(engine, "member_in_training_", None)
-    return (0, engine) if member is None else (len(engine.members_) + 1, member)
 
 
 def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Reporter) -> Any:
@@ -228,7 +219,7 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     The model is staged first and moved into place only once OUT exists: OUT is created
     exclusively, so a job that loses the race for OUT to another leaves no model file.
     """
-    from ..fields.io import stage_torch_save
+    from ..fields.torch_files import stage_torch_save
 
     result = imputer.impute(ds)
     result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
@@ -351,22 +342,18 @@ def _train_and_write(
 
         def after_epoch(engine: Any) -> None:
             checkpointer.after_epoch(engine)
-            member, training = in_training(engine)
-            if (training.selection_ is None and int(training.train_state.epoch) >= checkpointer.total
-                    and member + 1 >= engine.config.members):
-                trap.plan = final  # not after a beta candidate's last epoch, nor a member's but the last
+            if engine.selection_ is None and int(engine.train_state.epoch) >= checkpointer.total:
+                trap.plan = final  # not after a beta candidate's last epoch
 
         engine = _train(imputer, field, resume, after_epoch, should_stop)
         if engine.interrupted:
-            member, training = in_training(engine)
-            if cluster.is_main and int(training.train_state.epoch) > 0:  # nothing to keep before epoch 1
+            if cluster.is_main and int(engine.train_state.epoch) > 0:  # nothing to keep before epoch 1
                 checkpointer.save(engine)
             cluster.max(0)  # everyone waits for the checkpoint
-            selection = training.selection_
+            selection = engine.selection_
             raise JobInterrupted(
-                stop["signum"], job.checkpoint, int(training.train_state.epoch), checkpointer.total,
+                stop["signum"], job.checkpoint, int(engine.train_state.epoch), checkpointer.total,
                 selection=None if selection is None else (selection.factor, selection.epochs),
-                member=(member + 1, engine.config.members),
             )
         trap.plan = final
         return _finish(job, imputer, ds, checkpointer, cluster, say)

@@ -92,8 +92,10 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
 
     from ..engine.config import GPVAEConfig
     from ..fields.cf import already_imputed
-    from ..fields.geometry import build_geometry, choose_coordinates
-    from ..fields.stacking import domain_mask, select_variables, variable_dims
+    from ..fields.coordinates import choose_coordinates
+    from ..fields.geometry import build_geometry
+    from ..fields.stacking import domain_mask
+    from ..fields.variables import select_variables, variable_dims
 
     exclude = ([settings.mask_var] if settings.mask_var else []) + list(settings.coords or [])
     names = select_variables(ds, settings.vars, exclude=exclude)

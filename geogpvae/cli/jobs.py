@@ -47,7 +47,8 @@ import torch
 
 from .._version import __version__
 from ..errors import UnreadableFileError
-from ..fields.io import abort_partial_writes, atomic_torch_save, read_torch_file
+from ..fields.atomic import abort_partial_writes
+from ..fields.torch_files import atomic_torch_save, read_torch_file
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -91,9 +92,6 @@ class JobInterrupted(Exception):
     selection : tuple (float, int), optional
         Stopped during the KL-weight selection: the candidate's factor and its epochs
         (``epoch`` then counts the candidate's).
-    member : tuple (int, int), optional
-        With ``members > 1``, stopped while training model number ``member[0]`` of
-        ``member[1]`` (``epoch`` and ``selection`` are then that member's).
     """
 
     def __init__(
@@ -103,7 +101,6 @@ class JobInterrupted(Exception):
         epoch: int | None = None,
         total: int | None = None,
         selection: tuple[float, int] | None = None,
-        member: tuple[int, int] | None = None,
     ) -> None:
         self.signum = int(signum)
         self.checkpoint = checkpoint
@@ -115,8 +112,6 @@ class JobInterrupted(Exception):
         )
         if selection is not None:
             when = f" during the KL-weight selection (beta x{selection[0]:g}, epoch {epoch} of {selection[1]})"
-        if member is not None and member[1] > 1:
-            when = f" in member {member[0]} of {member[1]}," + when
         if checkpoint is None:
             where = "no checkpoint was written (pass --checkpoint-dir to make the job resumable)"
         elif epoch == 0:
@@ -154,7 +149,7 @@ class SignalTrap:
     The first SIGTERM, SIGINT or SIGUSR1 only sets :attr:`signum` (training polls it after
     every epoch). A second one, of any of these kinds, ends the process at once: the
     temporary files of writes in progress are removed (so no output or checkpoint appears;
-    see :func:`geogpvae.fields.io.abort_partial_writes`) and the process exits with 128 +
+    see :func:`geogpvae.fields.atomic.abort_partial_writes`) and the process exits with 128 +
     that signal's number, without unwinding.
 
     Parameters
@@ -407,13 +402,7 @@ def checkpoint_epoch(snapshot: Mapping[str, Any]) -> int:
 
 def checkpoint_stage(snapshot: Mapping[str, Any]) -> str:
     """Where an engine snapshot stands, for the resume message: ``"after epoch 40"``,
-    ``"in the KL-weight selection (beta x0.2 after epoch 2; 1 candidate scored)"``, or with
-    several members ``"member 2 of 2, after epoch 40"``."""
-    members = snapshot.get("members")
-    if members is not None:
-        number, total = len(members["done"]) + 2, snapshot["engine"]["config"].get("members", 1)
-        current = members["current"]
-        return f"member {number} of {total}, " + ("not started" if current is None else checkpoint_stage(current))
+    ``"in the KL-weight selection (beta x0.2 after epoch 2; 1 candidate scored)"``."""
     selection = snapshot.get("selection")
     if selection is None:
         return f"after epoch {checkpoint_epoch(snapshot)}"

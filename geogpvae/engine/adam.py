@@ -2,8 +2,8 @@
 
 ``torch.optim.Adam(fused=True)`` spends most of a small model's step in Python around one
 kernel call (hooks, profiler records, grouping the tensors by device and dtype, argument
-checks), and its first use imports ``torch._dynamo`` (about 1.4 s per process on the
-development machine). :class:`FusedAdam` calls the same kernel (``torch._fused_adam_``) on
+checks), and its first use imports ``torch._dynamo`` (about a second per process).
+:class:`FusedAdam` calls the same kernel (``torch._fused_adam_``) on
 the same state, so a fit takes bit-for-bit the same steps, and reads and writes the same
 ``state_dict`` layout: checkpoints written with either optimiser resume with either.
 

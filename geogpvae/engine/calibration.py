@@ -1,19 +1,17 @@
 """Variance calibration from held-out values: which values to hide, the factors, the sources.
 
 After training, :func:`calibrate` (called by :meth:`geogpvae.engine.core.GPVAEEngine.fit`)
-hides observed values a few times over, predicts them from the rest with the engine and
-collects their standardised errors, separately for two *regimes*: targets that keep
-observed values of their own and targets that keep none. :func:`calibrate`,
-:func:`calibration_candidates` and :func:`score_hidden` take the engine and drive its
-prediction (torch); :func:`hide_values`, :func:`regime_factors` and :func:`choose_factors`
-are the NumPy side: drawing the values to hide, and turning the collected errors into
-variance factors and a choice of latent source.
+hides observed values a few times over, predicts them from the rest with the trained model's
+:class:`~geogpvae.engine.posterior.Posterior` and collects their standardised errors,
+separately for two *regimes*: targets that keep observed values of their own and targets that
+keep none. From those errors come the variance factors, the latent source of each regime and
+the variance added to each variable's decoded spread, returned as a :class:`Calibration`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -21,48 +19,38 @@ import torch
 from ..gp.kernels import stretchable
 from ..gp.neighbours import knn
 from .holdout import matched_entries
+from .model import GPVAE
+from .posterior import REGIMES, Posterior, split_mode
 from .predict import added_variance, variance_scale
 from .progress import Progress
 from .targets import _Field, _self_index
 
-if TYPE_CHECKING:
-    from .core import GPVAEEngine
+
 
 __all__ = [
-    "CLUSTERED_STRETCHES", "DEEP_SPACINGS", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "REGIMES", "STRETCHES", "calibrate", "calibration_candidates",
-    "calibration_groups", "choose_factors",
-    "choose_deep", "choose_noises", "choose_sources", "clearly_better", "deep_distance", "deep_rows", "empty_stats", "hide_values", "noise_choices", "regime_factors",
-    "score_hidden", "split_mode", "stretched_neighbours", "value_nlls", "with_memorisation",
+    "CLUSTERED_STRETCHES", "DEEP_SPACINGS", "FACTOR_BAND", "NOISES", "NOISE_MARGIN", "STRETCHES", "Calibration",
+    "calibrate", "calibration_candidates", "calibration_groups", "choose_factors", "choose_deep", "choose_noises",
+    "choose_sources", "clearly_better", "deep_distance", "empty_stats", "hide_values", "noise_choices",
+    "regime_factors", "score_hidden", "value_nlls",
 ]
 
-#: the two calibration regimes: locations with observed values of their own, and without
-REGIMES = ("observed", "unobserved")
 
 #: lengthscale stretches of the neighbours' GP conditional scored for locations with no value of
-#: their own (``"neighbours*2"``...): the ELBO of a mean-field posterior moves the latent
-#: lengthscales 1.5-6 times shorter than where they start, wherever that is, so the learnt ones
-#: can be too short for interpolating between the data (docs/benchmarks.md, kriging; patches
-#: missing month after month were filled near the global mean, "Gaps that stay in place") or
-#: too long for a field whose structure is shorter than the start (Jura Cd alone: 0.45 km
-#: learnt, 0.05-0.14 km by maximum likelihood); hence stretches of a quarter and a half too
-#: (rule 14, twenty-seventh session: Jura Cd's tuning folds 1.096 -> 1.071 times kriging's
-#: RMSE, no other tuning task changed). Where a variable's gaps cluster the stretched mean
-#: keeps the learnt kernel's variance (:func:`stretched_neighbours`).
+#: their own (``"neighbours*2"``...): the learnt latent lengthscales can be too short for
+#: interpolating between the data, or too long for a field of short structure (see
+#: docs/design-decisions.md). Where a variable's gaps cluster the stretched mean keeps the learnt
+#: kernel's variance (:meth:`~geogpvae.engine.posterior.Posterior.stretched_neighbours`).
 STRETCHES = (0.25, 0.5, 2.0, 4.0)
 
-#: the stretches offered where some variable's gaps cluster (``extra["clustered_stretches"]``):
-#: patches missing in every month of a monthly field need longer ones (persistent-gap tuning
-#: fields 100-103: RMSE over every gap 0.935 -> 0.611 and 1.134 -> 0.754 on two, the same on
-#: the other two; docs/benchmarks.md, "Which split chose which default")
+#: the stretches offered where some variable's gaps cluster: patches missing in every month of
+#: a monthly field need longer ones (see docs/design-decisions.md)
 CLUSTERED_STRETCHES = (2.0, 4.0, 8.0, 16.0)
 
 #: where gaps cluster, a location without values of its own lies *deep* in a gap when the
 #: nearest location with an observed value is farther than this many times the median distance
 #: between observed locations and their nearest neighbours (a fixed multiple, not tuned);
-#: calibration then chooses its latent source apart (:func:`choose_deep`): one stretch for every
-#: gap suited the one-cell gaps and missed patches missing in every month, whose cells lie 4-30
-#: spacings from the data (persistent-gap tuning fields 100-103: RMSE over every gap 0.611,
-#: 0.854, 0.954, 0.754 -> 0.491, 0.511, 0.561, 0.754; docs/benchmarks.md, rule 5)
+#: calibration then chooses its latent source apart (:func:`choose_deep`; see
+#: docs/design-decisions.md, "A source of its own deep in a gap")
 DEEP_SPACINGS = 3.0
 
 #: the variances the predictive can add to the decoded latent spread: the likelihood variance
@@ -78,7 +66,7 @@ NOISES = ("likelihood", "hidden", "patterns", "scaled")
 #: than this many standard errors (paired) is not chosen (:func:`choose_noises`)
 NOISE_MARGIN = 2.0
 
-#: ``rule="band"`` of :func:`choose_noises`: the first variance is kept while its calibration
+#: :func:`choose_noises`: the first variance is kept while its calibration
 #: factor lies within ``[1 / FACTOR_BAND, FACTOR_BAND]`` and no other is clearly better
 FACTOR_BAND = 2.0
 
@@ -87,38 +75,6 @@ MIN_VALUES = 20
 
 #: per (regime, source): per variable, lists of squared z-scores and of log variances
 Stats = dict[tuple[str, str], tuple[list[list[np.ndarray]], list[list[np.ndarray]]]]
-
-
-def split_mode(mode: str) -> tuple[str, float]:
-    """A latent source and its lengthscale stretch: ``"neighbours*2"`` is the neighbours' GP
-    conditional with every latent lengthscale doubled, ``"neighbours*0.5"`` halved (candidates
-    calibration scores for locations with no value of their own), ``"neighbours"`` stretch 1."""
-    base, _, factor = mode.partition("*")
-    return base, float(factor) if factor else 1.0
-
-
-def stretched_neighbours(
-    engine: GPVAEEngine, x: torch.Tensor, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
-    rows: torch.Tensor, stretch: float, learnt_var: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The latent posterior of a stretched source (``"neighbours*F"``) at ``x[rows]``.
-
-    The mean is the neighbours' GP conditional with every latent lengthscale stretched
-    ``stretch`` times. Its variance is that conditional's too, unless some variable's gaps
-    cluster (the engine's ``clustered_gaps_``): then it is the learnt kernel's conditional
-    variance (``learnt_var`` when already computed, shape (len(rows), L)). The stretched
-    variance shrinks as if the data reached that much further, which inside a large gap they do
-    not: on the outage tuning fields it made the stretch lose in NLL (-0.383 to -0.333), while
-    with the learnt variance it stays within 0.014 and the persistent-gap fields' RMSE falls
-    from 3.5 to 0.9 (docs/benchmarks.md, "Which split chose which default"). The switch is the
-    engine's, not the location's: where any variable's gaps cluster, every location without a
-    value of its own gets the learnt variance; where none do (values missing at random, new
-    sites), the stretched variance stays, as chosen on the kriging task.
-    """
-    mean, var = engine._neighbours(x, anchor, self_index, rows, stretch)
-    if np.any(engine.clustered_gaps_):
-        var = learnt_var if learnt_var is not None else engine._neighbours(x, anchor, self_index, rows)[1]
-    return mean, var
 
 
 def deep_distance(x_observed: np.ndarray, backend: str = "auto", max_queries: int = 20000) -> float:
@@ -138,33 +94,6 @@ def deep_distance(x_observed: np.ndarray, backend: str = "auto", max_queries: in
     rows = np.unique(np.linspace(0, len(x_observed) - 1, min(max_queries, len(x_observed))).astype(int))
     dist, _ = knn(x_observed, 2, query=x_observed[rows], backend=backend)
     return DEEP_SPACINGS * float(np.median(dist[:, 1]))
-
-
-def deep_rows(engine: GPVAEEngine, x: torch.Tensor, anchor: dict[str, torch.Tensor], rows: torch.Tensor) -> torch.Tensor:
-    """The targets deep in a gap: farther than the engine's ``deep_distance_`` from every anchor.
-
-    Parameters
-    ----------
-    engine : GPVAEEngine
-        Calibrated where gaps cluster (``deep_distance_`` set, in model coordinates).
-    x : Tensor, shape (M, D)
-        Target locations, model coordinates.
-    anchor : dict
-        The anchors (:meth:`GPVAEEngine._anchors`): ``anchor["x"]``, shape (A, D), the locations
-        with observed values.
-    rows : Tensor of int, shape (R,)
-        The targets to look at (those without values of their own).
-
-    Returns
-    -------
-    Tensor of int, shape (R',)
-        The subset of ``rows`` whose nearest anchor lies farther than ``deep_distance_``.
-    """
-    if rows.numel() == 0 or anchor["x"].shape[0] == 0:
-        return rows
-    dist, _ = knn(anchor["x"].detach().cpu().double().numpy(), 1, query=x[rows].detach().cpu().double().numpy(),
-                  backend=engine.config.neighbour_backend)
-    return rows[torch.as_tensor(dist[:, 0] > engine.deep_distance_, device=rows.device)]
 
 
 def choose_deep(stats: Stats, candidates: list[str], noises: tuple[str, ...]) -> tuple[str | None, dict[str, float]]:
@@ -206,9 +135,8 @@ def calibration_groups(observed: np.ndarray, rounds: int, seed: int) -> np.ndarr
 
     Hiding group ``r`` in round ``r`` hides every observed value exactly once over the rounds.
     A factor is a mean of heavy-tailed squared errors: estimated from a few random draws it
-    misses the rare large errors more often than not and comes out too small. On the Jura
-    tuning split (random folds, model seeds 0-5) five random tenths scored NLL 1.078 and
-    cov95 0.896, the partition 1.019 and 0.916 (docs/benchmarks.md).
+    misses the rare large errors more often than not and comes out too small (see
+    docs/design-decisions.md, "Calibration rounds").
 
     Parameters
     ----------
@@ -397,76 +325,105 @@ def choose_factors(
     return factors, chosen, scores
 
 
+@dataclass
+class Calibration:
+    """What :func:`calibrate` found.
+
+    Attributes
+    ----------
+    factors : ndarray, shape (2, K)
+        Variance factors for locations with (row 0) and without (row 1) observed values.
+    predict_mode : dict or None
+        The latent source chosen per regime (and ``"deep"`` in clustered gaps), None unless
+        ``predict_mode="auto"``.
+    noise : dict
+        Per regime, the variance added to each variable's decoded spread (empty: the model's).
+    nll : dict
+        The mean calibrated NLL (nats per value) of every ``"regime:candidate"`` scored.
+    deep_distance : float or None
+        Beyond it from the data a target lies deep in a gap (where gaps cluster).
+    """
+
+    factors: np.ndarray
+    predict_mode: dict | None
+    noise: dict[str, list[str]]
+    nll: dict[str, float]
+    deep_distance: float | None = None
+
+
 @torch.no_grad()
 def calibrate(
-    engine: GPVAEEngine, rounds: int = 5, fraction: float = 0.1, whole: float = 0.05, max_targets: int = 8000
-) -> np.ndarray:
+    post: Posterior, *, progress: bool | str = False, rounds: int = 5, fraction: float = 0.1, whole: float = 0.05,
+    max_targets: int = 8000,
+) -> Calibration:
     """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
 
     In each round some observed values, plus every value of a random ``whole`` fraction of
     the locations, are hidden. Where no variable's gaps cluster, round ``r`` hides group ``r``
-    of :func:`calibration_groups`, so every observed value is hidden once over the rounds (a
-    fifth at a time with the five rounds). Where some do (the engine's ``clustered_gaps_``),
-    each round hides a ``fraction`` of the values in gaps shaped like the missing ones. They are hidden
-    (from the locations' own inputs, their neighbours' context and the anchors alike), the
-    field is predicted by ``engine``, and the
+    of :func:`calibration_groups`, so every observed value is hidden once over the rounds.
+    Where some do (``post.clustered``), each round hides a ``fraction`` of the values in gaps
+    shaped like the missing ones. They are hidden (from the locations' own inputs, their
+    neighbours' context and the anchors alike), the field is predicted by ``post``, and the
     standardised errors of the hidden values are collected, separately for targets that
     keep observed values of their own and targets that keep none. For each of these two
     regimes and each variable the factor is the mean squared standardised error (the
     factor that minimises the Gaussian negative log-likelihood of the hidden values, so
     that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
     every candidate source (encoder, neighbours, combined) is scored in each regime and
-    the one with the lowest calibrated negative log-likelihood is kept (set as the engine's
-    ``predict_mode_``; the NLLs as its ``calibration_nll_``). With ``hidden_variance`` on,
-    each source is also scored with each added variance of :func:`noise_choices`
-    (``"source|noise"``): the source is chosen on the first of them (so the predictive mean
-    is the one the choice of variance leaves alone), then, for that source and each variable,
-    of the variances that predict its held-out values as well as the best, the likelihood
-    variance while its factor stays within 0.5-2, else the one needing the smallest
-    correction (:func:`choose_noises`; the engine's ``noise_``). Cells with fewer than
-    :data:`MIN_VALUES` hidden values keep factor 1 (or the other regime's factor).
+    the one with the lowest calibrated negative log-likelihood is kept. Where the model
+    estimated a hidden-value variance (``mask_rate > 0``), each source is also scored with
+    each added variance of :func:`noise_choices` (``"source|noise"``): the source is chosen on
+    the first of them (so the predictive mean is the one the choice of variance leaves
+    alone), then each variable's variance for that source (:func:`choose_noises`). Cells with
+    fewer than :data:`MIN_VALUES` hidden values keep factor 1 (or the other regime's factor).
 
-    At most ``max_targets`` locations are predicted per round (8,000: on the SPE10 tuning
-    split, mask seed 1, 8,000 and 20,000 gave the same scores, RMSE 0.454, NLL 0.503 and
-    0.502, and 8,000 saved 13 s of the whole call; see docs/benchmarks.md).
+    Parameters
+    ----------
+    post : Posterior
+        The trained model's posterior, uncalibrated, with its training field.
+    progress : bool or str
+        Progress display of the rounds.
+    rounds : int
+        Calibration rounds.
+    fraction : float
+        Share of the observed values hidden one by one in a round where gaps cluster.
+    whole : float
+        Share of the locations whose observed values are all hidden in each round.
+    max_targets : int
+        At most this many locations are predicted per round.
 
     Returns
     -------
-    ndarray, shape (2, K)
-        Factors for locations with (row 0) and without (row 1) observed values.
+    Calibration
     """
-    cfg = engine.config
+    cfg = post.config
     rng = np.random.default_rng(cfg.seed + 7)
-    k = len(engine.names)
-    candidates = calibration_candidates(engine)
-    noises = noise_choices(engine)
-    clustered = engine.clustered_gaps_.any()
-    engine.deep_distance_ = None
-    if clustered and cfg.predict_mode == "auto" and cfg.extra.get("deep_gaps", True):
+    k = len(post.loc)
+    candidates = calibration_candidates(post)
+    noises = noise_choices(post.model)
+    observed, clustered = post.train_observed, post.clustered.any()
+    post = post.replace(deep_distance=None)
+    if clustered and cfg.predict_mode == "auto":
         candidates["deep"] = [m for m in candidates["unobserved"] if split_mode(m)[0] == "neighbours"]
-        engine.deep_distance_ = deep_distance(engine._x[engine._observed.any(1)], cfg.neighbour_backend)
+        post = post.replace(deep_distance=deep_distance(post.train_x[observed.any(1)], cfg.neighbour_backend))
     stats = empty_stats(candidates, noises, k)
-    groups = None if clustered else calibration_groups(engine._observed, rounds, cfg.seed + 99)
-    with Progress(engine.progress, rounds, "calibration", unit="rounds") as bar:
+    groups = None if clustered else calibration_groups(observed, rounds, cfg.seed + 99)
+    with Progress(progress, rounds, "calibration", unit="rounds") as bar:
         for r in range(rounds):
             shaped = groups == r if not clustered else matched_entries(
-                engine._x, engine._observed, fraction, seed=cfg.seed + 7 + r, backend=cfg.neighbour_backend,
-                shaped=engine.clustered_gaps_)
-            hide, rows = hide_values(engine._observed, rng, fraction, whole, max_targets, values=shaped)
+                post.train_x, observed, fraction, seed=cfg.seed + 7 + r, backend=cfg.neighbour_backend,
+                shaped=post.clustered)
+            hide, rows = hide_values(observed, rng, fraction, whole, max_targets, values=shaped)
             if rows.size:
-                score_hidden(engine, hide, rows, candidates, stats, tick=bar.within, noises=noises)
+                score_hidden(post, hide, rows, candidates, stats, tick=bar.within, noises=noises)
             bar.update(r + 1)
-    factors, chosen, engine.noise_, engine.calibration_nll_ = choose_sources(
-        stats, candidates, noises, k, cfg.extra.get("noise_rule", "band"))
+    factors, chosen, noise, nll = choose_sources(stats, candidates, noises, k)
     if "deep" in candidates:
         deep, scores = choose_deep(stats, candidates["deep"], noises)
-        engine.calibration_nll_.update(scores)
+        nll.update(scores)
         if deep is not None:
             chosen["deep"] = deep
-    engine.predict_mode_ = chosen if cfg.predict_mode == "auto" else None
-    if getattr(engine, "memorisation_", None):  # measured during beta="auto"'s selection
-        factors = with_memorisation(factors, engine.memorisation_, chosen, engine.noise_)
-    return factors
+    return Calibration(factors, chosen if cfg.predict_mode == "auto" else None, noise, nll, post.deep_distance)
 
 
 def empty_stats(candidates: dict[str, list[str]], noises: tuple[str, ...], k: int) -> Stats:
@@ -492,7 +449,7 @@ def empty_stats(candidates: dict[str, list[str]], noises: tuple[str, ...], k: in
 
 
 def choose_sources(
-    stats: Stats, candidates: dict[str, list[str]], noises: tuple[str, ...], k: int, rule: str = "band"
+    stats: Stats, candidates: dict[str, list[str]], noises: tuple[str, ...], k: int
 ) -> tuple[np.ndarray, dict[str, str], dict[str, list[str]], dict[str, float]]:
     """The factors, the source of each regime, each variable's added variance, and the NLLs.
 
@@ -512,8 +469,6 @@ def choose_sources(
         The added variances scored (:func:`noise_choices`); empty for none.
     k : int
         Number of variables.
-    rule : str
-        How each variable's variance is chosen (:func:`choose_noises`).
 
     Returns
     -------
@@ -531,27 +486,25 @@ def choose_sources(
         return factors, chosen, {}, scores
     _, first, _ = choose_factors(stats, {r: [f"{m}|{noises[0]}" for m in candidates[r]] for r in REGIMES})
     sources = {r: c.partition("|")[0] for r, c in first.items()}
-    noise, picked = choose_noises(stats, sources, noises, k, rule)
+    noise, picked = choose_noises(stats, sources, noises, k)
     factors, _, _ = choose_factors(picked, {r: ["picked"] for r in REGIMES})
     return factors, sources, noise, scores
 
 
 def choose_noises(
-    stats: Stats, sources: dict[str, str], noises: tuple[str, ...], k: int, rule: str = "band"
+    stats: Stats, sources: dict[str, str], noises: tuple[str, ...], k: int
 ) -> tuple[dict[str, list[str]], Stats]:
     """The added variance of each variable in each regime, for the chosen sources.
 
     The variances that predict a variable's held-out values as well as the best one (none
     :func:`clearly_better`-beaten by the lowest calibrated NLL) differ only in how much
-    calibration must correct them. ``rule="band"`` (the default) keeps ``noises[0]`` (the
+    calibration must correct them. The choice keeps ``noises[0]`` (the
     likelihood variance, the paper's predictive) among them while its calibration factor lies
     within ``[1 / FACTOR_BAND, FACTOR_BAND]``; else the one whose factor is nearest 1
     (``|log factor|`` smallest; ties to the earlier in ``noises``), so that the predictive is
     right before calibration too (a hidden porosity predicted from its cell's
-    permeabilities, say, gets the per-pattern variance rather than the likelihood's, 9x too
-    small in variance on the SPE10 tuning mask). ``rule="closest"``: the nearest 1 always.
-    ``rule="margin"`` (the seventh session's): ``noises[0]`` unless another variance is
-    clearly better. Returns the choice and the ``stats`` of the chosen variances under
+    permeabilities, say, gets the per-pattern variance rather than the likelihood's, far too
+    small). Returns the choice and the ``stats`` of the chosen variances under
     ``(regime, "picked")``, for :func:`choose_factors`.
     """
     chosen: dict[str, list[str]] = {}
@@ -560,17 +513,12 @@ def choose_noises(
         chosen[r] = [noises[0]] * k
         options = [stats[(r, f"{sources[r]}|{n}")] for n in noises]
         for j in range(k):
-            if rule == "margin":
-                for i in range(1, len(noises)):
-                    if clearly_better(options[noises.index(chosen[r][j])], options[i], only=j):
-                        chosen[r][j] = noises[i]
-                continue
             nlls = [regime_factors([o[0][j]], [o[1][j]]) for o in options]
             if any(nll is None for _, nll in nlls):
                 continue
             best = int(np.argmin([nll for _, nll in nlls]))
             fit = [i for i in range(len(noises)) if i == best or not clearly_better(options[i], options[best], only=j)]
-            if rule == "band" and 0 in fit and abs(np.log(nlls[0][0][0])) <= np.log(FACTOR_BAND):
+            if 0 in fit and abs(np.log(nlls[0][0][0])) <= np.log(FACTOR_BAND):
                 continue  # the first variance predicts as well and needs no more than the band's correction
             chosen[r][j] = noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]
         parts = [stats[(r, f"{sources[r]}|{n}")] for n in chosen[r]]
@@ -578,16 +526,15 @@ def choose_noises(
     return chosen, picked
 
 
-def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
+def noise_choices(model: GPVAE) -> tuple[str, ...]:
     """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
 
-    ``hidden_variance="auto"``: all four, the likelihood variance first (kept for a variable
-    while it predicts the held-out values as well as the others and its calibration factor
-    stays within 0.5-2; see :func:`choose_noises`);
-    True: the hidden-value ones (pooled or by pattern); False, or no values hidden from the
-    encoder in training (``mask_rate=0``): none. One variable: no patterns.
+    By the model's ``hidden_variance``: ``"auto"``, all four, the likelihood variance first
+    (kept for a variable while it predicts the held-out values as well as the others and its
+    calibration factor stays within the band; see :func:`choose_noises`); True, the
+    hidden-value ones (pooled or by pattern); False, or no values hidden from the encoder in
+    training (``mask_rate=0``), none. One variable: no patterns.
     """
-    model = engine.model
     if not model.hidden_variance:
         return ()
     noises = [n for n in NOISES if n != "patterns" or model.n_patterns > 1]
@@ -596,27 +543,25 @@ def noise_choices(engine: GPVAEEngine) -> tuple[str, ...]:
     return tuple(noises)
 
 
-def calibration_candidates(engine: GPVAEEngine) -> dict[str, list[str]]:
+def calibration_candidates(post: Posterior) -> dict[str, list[str]]:
     """The latent sources scored in each regime: all for ``"auto"``, else the fixed one.
 
     Locations without values of their own also get the stretched neighbours (kernels that can
     be stretched): :data:`STRETCHES`, or :data:`CLUSTERED_STRETCHES` where some variable's gaps
-    cluster (``extra["stretches"]`` replaces either, ``extra["clustered_stretches"]`` the second).
+    cluster.
     """
-    if engine.config.predict_mode != "auto":
-        fixed = engine._regime_modes(engine.config.predict_mode)
+    if post.config.predict_mode != "auto":
+        fixed = post.regime_modes(post.config.predict_mode)
         return {r: [fixed[r]] for r in REGIMES}
-    unobserved = ["neighbours"] + (["encoder", "combined"] if engine.model.context_dim else [])
-    if stretchable(engine.model.kernel):
-        extra = engine.config.extra
-        clustered = np.any(getattr(engine, "clustered_gaps_", False))
-        stretches = extra.get("clustered_stretches", CLUSTERED_STRETCHES) if clustered else STRETCHES
-        unobserved += [f"neighbours*{s:g}" for s in extra.get("stretches", stretches)]
+    unobserved = ["neighbours"] + (["encoder", "combined"] if post.model.context_dim else [])
+    if stretchable(post.model.kernel):
+        clustered = np.any(post.clustered)
+        unobserved += [f"neighbours*{s:g}" for s in (CLUSTERED_STRETCHES if clustered else STRETCHES)]
     return {"observed": ["encoder", "combined", "neighbours"], "unobserved": unobserved}
 
 
 def score_hidden(
-    engine: GPVAEEngine, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
+    post: Posterior, hide: np.ndarray, rows: np.ndarray, candidates: dict[str, list[str]],
     stats: dict, tick: Callable[[float], None] | None = None, noises: tuple[str, ...] = (),
     scored: np.ndarray | None = None,
 ) -> None:
@@ -629,48 +574,48 @@ def score_hidden(
     (progress inside long rounds). ``scored`` (bool, shape (N, K)): only these of the hidden
     values are scored (default: every one).
     """
-    cfg = engine.config
-    visible = engine._observed & ~hide
-    field = engine._make_field(engine._x, np.where(visible, engine._y, 0.0), visible)
-    anchor = engine._anchors(field)
+    cfg = post.config
+    visible = post.train_observed & ~hide
+    field = post.field(post.train_x, np.where(visible, post.train_y, 0.0), visible)
+    anchor = post.anchors(field)
     self_index = _self_index(anchor, field.x.shape[0])
-    rows_t = torch.as_tensor(rows, device=engine.device)
+    rows_t = torch.as_tensor(rows, device=post.device)
     target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
                     None if field.context is None else field.context[rows_t])
     if tick is not None:
         tick(0.5)  # the context and the encoder pass over the whole field are done
-    parts = engine._sources(target, anchor, self_index[rows])
+    parts = post.sources(target, anchor, self_index[rows])
     own = visible[rows].any(1)
-    truth = engine.loc + engine.scale * engine._y[rows]
+    truth = post.loc + post.scale * post.train_y[rows]
     deep = np.zeros(len(rows), dtype=bool)
     if "deep" in candidates and (~own).any():  # which of them lie deep in a gap (score_deep)
-        far = deep_rows(engine, target.x, anchor, torch.as_tensor(np.flatnonzero(~own), device=engine.device))
+        far = post.deep_rows(target.x, anchor, torch.as_tensor(np.flatnonzero(~own), device=post.device))
         deep[far.cpu().numpy()] = True
     for regime, in_regime in (("observed", own), ("unobserved", ~own)):
         if not in_regime.any():
             continue
-        sub = torch.as_tensor(np.flatnonzero(in_regime), device=engine.device)
+        sub = torch.as_tensor(np.flatnonzero(in_regime), device=post.device)
         for mode in candidates[regime]:
             stretch = split_mode(mode)[1]
             if stretch != 1.0:
-                mean, var = stretched_neighbours(engine, target.x, anchor, self_index[rows], sub, stretch,
+                mean, var = post.stretched_neighbours(target.x, anchor, self_index[rows], sub, stretch,
                                                  learnt_var=parts["var_g"][sub])
             else:
-                mean, var, _ = engine._select(parts, {"observed": mode, "unobserved": mode})
+                mean, var, _ = post.select(parts, {"observed": mode, "unobserved": mode})
                 mean, var = mean[sub], var[sub]
             base = noises[0] if noises else None
             vis = target.observed[sub]
-            _, _, mm, sm_base = engine._moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11,
+            _, _, mm, sm_base = post.moments(mean, var, samples=cfg.samples, seed=cfg.seed + 11,
                                                 calibrated=False, visible=vis, noise=base)
-            added_base = added_variance(engine.model, base, vis, len(sub)) if noises else None
+            added_base = added_variance(post.model, base, vis, len(sub)) if noises else None
             for noise in noises or (None,):
                 sm = sm_base
                 added = "likelihood" if noise == "scaled" else noise  # "scaled" adds the likelihood's
                 if added != base:  # in modelled units the added variance simply adds: no decoding again
-                    shift = added_variance(engine.model, added, vis, len(sub)) - added_base
-                    sm = sm_base * np.sqrt(1.0 + shift.detach().cpu().double().numpy() * (engine.scale / sm_base) ** 2)
+                    shift = added_variance(post.model, added, vis, len(sub)) - added_base
+                    sm = sm_base * np.sqrt(1.0 + shift.detach().cpu().double().numpy() * (post.scale / sm_base) ** 2)
                 if noise == "scaled":  # then the whole predictive variance times the ratio
-                    sm = sm * np.sqrt(variance_scale(engine.model, "scaled"))
+                    sm = sm * np.sqrt(variance_scale(post.model, "scaled"))
                 z = (truth[in_regime] - mm) / sm
                 key = mode if noise is None else f"{mode}|{noise}"
                 kept = [(regime, np.ones(len(z), dtype=bool))]
@@ -678,38 +623,9 @@ def score_hidden(
                     kept.append(("deep", deep[in_regime]))
                 for name, part in kept:
                     sq, lv = stats[(name, key)]
-                    for j in range(len(engine.names)):
+                    for j in range(len(post.loc)):
                         sel = (hide if scored is None else scored)[rows[in_regime], j] & part
                         sq[j].append(z[sel, j] ** 2)
                         lv[j].append(2 * np.log(sm[sel, j]))
 
 
-def with_memorisation(
-    factors: np.ndarray, ratios: dict[str, float], sources: dict[str, str], noise: dict[str, list[str]],
-) -> np.ndarray:
-    """Calibration factors times the memorisation ratio of each regime's chosen source.
-
-    Parameters
-    ----------
-    factors : ndarray, shape (2, K)
-        Variance factors of the regimes (:data:`~geogpvae.engine.calibration.REGIMES`).
-    ratios : dict
-        From :func:`~geogpvae.engine.memorisation.memorisation_ratios`; a key absent means no correction (factor 1).
-    sources : dict
-        The latent source calibration chose for each regime.
-    noise : dict
-        Per regime, the added variance chosen for each variable (empty without added variances).
-
-    Returns
-    -------
-    ndarray, shape (2, K)
-        A new array.
-    """
-    out = np.array(factors, dtype=float)
-    for i, regime in enumerate(REGIMES):
-        for j in range(out.shape[1]):
-            key = f"{regime}:{sources[regime]}"
-            if noise:
-                key += f"|{noise[regime][j]}"
-            out[i, j] *= ratios.get(key, 1.0)
-    return out

@@ -13,17 +13,15 @@ unpickles arbitrary objects.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from ..errors import InputError, warn_caller
-from ..gp.kernels import stretched
-from ..gp.neighbours import knn
-from .calibration import REGIMES, calibrate, deep_rows, split_mode, stretched_neighbours
+from .calibration import calibrate
 from .config import GPVAEConfig, warn_short_epochs
 from .holdout import clustered_gaps, held_out
 from .inputs import (
@@ -35,101 +33,38 @@ from .inputs import (
     real_values,
     standardisation,
 )
-from .members import fit_members, with_members
-from .memorisation import check_mask, corrects_memorisation, memorisation_ratios
-from .metric import apply_metric
+from .metric import learn_metric, saved_scale, uses_learnt_metric, warmup_epochs
 from .model import GPVAE
-from .nugget import NUGGET_BOUNDS, nugget
-from .predict import (
-    added_variance,
-    combine_posteriors,
-    encoder_posterior,
-    neighbour_posterior,
-    predictive_moments,
-    variance_scale,
-)
+from .nugget import nugget
+from .posterior import Posterior, Prediction
 from .progress import Progress
 from .same_field import matching_rows
 from .selection import (
     KL_FACTORS,
-    score_shape,
+    SELECTION_HOLDOUT,
     select_kl_factor,
     selection_epochs,
-    selection_holdout,
     selection_share,
 )
-from .starts import channel_lengthscales, start_lengthscales
+from .starts import start_lengthscale
 from .state import (
     STATE_FORMAT,
     checkpoint_state,
     engine_state,
-    restore_engine,
+    saved_attributes,
+    saved_config,
     selection_from,
     train_state_from,
     with_hidden_moments,
 )
 from .targets import _Field, _rows_of, _self_index
 from .threads import configure_threads
-from .training import (
-    CONTEXT_HIDING_SHARE,
-    FieldData,
-    TrainState,
-    context_index,
-    context_radius,
-    field_data,
-    neighbourhood_context,
-    resolve_device,
-    train,
-    with_context_hiding,
-)
+from .data import CONTEXT_HIDING_SHARE, FieldData, context_index, context_radius, field_data, resolve_device, with_context_hiding
+from .training import TrainState, distributed, train
 
 __all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-@dataclass
-class Prediction:
-    """Predictive moments at a set of locations.
-
-    Attributes
-    ----------
-    mean, std : ndarray, shape (M, K)
-        Predictive mean and standard deviation in the original units. For a variable modelled
-        in log space they are the mean and standard deviation of the back-transformed
-        (log-normal mixture) predictive distribution.
-    mean_model, std_model : ndarray, shape (M, K)
-        The predictive mean and standard deviation in the modelled space (the log of the
-        variable for log-transformed ones), where the predictive is close to Gaussian.
-    source : ndarray of int8, shape (M,)
-        Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
-
-    Notes
-    -----
-    A variable whose observed values (at least :data:`MIN_CONSTANT_VALUES`) are all equal is
-    predicted as that value everywhere, with standard deviation 0.
-    """
-
-    mean: np.ndarray
-    std: np.ndarray
-    mean_model: np.ndarray
-    std_model: np.ndarray
-    source: np.ndarray
-
-    def take(self, rows: np.ndarray) -> Prediction:
-        """The prediction at some of its locations.
-
-        Parameters
-        ----------
-        rows : ndarray of int, shape (M,)
-            Indices along the first axis (locations), in the order wanted; repeats allowed.
-
-        Returns
-        -------
-        Prediction
-            Every array indexed by ``rows``: means and stds of shape (M, K), sources (M,).
-        """
-        return Prediction(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
 
 #: the fewest observed values, all equal, that make a variable constant (filled with that
@@ -177,7 +112,6 @@ class GPVAEEngine:
         self.constant_: np.ndarray | None = None
         self.log = None
         self.lengthscale_: float | None = None
-        self.lengthscale_near_: float | None = None  # extra["lengthscale_spread"] only
         self.calibration_: np.ndarray | None = None
         self.noise_start_: np.ndarray | None = None
         self.n_points_: int | None = None
@@ -191,16 +125,12 @@ class GPVAEEngine:
         self.calibration_nll_: dict[str, float] = {}
         #: per regime (``"observed"``, ``"unobserved"``), the variance the predictive adds to
         #: the decoded spread of each variable, one of :data:`~geogpvae.engine.calibration.NOISES`
-        #: (calibration chooses; see ``hidden_variance``); a regime absent: the model's ``hidden_var``
+        #: (calibration chooses); a regime absent: the model's ``hidden_var``
         self.noise_: dict[str, list[str]] = {}
         #: the KL weight as a multiple of the engine's base weight (``beta="auto"`` chooses it)
         self.kl_factor_: float | None = 1.0
         #: ``beta="auto"``: each candidate factor's calibrated check NLL (nats per value)
         self.kl_scores_: dict[float, float] = {}
-        #: never-trained over trained values' squared z-scores (:mod:`~geogpvae.engine.memorisation`)
-        self.memorisation_: dict[str, float] = {}
-        #: the other models of ``members > 1`` (:mod:`~geogpvae.engine.members`), predicting with this one
-        self.members_: list[GPVAEEngine] = []
         #: variables whose missing values cluster (outages): checked and calibrated in gaps
         self.clustered_gaps_: np.ndarray = np.zeros(0, dtype=bool)
         self._x = self._y = self._observed = None
@@ -216,8 +146,8 @@ class GPVAEEngine:
         ``device="auto"`` is the first CUDA device when there is one, except for a field whose
         every training step takes the whole field (up to ``FULL_BATCH`` locations by default)
         in a single process: such a fit is bound by kernel launches on a GPU and runs faster on
-        the CPU (a 361-site survey took 15 s on an H200, 10 s on the same machine's 16 CPU
-        threads; docs/benchmarks.md, "On a GPU"). An explicit ``"cuda"`` is always honoured.
+        the CPU (see docs/design-decisions.md, "Small fields on the CPU"). An explicit
+        ``"cuda"`` is always honoured.
         """
         n = self.n_points_
         if (self.config.device == "auto" and n and self.config.batch_for(n) >= n
@@ -293,8 +223,7 @@ class GPVAEEngine:
             from its last completed epoch and ends as an uninterrupted run would.
         callback : callable, optional
             Called as ``callback(engine)`` after every epoch, ``beta="auto"``'s candidates' too
-            (``engine.selection_`` set then), e.g. to save :meth:`checkpoint`; with
-            ``members > 1``, then with each further member in training.
+            (``engine.selection_`` set then), e.g. to save :meth:`checkpoint`.
         should_stop : callable, optional
             Polled after every epoch; when it returns True training stops early and ``fit``
             returns with :attr:`interrupted` set (so a checkpoint can be written and the job
@@ -305,18 +234,18 @@ class GPVAEEngine:
         GPVAEEngine
             ``self``.
         """
-        given = x  # the members train on the field as given
         x, y, observed = self._standardise(x, values, log, names)
         if resume is None:
             warn_short_epochs(self.config, x.shape[0])
-        x = apply_metric(self, x, y, observed, resume)
+        x = self._metric(x, y, observed, resume)
         self._lengthscale_for(x, resume)
         self.context_radius_ = context_radius(x, self.config.context_scales, self.config.neighbour_backend)
         self._train(x, y, observed, resume, callback, should_stop)
-        self._anchor = self._anchors(self._training_field())
+        self._anchor = self.posterior().anchors(self._training_field())
         if self.config.calibrate and not self.interrupted:
-            self.calibration_ = calibrate(self)
-        self.members_ = fit_members(self, given, values, log, names, callback, should_stop, resume)
+            chosen = calibrate(self.posterior(), progress=self.progress)
+            self.calibration_, self.predict_mode_, self.noise_ = chosen.factors, chosen.predict_mode, chosen.noise
+            self.calibration_nll_, self.deep_distance_ = chosen.nll, chosen.deep_distance
         return self
 
     def _standardise(
@@ -354,6 +283,42 @@ class GPVAEEngine:
         self.n_points_ = n
         return x, y, observed
 
+    #: whether a fit learns its metric first (:mod:`geogpvae.engine.metric`), and the
+    #: learning-rate schedule of its training (:func:`~geogpvae.engine.training.train`)
+    learns_metric = True
+    schedule = "cosine"
+
+    def _metric(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray, resume: dict | None) -> np.ndarray:
+        """The coordinates in the metric the model will train in (see :mod:`geogpvae.engine.metric`).
+
+        A resumed fit keeps the factors of its checkpoint; :attr:`x_scale_` holds them and
+        :attr:`metric_trace_` the spread of the metric after each warm-up round run.
+        """
+        self.metric_trace_ = []
+        if resume is not None:
+            self.x_scale_ = saved_scale(resume["engine"])
+        elif self.learns_metric and uses_learnt_metric(self.config, x.shape[1]):
+            self.x_scale_ = learn_metric(self._warm_fit, x, y, observed, trace=self.metric_trace_,
+                                         progress=self.progress)
+        else:
+            self.x_scale_ = 1.0
+        if np.all(np.asarray(self.x_scale_) == 1.0):
+            return x
+        x = x * self.x_scale_
+        self._x = x  # the field held for prediction is in the same metric
+        return x
+
+    def _warm_fit(self, x: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+        """A short warm-up fit at the base KL weight and a constant rate; its lengthscales (L, D)."""
+        cfg = self.config
+        beta = None if cfg.beta == "auto" else cfg.beta
+        warm = _WarmUp(cfg.replace(epochs=warmup_epochs(cfg, x.shape[0]), calibrate=False, beta=beta), progress=False)
+        with warnings.catch_warnings():  # what the field holds is said once, by the main fit
+            warnings.simplefilter("ignore", UserWarning)
+            warm.fit(x, values)
+        ls = getattr(warm.model.kernel, "lengthscale", None)
+        return None if ls is None else ls.detach().cpu().double().numpy()
+
     def _constants(self, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
         """:attr:`constant_`, with a warning for each constant variable and each one with
         fewer than :data:`MIN_CONSTANT_VALUES` observed values (no spread to learn from)."""
@@ -371,34 +336,31 @@ class GPVAEEngine:
     def _lengthscale_for(self, x: np.ndarray, resume: dict[str, Any] | None) -> None:
         """The initial lengthscale: saved, given, or the median distance to the H-th neighbour."""
         cfg = self.config
-        self.lengthscale_near_ = None
         if resume is not None:
             self.lengthscale_ = float(resume["engine"]["lengthscale"])
         elif cfg.lengthscale is None:
-            self.lengthscale_, self.lengthscale_near_ = start_lengthscales(x, cfg.neighbours, cfg.extra,
-                                                                           cfg.neighbour_backend)
+            self.lengthscale_ = start_lengthscale(x, cfg.neighbours, cfg.neighbour_backend)
         else:
             self.lengthscale_ = float(cfg.lengthscale)
 
     def _train(self, x, y, observed, resume, callback, should_stop) -> None:
         """Prepare the tensors, build (or restore) the model and train it.
 
-        With the stopping rule, a share of the observed values is held out of training (see
-        :mod:`geogpvae.engine.stopping`); afterwards the field held for prediction has them all.
+        With ``beta="auto"``, a share of the observed values is held out while the candidates
+        train (see :mod:`geogpvae.engine.selection`); afterwards the field has them all.
         """
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         self.noise_start_ = (
-            nugget(x, y, observed, bounds=tuple(cfg.extra.get("nugget_bounds", NUGGET_BOUNDS)), seed=cfg.seed, backend=cfg.neighbour_backend)
+            nugget(x, y, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
             if cfg.noise is None else np.full(k, float(cfg.noise))
         )
         torch.manual_seed(cfg.seed)
         selecting = cfg.beta == "auto" and (resume is None or resume["engine"].get("kl_factor") is None)
-        fraction = cfg.holdout if cfg.stops_early() else (selection_holdout(cfg, n) if selecting else 0.0)
+        fraction = SELECTION_HOLDOUT if selecting else 0.0
         self.clustered_gaps_ = np.zeros(k, dtype=bool)
-        hiding = cfg.extra.get("context_hiding", "auto")
-        hiding = False if hiding == "auto" and cfg.batch_for(n) < n else hiding  # mini-batches: 10 % an epoch, no gain
-        detect = fraction > 0 or cfg.calibrate or (hiding == "auto" and cfg.mask_rate > 0 and bool(cfg.context_scales))
-        if cfg.extra.get("holdout") != "random" and detect:  # else unused
+        hiding = cfg.batch_for(n) >= n  # context hiding on whole-field fits (mini-batches: no gain)
+        detect = fraction > 0 or cfg.calibrate or (hiding and cfg.mask_rate > 0 and bool(cfg.context_scales))
+        if detect:  # else unused
             self.clustered_gaps_ = clustered_gaps(x, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
         check, weights = held_out(x, observed, fraction, seed=cfg.seed, shaped=self.clustered_gaps_, backend=cfg.neighbour_backend)
         if cfg.context_scales and x is self._x and self._context_index is None:
@@ -406,18 +368,16 @@ class GPVAEEngine:
         self._data = field_data(x, y, observed, cfg, device=self.device, dtype=self.dtype, check=check,
                                 check_weights=weights,
                                 context_idx=self._context_index if x is self._x else None)
-        variables = np.full(k, bool(hiding)) if hiding != "auto" else ~self.clustered_gaps_
+        variables = ~self.clustered_gaps_ if hiding else np.zeros(k, dtype=bool)
         if self._data.context is not None and variables.any():  # the neighbours kept only where used
             index = self._context_index if x is self._x else context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
-            self._data = with_context_hiding(self._data, index, cfg.context_scales, variables,
-                                             cfg.extra.get("context_hiding_share", CONTEXT_HIDING_SHARE))
+            self._data = with_context_hiding(self._data, index, cfg.context_scales, variables, CONTEXT_HIDING_SHARE)
         self.interrupted = False
         self.calibration_ = np.ones((2, k))
         self.noise_ = {}
         self.kl_factor_ = 1.0 if resume is None else resume["engine"].get("kl_factor", 1.0)
         self.kl_scores_ = {} if resume is None else {float(f): v for f, v in resume["engine"].get("kl_scores", {}).items()}
-        self.memorisation_ = {} if resume is None else dict(resume["engine"].get("memorisation") or {})
-        self.selection_, self.members_, self.member_in_training_ = None, [], None
+        self.selection_ = None
         if resume is not None and "selection" in resume and cfg.beta != "auto":
             raise ValueError("this checkpoint was written during beta='auto''s selection: resume it with beta='auto'")
         if selecting and self._data.check is not None:
@@ -425,7 +385,7 @@ class GPVAEEngine:
             if model is None:
                 return
         else:
-            model, state = _distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
+            model, state = distributed(self._build_model(k, x.shape[1], n, self.kl_factor_), self.device), None
             if resume is not None:
                 (model.module if hasattr(model, "module") else model).load_state_dict(with_hidden_moments(resume["engine"]["weights"], k))
                 state = train_state_from(resume["train"])
@@ -436,35 +396,32 @@ class GPVAEEngine:
             if callback is not None:
                 callback(self)
 
-        self.train_state = train(model, self._data, cfg, state=state, progress=self.progress, callback=_callback, should_stop=should_stop)
+        self.train_state = train(model, self._data, cfg, state=state, progress=self.progress, callback=_callback,
+                                 should_stop=should_stop, schedule=self.schedule)
         self.interrupted = not self.train_state.done
-        if self._data.check is not None:  # predict from every observed value; the model never trained on the check values:
-            if self.train_state.done and corrects_memorisation(cfg, n):  # its own recall, unscaled (no average: the kept weights)
-                final = dataclasses.replace(self.train_state, average=None)
-                self.memorisation_ = memorisation_ratios(self, self.model, final, check_mask(self._data.check, y.shape))
+        if self._data.check is not None:  # predict from every observed value
             self._data = self._without_check(x, y, observed)
 
     def _without_check(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> FieldData:
         """The training data with the held-out values back in (same neighbour structures)."""
-        full = self._make_field(x, y, observed)
+        full = self.posterior().field(x, y, observed)
         return dataclasses.replace(self._data, y=full.y, observed=full.observed, context=full.context, check=None)
 
     def _select_kl_factor(self, x, y, observed, should_stop, callback, resume) -> tuple[Any, TrainState | None]:
-        """``beta="auto"``: train the candidates, keep the best (the check values then go back unless the
-        stopping rule needs them). Interrupted: ``(None, None)``, ``selection_`` kept for :meth:`checkpoint`."""
+        """``beta="auto"``: train the candidates, keep the best (the check values then go back).
+        Interrupted: ``(None, None)``, ``selection_`` kept for :meth:`checkpoint`."""
         cfg, n, k = self.config, x.shape[0], y.shape[1]
-        budget = cfg.replace(holdout=0.0).n_epochs(n)  # with the stopping rule: the budget it replaces
-        factors, epochs = tuple(cfg.extra.get("kl_factors", KL_FACTORS)), selection_epochs(budget, selection_share(cfg, n))
+        factors, epochs = KL_FACTORS, selection_epochs(cfg.n_epochs(n), selection_share(cfg, n))
 
         def build(factor):
-            return _distributed(self._build_model(k, x.shape[1], n, factor), self.device)
+            return distributed(self._build_model(k, x.shape[1], n, factor), self.device)
         def on_epoch(progress, call=True):  # the candidate in training stands as the engine's model
             self.selection_, self.train_state = progress, progress.state
             self.model = progress.model.module if hasattr(progress.model, "module") else progress.model
             if call and callback is not None:
                 callback(self)
 
-        shape = score_shape(cfg.extra.get("selection_score", "auto"), self.clustered_gaps_)
+        shape = self.clustered_gaps_.copy()  # the variances' shape judged where gaps cluster
         chosen = select_kl_factor(build, self._data, cfg, epochs=epochs, should_stop=should_stop, progress=self.progress,
                                   factors=factors, resume=selection_from(resume, build, k, epochs, factors),
                                   on_epoch=on_epoch, shape=shape, then=cfg.n_epochs(n) - epochs)
@@ -474,19 +431,18 @@ class GPVAEEngine:
             if chosen.progress is not None:
                 on_epoch(chosen.progress, call=False)
             return None, None
-        if not cfg.stops_early():  # (with the stopping rule the fitted model measures its own recall: _train)
-            if corrects_memorisation(cfg, n):  # the candidate never trained on its check values
-                self.memorisation_ = memorisation_ratios(self, chosen.model, chosen.state, check_mask(self._data.check, y.shape), budget)
-            self._data = self._without_check(x, y, observed)
+        self._data = self._without_check(x, y, observed)
         return chosen.model, chosen.state
 
     interrupted: bool = False
     selection_ = None  # SelectionProgress while beta="auto" is choosing (see _select_kl_factor)
-    member_in_training_ = None  # members > 1: the member training now (see engine/members.py)
-    deep_distance_ = None  # beyond it from the data a target is deep in a gap (calibration.deep_rows)
+    deep_distance_ = None  # beyond it from the data a target is deep in a gap (Posterior.deep_rows)
 
-    def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None) -> GPVAE:
+    def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None,
+                     hidden_variance: bool | str | None = None) -> GPVAE:
         cfg = self.config
+        if hidden_variance is None:
+            hidden_variance = "auto" if cfg.mask_rate > 0 else False
         torch.manual_seed(cfg.seed)
         model = GPVAE(
             n_vars,
@@ -497,14 +453,10 @@ class GPVAEEngine:
             encoder_hidden=cfg.encoder_hidden,
             decoder_hidden=cfg.decoder_hidden,
             kernel=cfg.kernel,
-            lengthscale=channel_lengthscales(self.lengthscale_, self.lengthscale_near_, cfg.latent_size(n_vars)),
-            outputscale=cfg.outputscale,
-            learn_kernel=cfg.learn_kernel,
-            noise=self.noise_start_.tolist() if self.noise_start_ is not None else (cfg.noise or 0.1),
-            learn_noise=cfg.learn_noise,
+            lengthscale=self.lengthscale_,
+            noise=self.noise_start_.tolist() if self.noise_start_ is not None else 0.1,
             beta=cfg.kl_weight(n_points, kl_factor or 1.0),
-            jitter=cfg.jitter,
-            hidden_variance=cfg.hidden_variance if cfg.mask_rate > 0 else False,
+            hidden_variance=hidden_variance,
         )
         return model.to(device=self.device, dtype=self.dtype)
 
@@ -539,180 +491,27 @@ class GPVAEEngine:
         own[~self._observed] = np.nan
         return matching_rows(self.training_locations, own, x, values)
 
-    # ------------------------------------------------------------------ fields and posteriors
+    # ------------------------------------------------------------------ posterior
+    def posterior(self) -> Posterior:
+        """What the fitted engine predicts with (see :mod:`geogpvae.engine.posterior`).
+
+        Returns
+        -------
+        Posterior
+            The model (None before training), options, standardisation, training field and
+            calibration's choices.
+        """
+        return Posterior(
+            model=self.model, config=self.config, loc=self.loc, scale=self.scale, log=self.log,
+            train_x=self._x, train_y=self._y, train_observed=self._observed, context_index=self._context_index,
+            context_radius=self.context_radius_, predict_mode=self.predict_mode_, noise=self.noise_,
+            calibration=self.calibration_, deep_distance=self.deep_distance_, clustered=self.clustered_gaps_,
+            device=self.device, dtype=self.dtype,
+        )
+
     def _training_field(self) -> _Field:
         d = self._data
         return _Field(d.x, d.y, d.observed, d.context)
-
-    def _make_field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> _Field:
-        cfg = self.config
-        ctx = None
-        if cfg.context_scales:
-            index = None
-            if x is self._x:  # the training locations: their context neighbours are kept
-                if self._context_index is None:
-                    self._context_index = context_index(x, cfg.context_scales, backend=cfg.neighbour_backend)
-                index = self._context_index
-            ctx = neighbourhood_context(x, y, observed, cfg.context_scales, backend=cfg.neighbour_backend,
-                                        index=index)
-
-        def t(a, dt=self.dtype):
-            return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)
-
-        return _Field(t(x), t(y), t(observed, torch.bool), None if ctx is None else t(ctx))
-
-    @torch.no_grad()
-    def _anchors(self, field: _Field) -> dict[str, torch.Tensor]:
-        """Encoder posterior of every location of ``field`` that has an observed value."""
-        self.model.eval()
-        mean, var = encoder_posterior(self.model, field.y, field.observed, field.context)
-        has_obs = field.observed.any(1)
-        return {"x": field.x[has_obs], "mean": mean[has_obs], "var": var[has_obs],
-                "index": torch.nonzero(has_obs).squeeze(1)}
-
-    @torch.no_grad()
-    def _sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
-                 need: torch.Tensor | None = None) -> dict:
-        """Both latent posteriors at the targets: the neighbours' and the encoder's.
-
-        ``need`` (bool, shape (M,)) limits the neighbours' posterior, the costly one, to the
-        targets that use it; the others get the prior there (mean 0, marginal variance).
-        """
-        model = self.model
-        rows = None if need is None or bool(need.all()) else torch.nonzero(need).squeeze(1)
-        mean_g, var_g = self._neighbours(target.x, anchor, self_index, rows)
-        if rows is not None:
-            prior = (model.kernel.outputscale * (1.0 + model.jitter)).detach().to(mean_g.dtype)
-            full_mean = mean_g.new_zeros((target.x.shape[0], model.latent_dim))
-            full_var = prior.expand(target.x.shape[0], model.latent_dim).clone()
-            full_mean[rows], full_var[rows] = mean_g, var_g
-            mean_g, var_g = full_mean, full_var
-        mean_e, var_e = encoder_posterior(model, target.y, target.observed, target.context)
-        return {"mean_g": mean_g, "var_g": var_g, "mean_e": mean_e, "var_e": var_e,
-                "has_own": target.observed.any(1), "in_range": getattr(target, "in_range", None)}
-
-    def _neighbours(self, x: torch.Tensor, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
-                    rows: torch.Tensor | None = None, stretch: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """The neighbours' GP conditional at locations ``x`` (or at ``x[rows]`` only), with the
-        latent lengthscales stretched by ``stretch`` (see :func:`split_mode`)."""
-        if rows is not None:
-            x = x[rows]
-            self_index = None if self_index is None else self_index[rows.cpu().numpy()]
-        with stretched(self.model.kernel, stretch):
-            return neighbour_posterior(self.model, anchor["x"], anchor["mean"], anchor["var"], x,
-                                       neighbours=max(self.config.neighbours, 1), self_index=self_index,
-                                       backend=self.config.neighbour_backend,
-                                       toward_anchors=bool(self.config.extra.get("latent_cap", True)))
-
-    def _regime_modes(self, mode: str) -> dict[str, str]:
-        """The latent source for locations with and without observed values of their own."""
-        if mode == "auto":
-            chosen = getattr(self, "predict_mode_", None)
-            if isinstance(chosen, dict):
-                return dict(chosen)
-            mode = chosen or "combined"
-        unobserved = mode
-        if mode in ("encoder", "combined") and not self.model.context_dim:
-            unobserved = "neighbours"  # the location-only encoder knows nothing there
-        return {"observed": mode, "unobserved": unobserved}
-
-    def _select(self, parts: dict, mode: str | dict) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """The latent posterior of every target under a mode (or per-regime modes).
-
-        Sources: 0 encoder, 1 neighbours (GP conditional), 2 both combined. Locations with
-        observed values of their own follow ``modes["observed"]``, the others
-        ``modes["unobserved"]``; among the latter, those whose context lies beyond what the
-        encoder saw in training (``parts["in_range"]`` False) use the neighbours.
-        """
-        modes = mode if isinstance(mode, dict) else self._regime_modes(mode)
-        has_own = parts["has_own"]
-        in_range = parts.get("in_range")
-        if in_range is None:
-            in_range = torch.ones_like(has_own)
-        prior = self.model.kernel.outputscale.detach() * (1.0 + self.model.jitter)
-        choice = {
-            "encoder": lambda: (parts["mean_e"], parts["var_e"], 0),
-            "neighbours": lambda: (parts["mean_g"], parts["var_g"], 1),
-            "combined": lambda: (*combine_posteriors(parts["mean_e"], parts["var_e"], parts["mean_g"],
-                                                     parts["var_g"], prior), 2),
-        }
-        mean, var = parts["mean_g"].clone(), parts["var_g"].clone()
-        source = np.ones(mean.shape[0], dtype=np.int8)
-        for rows, m in ((has_own, modes["observed"]), (~has_own & in_range, modes["unobserved"])):
-            if m == "neighbours" or not bool(rows.any()):
-                continue
-            mc, vc, code = choice[m]()
-            sel = rows.unsqueeze(1)
-            mean, var = torch.where(sel, mc, mean), torch.where(sel, vc, var)
-            source[rows.cpu().numpy()] = code
-        return mean, var, source
-
-    def _latent(
-        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
-    ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """The latent posterior of the targets, the neighbours' computed only where used."""
-        modes = self._regime_modes(mode)
-        base, stretch = split_mode(modes["unobserved"])
-        modes["unobserved"] = base
-        uses = {m: m in ("neighbours", "combined") for m in ("encoder", "neighbours", "combined")}
-        has_own = target.observed.any(1)
-        deep = torch.zeros_like(has_own)  # deep in a gap: their own source (calibration.choose_deep), below
-        if modes.get("deep") is not None and self.deep_distance_ is not None and not bool(has_own.all()):
-            deep[deep_rows(self, target.x, anchor, torch.nonzero(~has_own).squeeze(1))] = True
-        need = (has_own & uses[modes["observed"]]) | (~has_own & uses[base])
-        in_range = getattr(target, "in_range", None)
-        if in_range is not None:  # beyond the encoder's range the neighbours stand in
-            need = need | (~has_own & ~in_range)
-        if stretch != 1.0:  # locations without values of their own: the stretched kernel, below
-            need = need & has_own
-        mean, var, source = self._select(self._sources(target, anchor, self_index, need & ~deep), modes)
-        pending = ([(~has_own & ~deep, stretch)] if stretch != 1.0 else []) + (
-            [(deep, split_mode(modes["deep"])[1])] if bool(deep.any()) else [])
-        for where, factor in pending:
-            rows = torch.nonzero(where).squeeze(1)
-            if rows.numel():
-                mean[rows], var[rows] = stretched_neighbours(self, target.x, anchor, self_index, rows, factor)
-                source[rows.cpu().numpy()] = 1
-        return mean, var, source
-
-    def _moments(self, mean, var, *, samples, seed, calibrated, has_own=None, visible=None,
-                 noise: str | None = None) -> tuple[np.ndarray, ...]:
-        """Predictive moments; calibrated with the factors of each location's regime.
-
-        The variance added to the decoded spread is ``noise`` (one of
-        :data:`~geogpvae.engine.calibration.NOISES`) for every row, or by default each regime's
-        :attr:`noise_`; ``"patterns"`` needs ``visible`` (M, K), the variables seen at each
-        target; with ``"scaled"`` the whole predictive variance of that variable is multiplied
-        by :attr:`GPVAE.hidden_ratio <geogpvae.engine.model.GPVAE.hidden_ratio>` (before the
-        calibration factor, when calibrated).
-        """
-        own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
-        choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise_
-        hidden_var, scales = None, [None, None]
-        if choice:
-            per_regime = [added_variance(self.model, choice.get(r), visible, mean.shape[0]) for r in REGIMES]
-            rows = torch.as_tensor(own, device=mean.device).unsqueeze(1)
-            hidden_var = torch.where(rows, *per_regime).detach()
-            scales = [variance_scale(self.model, choice.get(r)) for r in REGIMES]
-        factors = self.calibration_ if calibrated else None
-        if factors is None and all(s is None for s in scales):
-            return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
-                                      samples=samples, seed=seed, hidden_var=hidden_var)
-        factors = None if factors is None else np.atleast_2d(factors)
-        out = [np.empty((mean.shape[0], len(self.loc))) for _ in range(4)]
-        for regime, rows in ((0, own), (1, ~own)):
-            if not rows.any():
-                continue
-            vf = None if factors is None else factors[min(regime, len(factors) - 1)]
-            if scales[regime] is not None:
-                vf = scales[regime] if vf is None else vf * scales[regime]
-            idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
-            res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
-                                     log=self.log, samples=samples, seed=seed, var_factor=vf,
-                                     hidden_var=None if hidden_var is None else hidden_var[idx])
-            for o, r in zip(out, res):
-                o[rows] = r
-        return tuple(out)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
@@ -749,8 +548,6 @@ class GPVAEEngine:
         Returns
         -------
         Prediction
-            With ``members > 1``, the mixture of the members' predictions
-            (:func:`geogpvae.engine.members.mixture`).
         """
         self._require_fit()
         cfg = self.config
@@ -760,6 +557,7 @@ class GPVAEEngine:
         samples = samples or cfg.samples
         seed = cfg.seed if seed is None else seed
         self.model.eval()
+        post = self.posterior()
         if values is not None:
             if x is None:
                 raise InputError("values need their coordinates x")
@@ -769,8 +567,8 @@ class GPVAEEngine:
             vals, observed = self._check_values(values, xq.shape[0])
             y = self._to_model_space(vals, observed)
             check_standardised(y, self.names)
-            field = self._make_field(xq, y, observed)
-            anchor = self._anchors(field)
+            field = post.field(xq, y, observed)
+            anchor = post.anchors(field)
             n = xq.shape[0]
             targets, self_index = _rows_of(field), _self_index(anchor, n)
         elif x is None:
@@ -790,12 +588,12 @@ class GPVAEEngine:
             anchor, self_index, n = self._anchor, None, xq.shape[0]
 
             def targets(rows: slice) -> _Field:
-                return self._new_locations(xq[rows])
+                return post.new_locations(xq[rows])
 
-        own = self._predict_in_chunks(targets, n, anchor, self_index, mode, samples=samples, seed=seed, calibrated=calibrated)
-        return with_members(self, own, x, values, mode=mode, samples=samples, seed=seed, calibrated=calibrated)
+        return self._predict_in_chunks(post, targets, n, anchor, self_index, mode, samples=samples, seed=seed,
+                                       calibrated=calibrated)
 
-    def _predict_in_chunks(self, targets: Callable[[slice], _Field], n: int, anchor: dict,
+    def _predict_in_chunks(self, post: Posterior, targets: Callable[[slice], _Field], n: int, anchor: dict,
                            self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:
         """Predict ``n`` targets, :data:`PREDICT_CHUNK` at a time, reporting the progress.
 
@@ -810,9 +608,9 @@ class GPVAEEngine:
                 rows = slice(start, min(start + PREDICT_CHUNK, n))
                 target = targets(rows)
                 own = None if self_index is None else self_index[rows]
-                mean, var, source = self._latent(target, anchor, own, mode)
+                mean, var, source = post.latent(target, anchor, own, mode)
                 has_own = target.observed.any(1).cpu().numpy()
-                parts.append((*self._moments(mean, var, has_own=has_own, visible=target.observed, **moments),
+                parts.append((*post.moments(mean, var, has_own=has_own, visible=target.observed, **moments),
                               source))
                 bar.update(rows.stop)
         m, s, mm, sm, source = (np.concatenate(p) for p in zip(*parts, strict=True))
@@ -822,28 +620,6 @@ class GPVAEEngine:
             m[:, fixed], mm[:, fixed] = value, [np.log(v) if lg else v for v, lg in zip(value, self.log[fixed])]
             s[:, fixed] = sm[:, fixed] = 0.0
         return Prediction(mean=m, std=s, mean_model=mm, std_model=sm, source=source)
-
-    def _new_locations(self, xq: np.ndarray) -> _Field:
-        """A target field at new locations: nothing observed, context from the training field."""
-        m, k = xq.shape[0], self.model.n_vars
-        ctx = None
-        if self.config.context_scales:
-            if self._x is None:
-                raise RuntimeError("this engine holds no training field to predict from")
-            ctx = neighbourhood_context(self._x, self._y, self._observed, self.config.context_scales,
-                                        query=xq, backend=self.config.neighbour_backend)
-        dev, dt = self.device, self.dtype
-        target = _Field(
-            torch.as_tensor(xq, dtype=dt, device=dev),
-            torch.zeros((m, k), dtype=dt, device=dev),
-            torch.zeros((m, k), dtype=torch.bool, device=dev),
-            None if ctx is None else torch.as_tensor(ctx, dtype=dt, device=dev),
-        )
-        if ctx is not None and np.isfinite(self.context_radius_):
-            kk = min(max(self.config.context_scales), len(self._x))
-            dist, _ = knn(self._x, kk, query=xq, backend=self.config.neighbour_backend)
-            target.in_range = torch.as_tensor(dist[:, -1] <= self.context_radius_, device=dev)
-        return target
 
     # ------------------------------------------------------------------ state
     def state_dict(self, *, include_data: bool = True) -> dict[str, Any]:
@@ -862,10 +638,12 @@ class GPVAEEngine:
             Tensors, NumPy-free plain Python values and nested dicts only
             (:func:`geogpvae.engine.state.engine_state`).
         """
+        self._require_fit()
         return engine_state(self, include_data=include_data)
 
     def checkpoint(self) -> dict[str, Any]:
         """A resumable snapshot: :meth:`state_dict` (without data) plus optimiser and epoch."""
+        self._require_fit()
         return checkpoint_state(self)
 
     @classmethod
@@ -881,20 +659,26 @@ class GPVAEEngine:
             Override the saved device (e.g. load a GPU-trained model on a CPU).
         progress : bool or str
         """
-        return restore_engine(cls, state, device=device, progress=progress)
+        cfg, hidden = saved_config(state, device)
+        eng = cls(cfg, progress=progress)
+        for name, value in saved_attributes(state).items():
+            setattr(eng, name, value)
+        eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_,
+                                     hidden_variance=hidden)
+        eng.model.load_state_dict(with_hidden_moments(state["weights"], len(eng.names)))
+        eng.model.eval()
+        if eng._x is not None:
+            if cfg.context_scales:
+                eng._context_index = context_index(eng._x, cfg.context_scales, backend=cfg.neighbour_backend)
+            field = eng.posterior().field(eng._x, eng._y, eng._observed)
+            eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
+            eng._anchor = eng.posterior().anchors(field)
+        return eng
 
 
-def _distributed(model: GPVAE, device: torch.device) -> torch.nn.Module:
-    """Wrap the model for data-parallel training when a process group is running.
+class _WarmUp(GPVAEEngine):
+    """The warm-up fits of the metric: no metric of their own, a constant learning rate (a
+    decaying one would stop the short warm-up before the lengthscales move)."""
 
-    Launched under ``torchrun`` or ``srun`` with ``torch.distributed`` initialised (NCCL on
-    GPUs, gloo on CPUs), every rank trains on its share of each epoch's mini-batches and the
-    gradients are averaged across ranks; with one process the model is returned as it is.
-    """
-    dist = torch.distributed
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return model
-    from torch.nn.parallel import DistributedDataParallel
-
-    ids = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else None
-    return DistributedDataParallel(model, device_ids=ids)
+    learns_metric = False
+    schedule = "constant"

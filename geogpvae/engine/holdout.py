@@ -1,29 +1,13 @@
 """Which observed values stand in for the missing ones when a fit scores itself.
 
-``beta="auto"`` and the stopping rule hold a share of the observed values out of training and
-score the model on them (the *check* values). The score is only a good guide if those values are
-hard in the way the values to impute are hard:
-
-* **Which variables.** The score weighs each variable by its share of the missing values
-  (:func:`task_weights`). On a survey where only cadmium is missing, cadmium decides; nickel and
-  zinc, which are never imputed, keep all their values for training. When nothing is missing
-  (a fit for prediction at new locations) every variable counts the same.
-* **How far away.** A missing value far from every observed value of its variable is predicted
-  from the other variables and the prior alone; one next to an observed value is nearly copied.
-  The check values are therefore held out in *gaps* (:func:`matched_entries`): around a random
-  observed value, every observed value of the variable closer than a radius drawn from the
-  missing values' distances to their nearest observed value. The gap's centre then sits as far
-  from the data as a missing value does, and its other values at the smaller distances found
-  inside real gaps (a buffered form of nearest-neighbour distance matching). On a grid with
-  values dropped at random the radius is one cell and the gaps are single values; under an
-  outage they are patches; on a survey whose gaps lie between the sampled sites, a site is held
-  out with the close sites around it.
-
-Gaps are only shaped where the missing values *cluster* beyond chance
-(:func:`clustered_gaps`): where more of them have no observed value of their variable at the
-nearest location than if the same number were missing at random. Elsewhere (values dropped
-at random, isolated unsampled sites) the check values are a random share of every variable,
-all weighted the same, as without this module.
+``beta="auto"`` and the calibration hold a share of the observed values out of training and
+score the model on them (the *check* values). The score weighs each variable by its share of
+the missing values (:func:`task_weights`: when only cadmium is missing, cadmium decides), and
+where a variable's missing values *cluster* beyond chance (:func:`clustered_gaps`: outages,
+clouds), its check values are held out in gaps of the same shape (:func:`matched_entries`):
+balls around random observed values, with radii drawn from the missing values' distances to
+their nearest observed value. Elsewhere the check values are a random share of every variable,
+all weighted the same. See docs/design-decisions.md, "Held-out values shaped like the gaps".
 """
 
 from __future__ import annotations
@@ -32,7 +16,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..gp.neighbours import knn
-from .stopping import check_entries
+from .check_values import check_entries
 
 __all__ = ["task_weights", "clustered_gaps", "matched_entries", "held_out", "CLUSTER_MARGIN"]
 
@@ -226,7 +210,7 @@ def held_out(
         Which variables' check values are held out in gaps shaped like their missing values
         (:func:`matched_entries`; see :func:`clustered_gaps`), the score then weighted by
         :func:`task_weights`. False or none True: a random share of every variable
-        (:func:`geogpvae.engine.stopping.check_entries`), every variable weighted the same.
+        (:func:`geogpvae.engine.check_values.check_entries`), every variable weighted the same.
     backend : {"auto", "kdtree", "faiss"}
 
     Returns

@@ -1,52 +1,32 @@
 """Neighbours in the metric the model learnt: coordinates divided by the learnt lengthscales.
 
-The engine picks every neighbour set (the prior's conditioning sets, the encoder's context,
-the GP conditional at prediction) by Euclidean distance in its coordinates. When the axes
-carry different units that is an arbitrary choice: a station network with coordinates
-(days, km) has its nearest locations at the same station on the previous and next days,
-whatever the data say about how far correlation reaches in time and in space.
-
-The latent kernels learn one lengthscale per channel and axis. :func:`learn_metric` trains
-the model briefly (a *warm-up*), reads those lengthscales, and rescales every axis by the
-inverse of its lengthscale (the geometric mean over channels); this is repeated a few times,
-because in badly scaled units a lengthscale far from its start takes many optimiser steps to
-get there, while in rescaled units it starts near its value. When the learnt axes differ by
-less than ``min_ratio`` from the starting metric the coordinates are left as they are: the
-warm-up then changes nothing at all.
-
-The rounds stop early when they can no longer reach ``min_ratio``: after each round the
-metric is projected forward as if every remaining round moved the axes :data:`ROUND_GROWTH`
-times as far (in log units) as this one did; when even that projection stays within
-``min_ratio``, the coordinates will be kept whatever the remaining rounds learn, so they are
-not run. On an isotropic survey (Jura: the first round moves the axes apart by 1.003) or a
-grid in comparable units (SPE10's cells in metres: 1.14) one round decides; on a station
-network (days against km: 1.8 after the first round, 30-50 after three) all of them run.
-The growth allowance is there because a round can move the axes further than the one before
-once the rescaled metric changes the neighbour sets (the station networks' second rounds
-moved 8-11x after 1.8x); it was not tuned.
-
-The result is a per-axis factor: the engine models ``(x - offset) * scale`` and applies the
-same factor to new locations, so the neighbours of training, context and prediction are all
-chosen in the learnt metric.
+Every neighbour set (the prior's conditioning sets, the encoder's context, the GP conditional
+at prediction) is chosen by Euclidean distance in the model's coordinates, an arbitrary choice
+when the axes carry different units (days and km). :func:`learn_metric` trains the model
+briefly (a *warm-up*), reads the latent lengthscales, rescales every axis by the inverse of
+its lengthscale (geometric mean over channels), and repeats this for a few rounds. Unless the
+learnt axes differ by more than ``min_ratio`` the coordinates are kept as they are; the rounds
+stop early once the remaining ones, each moving the axes :data:`ROUND_GROWTH` times as far as
+the last, could not get there. The result is a per-axis factor: the engine models
+``(x - offset) * scale`` and applies it to new locations too (see docs/design-decisions.md,
+"Learnt metric: the warm-up").
 """
 
 from __future__ import annotations
 
 import math
-import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
     from .config import GPVAEConfig
-    from .core import GPVAEEngine
 
-__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "apply_metric", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
+__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "uses_learnt_metric", "warm_lengthscales", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
            "WARMUP_ROUNDS", "MIN_RATIO", "ROUND_GROWTH"]
 
-#: optimiser steps of each warm-up round at most (chosen on the station tuning split, see
-#: docs/benchmarks.md) ...
+#: optimiser steps of each warm-up round at most (see docs/design-decisions.md) ...
 WARMUP_STEPS = 250
 #: ... and at most this share of the fit's own steps (1000 full-batch steps: 63 per round)
 WARMUP_SHARE = 1 / 16
@@ -106,54 +86,42 @@ def warmup_epochs(config: GPVAEConfig, n_points: int, steps: int | None = None) 
     return max(1, math.ceil(steps / per_epoch))
 
 
-def _warm_lengthscales(engine: GPVAEEngine, x: np.ndarray, values: np.ndarray, steps: int | None) -> np.ndarray | None:
-    """Train a copy of ``engine``'s model briefly on ``x``; its latent lengthscales (L, D)."""
-    from .core import GPVAEEngine
+def uses_learnt_metric(config: GPVAEConfig, n_dims: int) -> bool:
+    """Whether :func:`learn_metric` runs: more than one axis, a built-in kernel, neighbours."""
+    return n_dims > 1 and isinstance(config.kernel, str) and config.neighbours > 0
 
-    cfg = engine.config
-    epochs = warmup_epochs(cfg, x.shape[0], steps)
-    # the base KL weight: the warm-up only learns lengthscales, it does not choose beta; and a
-    # constant rate: a decaying one would stop the short warm-up before the lengthscales move
-    beta = None if cfg.beta == "auto" else cfg.beta
-    warm = GPVAEEngine(cfg.replace(epochs=epochs, calibrate=False, holdout=0.0, beta=beta, lr_schedule="constant",
-                                   extra={**cfg.extra, "metric": "fixed"}), progress=False)
-    with warnings.catch_warnings():  # what the field holds is said once, by the main fit
-        warnings.simplefilter("ignore", UserWarning)
-        warm.fit(x, values)
-    ls = getattr(warm.model.kernel, "lengthscale", None)
+
+def warm_lengthscales(ls: np.ndarray | None, n_dims: int) -> np.ndarray | None:
+    """The (L, D) lengthscales a warm-up fit learnt, checked; None when it has none per axis.
+
+    Raises
+    ------
+    FloatingPointError
+        The warm-up diverged (lengthscales not finite and positive).
+    """
     if ls is None:
         return None
-    ls = ls.detach().cpu().double().numpy()
     if not np.all(np.isfinite(ls)) or np.any(ls <= 0):
         raise FloatingPointError(
             f"training diverged in the warm-up that learns the metric (lengthscales "
-            f"{np.array2string(ls.ravel()[:4], precision=3)}); try a smaller lr, dtype='float64', "
-            "or extra={'metric': 'fixed'}"
+            f"{np.array2string(ls.ravel()[:4], precision=3)}); try a smaller lr or dtype='float64'"
         )
-    return ls if ls.ndim == 2 and ls.shape[1] == x.shape[1] else None
-
-
-def uses_learnt_metric(engine: GPVAEEngine, n_dims: int, resume: object) -> bool:
-    """Whether :func:`learn_metric` runs: more than one axis, a built-in kernel that learns."""
-    cfg = engine.config
-    mode = cfg.extra.get("metric", "auto")
-    if mode not in ("auto", "fixed"):
-        raise ValueError(f"unknown metric {mode!r}; choose 'auto' (learnt) or 'fixed'")
-    return (mode == "auto" and resume is None and n_dims > 1 and isinstance(cfg.kernel, str)
-            and cfg.learn_kernel and cfg.neighbours > 0)
+    return ls if ls.ndim == 2 and ls.shape[1] == n_dims else None
 
 
 def learn_metric(
-    engine: GPVAEEngine, x: np.ndarray, y: np.ndarray, observed: np.ndarray, *,
-    rounds: int = WARMUP_ROUNDS, steps: int | None = None, min_ratio: float = MIN_RATIO,
-    trace: list[float] | None = None,
+    warm_fit: Callable[[np.ndarray, np.ndarray], np.ndarray | None], x: np.ndarray, y: np.ndarray,
+    observed: np.ndarray, *, rounds: int = WARMUP_ROUNDS, min_ratio: float = MIN_RATIO,
+    trace: list[float] | None = None, progress: bool | str = False,
 ) -> np.ndarray:
     """Per-axis factors of the learnt metric, or ones when it is close to the given one.
 
     Parameters
     ----------
-    engine : GPVAEEngine
-        The engine being fitted (its config is used; it is not changed).
+    warm_fit : callable
+        ``warm_fit(x, values)`` trains a short warm-up fit on locations ``x`` (values NaN where
+        missing) and returns its latent lengthscales (L, D), checked by
+        :func:`warm_lengthscales` (None: no lengthscale per axis).
     x : array, shape (N, D)
         Centred coordinates (model units).
     y : array, shape (N, K)
@@ -161,14 +129,14 @@ def learn_metric(
     observed : array of bool, shape (N, K)
     rounds : int
         Warm-up rounds.
-    steps : int, optional
-        Optimiser steps in each (default: see :func:`warmup_epochs`).
     min_ratio : float
         Keep the coordinates (factors of one) unless some pair of axes is rescaled relative
         to each other by more than this factor. The rounds stop early once the remaining
         ones cannot get there (see the module docstring).
     trace : list, optional
         Receives the :func:`spread` of the metric learnt after each round that ran.
+    progress : bool or str
+        Where the rounds are announced (:class:`~geogpvae.engine.progress.Progress`).
 
     Returns
     -------
@@ -182,9 +150,9 @@ def learn_metric(
     if rounds < 1:
         return total
     # said on the log, so that the first minute of a large fit is not silent
-    with Progress(shown_here(engine.progress), rounds, "metric warm-up", unit="rounds") as bar:
+    with Progress(shown_here(progress), rounds, "metric warm-up", unit="rounds") as bar:
         for done in range(1, rounds + 1):
-            ls = _warm_lengthscales(engine, x * total, values, steps)
+            ls = warm_lengthscales(warm_fit(x * total, values), x.shape[1])
             if ls is None:
                 return np.ones(x.shape[1])
             step = axis_scales(ls)
@@ -207,31 +175,3 @@ def saved_scale(state: dict) -> np.ndarray | float:
     """The axis factors of a saved engine state (1.0 for states saved before they existed)."""
     scale = state.get("x_scale")
     return 1.0 if scale is None else scale.numpy().astype(np.float64)
-
-
-def apply_metric(engine: GPVAEEngine, x: np.ndarray, y: np.ndarray, observed: np.ndarray,
-                 resume: dict | None) -> np.ndarray:
-    """The engine's coordinates in the metric it will model, and ``engine.x_scale_`` set.
-
-    A resumed fit keeps the factors of its checkpoint; otherwise :func:`learn_metric` decides
-    (when :func:`uses_learnt_metric`), and ``engine.metric_trace_`` lists the :func:`spread`
-    of the metric after each warm-up round run (empty without warm-ups). Called by :meth:`GPVAEEngine.fit` right after the
-    values are standardised, before anything looks at neighbours.
-    """
-    engine.metric_trace_ = []
-    if resume is not None:
-        engine.x_scale_ = saved_scale(resume["engine"])
-    elif uses_learnt_metric(engine, x.shape[1], resume):
-        extra = engine.config.extra
-        engine.x_scale_ = learn_metric(engine, x, y, observed,
-                                       rounds=int(extra.get("metric_rounds", WARMUP_ROUNDS)),
-                                       steps=extra.get("metric_steps"),
-                                       min_ratio=float(extra.get("metric_min_ratio", MIN_RATIO)),
-                                       trace=engine.metric_trace_)
-    else:
-        engine.x_scale_ = 1.0
-    if np.all(np.asarray(engine.x_scale_) == 1.0):
-        return x
-    x = x * engine.x_scale_
-    engine._x = x  # the field held for prediction is in the same metric
-    return x

@@ -97,7 +97,7 @@ PATTERN_MIN_COUNT = 5.0
 #: seed of the generator behind the hidden-value moments' latent draws
 MOMENT_SEED = 20_240_531
 #: the hidden-value moments are updated every this many training steps (each update decodes
-#: two latent draws of the batch: every step cost SPE10 a third more time per epoch)
+#: two latent draws of the batch, too slow to do at every step)
 MOMENT_EVERY = 4
 #: up to this many variables the hidden-value variance is also kept per pattern of the others seen
 MAX_PATTERN_VARS = 10

@@ -1,14 +1,10 @@
 """A data-driven starting value of the likelihood variance: the variogram nugget near distance 0.
 
-The likelihood variance of a GPVAE learns slowly and stays close to where it starts: a large
-start makes the fitted decoder loose, its residuals large, and so the variance stays large (on
-a smooth synthetic field, a start of 0.1 in standardised units ended at 0.1 after 240 steps
-while the values' own noise was 0.005, and the predictive standard deviation came out twice
-the actual error). Starting it at the empirical nugget of each variable avoids that trap.
-
-The estimate: for every observed value, the semivariances ``(y_i - y_j)^2 / 2`` with its few
-nearest observed neighbours (same variable) and their distances; a least-squares line of
-semivariance against distance over the pairs gives the intercept at distance 0, the nugget.
+The likelihood variance of a GPVAE stays close to where it starts, so the engine starts it at
+each variable's empirical nugget (see docs/design-decisions.md, "Starting noise"). For every
+observed value, the semivariances ``(y_i - y_j)^2 / 2`` with its few nearest observed
+neighbours (same variable) and their distances; a least-squares line of semivariance against
+distance over the pairs gives the intercept at distance 0, the nugget.
 """
 
 from __future__ import annotations
@@ -19,11 +15,8 @@ from ..gp.neighbours import knn
 
 __all__ = ["NUGGET_BOUNDS", "nugget"]
 
-#: Range of the starting likelihood variance (standardised units), as the engine uses it.
-#: The floor of 0.01 was checked against 0.001 on the tuning splits: the same on Jura, slightly
-#: better on the synthetic fields, much worse on SPE10 (RMSE 0.486 against 0.443, porosity's
-#: raw predictive 5x too narrow), whose nearly redundant channels let a small start collapse.
-#: ``GPVAEConfig(extra={"nugget_bounds": (low, high)})`` overrides it for experiments.
+#: Range of the starting likelihood variance (standardised units), as the engine uses it; a
+#: lower floor lets nearly redundant channels collapse (see docs/design-decisions.md).
 NUGGET_BOUNDS = (0.01, 0.5)
 
 
@@ -34,7 +27,7 @@ def nugget(
     *,
     k: int = 4,
     max_points: int = 20000,
-    bounds: tuple[float, float] = (1e-3, 0.5),
+    bounds: tuple[float, float] = NUGGET_BOUNDS,
     seed: int = 0,
     backend: str = "auto",
 ) -> np.ndarray:

@@ -1,35 +1,22 @@
 """Posterior predictive of a trained GPVAE: latent posteriors, then the decoder's moments.
 
-For a location the latent posterior comes from one of two sources, or both:
+The latent posterior of a location comes from the **encoder**, ``q(z | y)``, where it has
+observed values (or neighbours' values as context), from its **neighbours** (paper section
+3.3), or from both. The neighbour posterior reads each neighbour's encoder posterior
+``N(mu_j, v_j)`` as "marginal prior ``N(0, s)`` times a likelihood ``N(u_j; z_j, e_j)``", with
+``1/e_j = 1/v_j - 1/s`` and ``u_j = e_j mu_j / v_j`` (:func:`pseudo_observations`), and does
+Gaussian-process regression on them per channel:
+``q(z_*) = N(k_*n (K_nn + E)^{-1} u_n, k_** - k_*n (K_nn + E)^{-1} k_n*)``, so a confident
+neighbour is interpolated almost exactly and an unsure one smoothed over (the paper's
+``N(b' mu_n, Sigma_p + b' S_n b)`` interpolates every neighbour's mean exactly). The
+**combination** (:func:`combine_posteriors`) multiplies the two and divides by the prior
+marginal once: precision ``1/v_e + 1/v_g - 1/s``, precision-weighted mean.
 
-* the **encoder**, ``q(z | y)``, where the location has observed values (or, with a
-  neighbourhood-aware encoder, from its neighbours' values);
-* the **neighbours** (paper section 3.3): the GP posterior given the H nearest observed
-  locations ``n(*)``. Each neighbour's encoder posterior ``N(mu_j, v_j)`` is read, as in the
-  combination below, as "marginal prior ``N(0, s)`` times a Gaussian likelihood of z_j", and
-  that likelihood, ``N(u_j; z_j, e_j)`` with ``1/e_j = 1/v_j - 1/s`` and ``u_j = e_j mu_j / v_j``,
-  is what the neighbour tells about the field: per channel
-  ``q(z_*) = N(k_*n (K_nn + E)^{-1} u_n, k_** - k_*n (K_nn + E)^{-1} k_n*)``, Gaussian-process
-  regression on the neighbours with a nugget of their own uncertainty. A confident neighbour
-  (``v_j << s``) is interpolated almost exactly; one whose encoder is unsure is smoothed over,
-  and one no surer than the prior carries no weight. (The paper's form,
-  ``int p(z_* | Z_n) q(Z_n) dZ = N(b' mu_n, Sigma_p + b' S_n b)``, interpolates every
-  neighbour's mean exactly, errors and all: on the synthetic tuning fields of
-  benchmarks/kriging.py it predicted new sites about 2 % worse in RMSE; see
-  docs/benchmarks-history.md, "against ordinary kriging".)
-
-Their **combination** multiplies the two and divides by the prior marginal ``N(0, s_l)`` once,
-so the prior is not counted twice: precision ``1/v_e + 1/v_g - 1/s`` and precision-weighted
-mean. It treats the encoder posterior as "likelihood x marginal prior" and swaps the marginal
-prior for the neighbours' conditional one.
-
-Predictive moments: S samples of z go through the decoder (the same standard-normal draws at
-every location, so Monte Carlo error does not speckle maps); the predictive mean of a variable is
-the mean of the decoded means, and its variance the variance of the decoded means plus the
-likelihood variance (the law of total variance over the Gaussian mixture, which is exact for
-the mixture the samples define and has less Monte Carlo noise than sampling the noise too).
-For a variable modelled in log space, the moments of ``exp`` of that mixture are exact too:
-``E[y] = mean_s exp(m_s + v/2)`` and ``E[y^2] = mean_s exp(2 m_s + 2 v)``.
+:func:`predictive_moments` decodes S samples of z (the same standard-normal draws at every
+location, so Monte Carlo error does not speckle maps): the mean of the decoded means, and their
+variance plus the added variance (law of total variance over the Gaussian mixture). For a
+variable modelled in log space, ``E[y] = mean_s exp(m_s + v/2)`` and
+``E[y^2] = mean_s exp(2 m_s + 2 v)``.
 """
 
 from __future__ import annotations
@@ -100,13 +87,12 @@ def neighbour_posterior(
     backend : str
         Neighbour search backend.
     toward_anchors : bool
-        What the engine passes unless ``extra={"latent_cap": False}`` (rule 9, adopted in the
-        twenty-sixth session on the tuning splits, docs/benchmarks.md): away from the anchors
-        the conditional goes to the anchors' spread instead of the prior's. Its mean is drawn
-        toward the anchors' mean by the weight the neighbours leave (a constant-mean GP), and
-        its variance capped at the anchors' total variance (the variance of their means plus
-        their mean variance), per channel: far from the data the decoder then sees latents
-        like those it was trained on, not the much wider prior.
+        Away from the anchors the conditional goes to the anchors' spread instead of the
+        prior's (what the engine uses; False, the default here, gives the plain GP
+        conditional): its mean is drawn toward the anchors' mean by the weight the neighbours
+        leave (a constant-mean GP), and its variance capped at the anchors' total variance
+        (the variance of their means plus their mean variance), per channel, so that far from
+        the data the decoder sees latents like those it was trained on, not the wider prior.
 
     Returns
     -------
@@ -163,8 +149,8 @@ def _tabulated_blocks(kernel, xa: np.ndarray, xt: np.ndarray, idx: np.ndarray, l
     a table of the covariances between their distinct offsets; None when the offsets are too
     varied to tabulate (scattered points: the caller evaluates the kernel directly).
 
-    On SPE10's lattice a few hundred offsets describe every set: one gather replaces about
-    ten elementwise passes over the (M, L, H+1, H+1) blocks. Same values up to float round-off.
+    On a lattice a few hundred offsets describe every set, so one gather replaces the
+    elementwise kernel evaluation. Same values up to float round-off.
     """
     found = distinct_offsets(xa, idx, xt)
     if found is None:

@@ -1,19 +1,10 @@
 """Progress of the long stages of a run: training epochs, calibration rounds, prediction.
 
-One display for all of them, chosen once (``progress=`` of the engine, ``--progress`` of the
-command line):
-
-* ``"bar"``: a tqdm bar per stage, on the terminal;
-* ``"log"``: plain lines on stderr for batch logs, one when a stage starts, then one every
-  :data:`LOG_INTERVAL` seconds of wall clock, also from inside a long epoch or calibration
-  round (a unit reported from inside also reports its end, with the epoch's loss), and one
-  when the stage ends, e.g. ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``; the
-  β selection's lines also estimate the end of the training that follows it
-  (``selection 40/120 epochs ... eta 00:04:00 (training 00:17:00)``);
-* ``"none"`` (or ``False``): nothing;
-* ``True``: a bar on a terminal, log lines otherwise.
-
-The clock is :func:`time.monotonic`, read through :data:`clock`, so that tests can replace it.
+One display for all of them (``progress=`` of the engine, ``--progress`` of the command line):
+``"bar"``, a tqdm bar per stage; ``"log"``, plain lines on stderr every :data:`LOG_INTERVAL`
+seconds, e.g. ``epoch 120/800 loss 0.8123 elapsed 00:12:03 eta 01:08:14``; ``"none"`` (or
+``False``), nothing; ``True``, a bar on a terminal and log lines otherwise. The clock is read
+through :data:`clock`, so that tests can replace it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Recognising the training field when it comes back in another row order or precision.
 
-``imputer.impute(ds)`` on the Dataset a model was fitted on should return the fitted field's
-posterior. A transposed or re-sorted copy of that Dataset, or one whose values or coordinates
-went through float32 (a NetCDF file written as ``float``), stacks into the same rows in another
-order, or into rows that differ in the eighth digit. :func:`matching_rows` finds the training
-row of every such row, so the engine can reuse the fitted posterior instead of imputing a
-"new" field from scratch (a valid but different answer, up to half a std apart).
+A transposed or re-sorted copy of the fitted Dataset, or one that went through float32 (a
+NetCDF file written as ``float``), stacks into the same rows in another order or differing in
+the eighth digit. :func:`matching_rows` finds the training row of every such row, so that
+``imputer.impute(ds)`` returns the fitted posterior instead of imputing a "new" field.
 """
 
 from __future__ import annotations

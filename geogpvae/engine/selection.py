@@ -1,44 +1,15 @@
 """Choosing the KL weight from the field being fitted (``beta="auto"``).
 
-The weight of the prior term that predicts best depends on the data: on SPE10, whose channels
-are nearly redundant, a weak prior (beta = 0.2) lets the model lean on the other channels of
-the same cell; on small, noisy surveys a stronger one generalises better. Nothing outside the
-field being fitted can say which, so ``fit`` finds out from the field itself:
-
-1. a share of each variable's observed values (the *check* values, the same ones the stopping
-   rule uses: :func:`geogpvae.engine.stopping.check_entries`) is held out of the likelihood
-   and of the encoder's inputs;
-2. one model per candidate weight, all from the same initial weights, trains on the rest for
-   the first share of the epoch budget (:func:`selection_share`);
-3. each is scored by the calibrated predictive NLL of the check values
-   (:func:`geogpvae.engine.stopping.predictive_nll`, with its moving-average weights, as the
-   model would be used), and the best one carries on for the rest of the budget with every
-   observed value.
-
-What the score judges depends on the gaps (:func:`score_shape`). Where a variable's gaps
-cluster (outages), a missing value may sit far inside a gap or next to the data, and the
-candidate must get the shape of the uncertainty right: the NLL takes the predictive variances
-as the model gives them. Where values are missing at random, the NLL takes one variance per
-variable (its mean squared error), so the candidates are ranked by their predictive means: the
-strong prior's early lead in the shape of its variances fades later in training, while the
-ranking of the means already holds (SPE10 tuning masks 1-8: the full NLL kept x1 on mask 5
-by 0.003 nats, the means x0.2 on every mask by 0.02-0.08, mask 5 0.443 / 0.252 -> 0.442 /
-0.082; on the outage fields the means alone cost 0.174 / -0.383 -> 0.192 / -0.327).
-
-A strong prior fits faster, so it leads early even where a weak one ends better: on SPE10
-tuning masks the check NLLs of beta x1 and x0.2 cross near a third of the budget. Two
-candidates (x1 and x0.2) trained for 35 % of the budget each rank the way they finish, where
-three trained for 15 % each (the sixth to eighth sessions' default) often kept x1; both cost
-about 1.3-1.35 times a fit with a fixed weight. Where every step takes the whole field (fields
-of up to ``FULL_BATCH`` locations: Jura, the kriging tasks, stations as variables) 20 % ranks as
-well (:data:`WHOLE_FIELD_SELECTION_SHARE`; summed tuning NLL 0.046 lower than with 35 %), and a
-fit costs about 1.2 times one with a fixed weight. Each candidate trains at least
-``MIN_SELECTION_EPOCHS`` (3) epochs, budget allowing: a field of a million locations gets only
-5 epochs (the step budget is met in fewer, larger epochs), and 35 % of them, 2 epochs, ranked
-too early there (full-resolution SPE10, tuning mask 1: x1 led after 2 epochs, x0.2 after 3 and
-at the end). Candidates, share and floor were chosen on tuning splits that are never scored
-(Jura: cross-validation inside the training sites; SPE10: other masks of the same volume, at
-both resolutions): see docs/benchmarks.md.
+The weight of the prior term that predicts best depends on the data, so ``fit`` finds it from
+the field itself: a share of each variable's observed values (the *check* values,
+:func:`geogpvae.engine.holdout.held_out`) is held out of the likelihood and the encoder's
+inputs; one model per candidate weight (:data:`KL_FACTORS`), all from the same initial weights,
+trains on the rest for the first share of the budget (:func:`selection_share`, at least
+:data:`MIN_SELECTION_EPOCHS` epochs); each is scored by the calibrated predictive NLL of the
+check values with its moving-average weights (:func:`check_score`), and the best carries on
+with every observed value. Where a variable's gaps cluster the score takes the predictive
+variances as the model gives them; elsewhere it ranks the candidates by their predictive means.
+See docs/design-decisions.md, "KL weight".
 """
 
 from __future__ import annotations
@@ -52,17 +23,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .config import SELECTION_SCORES
 from .progress import Progress, shown_here
-from .stopping import predictive_nll
-from .training import FieldData, TrainState, check_inputs, train
+from .check_values import predictive_nll
+from .data import FieldData
+from .training import TrainState, check_inputs, train
 
 if TYPE_CHECKING:
     from .config import GPVAEConfig
 
-__all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SCORES", "SELECTION_SHARE",
-           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_holdout", "selection_share", "select_kl_factor",
-           "check_score", "score_shape"]
+__all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SHARE",
+           "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_share",
+           "select_kl_factor", "check_score"]
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
 KL_FACTORS = (1.0, 0.2)
@@ -136,43 +107,18 @@ def selection_share(config: GPVAEConfig, n_points: int) -> float:
     Parameters
     ----------
     config : GPVAEConfig
-        The fit's settings: its batch size rule, and ``extra["selection_share"]`` if given.
+        The fit's settings (its batch size rule).
     n_points : int
         Number of locations in the field.
 
     Returns
     -------
     float
-        A fraction of the epoch budget in (0, 1]: ``extra["selection_share"]`` when given;
-        else :data:`WHOLE_FIELD_SELECTION_SHARE` where every step takes the whole field
+        :data:`WHOLE_FIELD_SELECTION_SHARE` where every step takes the whole field
         (``config.batch_for(n_points) >= n_points``), :data:`SELECTION_SHARE` with mini-batches.
     """
-    if "selection_share" in config.extra:
-        return float(config.extra["selection_share"])
     whole = config.batch_for(n_points) >= n_points
     return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE
-
-
-def selection_holdout(config: GPVAEConfig, n_points: int) -> float:
-    """Share of each variable's observed values held out to score the candidates.
-
-    Parameters
-    ----------
-    config : GPVAEConfig
-        Where every training step takes the whole field, its ``extra["selection_holdout"]``
-        may replace :data:`SELECTION_HOLDOUT` (experiments; a larger share was rejected by
-        rule 17, docs/benchmarks.md).
-    n_points : int
-        Locations of the field being fitted.
-
-    Returns
-    -------
-    float
-        The share, in [0, 1).
-    """
-    if config.batch_for(n_points) >= n_points:
-        return float(config.extra.get("selection_holdout", SELECTION_HOLDOUT))
-    return SELECTION_HOLDOUT
 
 
 def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
@@ -187,29 +133,6 @@ def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
     return max(1, floor, math.ceil(share * total_epochs))
 
 
-def score_shape(choice: str, clustered: np.ndarray | bool) -> np.ndarray:
-    """Which variables' check values are scored with the shape of their predictive variances.
-
-    Parameters
-    ----------
-    choice : {"auto", "nll", "mean"}
-        See :data:`SELECTION_SCORES`.
-    clustered : array of bool, shape (K,)
-        Whether each variable's gaps cluster (:func:`geogpvae.engine.holdout.clustered_gaps`).
-
-    Returns
-    -------
-    ndarray of bool, shape (K,)
-        The ``shape`` argument of :func:`check_score`.
-    """
-    clustered = np.atleast_1d(np.asarray(clustered, dtype=bool))
-    if choice not in SELECTION_SCORES:
-        raise ValueError(f"selection_score must be one of {SELECTION_SCORES}, not {choice!r}")
-    if choice == "auto":
-        return clustered.copy()
-    return np.full(clustered.shape, choice == "nll")
-
-
 @torch.no_grad()
 def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, seed: int,
                 shape: bool | np.ndarray = True) -> float:
@@ -217,7 +140,7 @@ def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, s
 
     The live weights are restored afterwards. Nats per held-out value (mean over variables).
     ``shape``: per variable, whether its predictive variances keep their shape or are replaced
-    by one, its mean squared error (see :func:`geogpvae.engine.stopping.predictive_nll`).
+    by one, its mean squared error (see :func:`geogpvae.engine.check_values.predictive_nll`).
     """
     core = model.module if hasattr(model, "module") else model
     inputs, eps = check_inputs(data, core.latent_dim, seed=seed)
@@ -268,8 +191,8 @@ def select_kl_factor(
     progress : bool or {"bar", "log", "none"}
         Display of the candidates' epochs (see :mod:`geogpvae.engine.progress`).
     shape : bool or array of bool, shape (K,)
-        Which variables are scored with the shape of their predictive variances
-        (:func:`score_shape`; True: every one).
+        Which variables are scored with the shape of their predictive variances (the engine:
+        those whose gaps cluster; True: every one).
     resume : SelectionProgress, optional
         Where an interrupted selection stood (from a checkpoint): candidates already scored
         are not trained again, and the one in training carries on from its state, so the
@@ -288,7 +211,7 @@ def select_kl_factor(
         diverges scores ``inf`` (if every one diverges, the error of the last is raised).
         Interrupted: ``factor`` None, and ``progress`` says where it stood.
     """
-    fitting = dataclasses.replace(data, check=None)  # no stopping rule inside the selection
+    fitting = dataclasses.replace(data, check=None)  # the check values only score, after training
     best = Selection(factor=None)
     if resume is not None:
         best.scores = dict(resume.scores)

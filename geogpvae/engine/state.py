@@ -10,23 +10,23 @@ written by older versions load with their missing parts filled in as those versi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
 from .._version import __version__
 from .config import GPVAEConfig
-from .members import members_checkpoint
 from .metric import saved_scale
 from .model import pattern_count
 from .selection import SelectionProgress
-from .training import FieldData, TrainState
+from .training import TrainState
 
-if TYPE_CHECKING:
-    from .core import GPVAEEngine
 
-__all__ = ["STATE_FORMAT", "STATE_VERSION", "checkpoint_state", "engine_state", "restore_engine",
+#: what this module is handed (kept untyped here: importing it would be an import cycle)
+GPVAEEngine = Any
+
+__all__ = ["STATE_FORMAT", "STATE_VERSION", "checkpoint_state", "engine_state", "saved_attributes", "saved_config",
            "selection_from", "train_state_from", "with_hidden_moments"]
 
 STATE_FORMAT = "geogpvae-engine"
@@ -53,7 +53,6 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
     RuntimeError
         ``eng`` is not fitted.
     """
-    eng._require_fit()
     state: dict[str, Any] = {
         "format": STATE_FORMAT,
         "version": STATE_VERSION,
@@ -76,18 +75,17 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "n_dims": int(eng.model.n_dims),
         "kl_factor": None if eng.kl_factor_ is None else float(eng.kl_factor_),
         "kl_scores": {float(f): float(v) for f, v in eng.kl_scores_.items()},
-        "memorisation": {str(k): float(v) for k, v in (getattr(eng, "memorisation_", None) or {}).items()},
         "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],
+        "hidden_variance": eng.model.hidden_variance,
         "weights": _weights(eng.model),
         "history": {k: list(map(float, v)) for k, v in eng.history.items()},
     }
-    if getattr(eng, "members_", None):  # members > 1: the other models, each a whole state
-        state["members"] = [engine_state(m, include_data=include_data) for m in eng.members_]
     if include_data:
+        post = eng.posterior()
         state["field"] = {
-            "x": torch.as_tensor(eng._x, dtype=torch.float64),
-            "y": torch.as_tensor(eng._y, dtype=torch.float64),
-            "observed": torch.as_tensor(eng._observed, dtype=torch.bool),
+            "x": torch.as_tensor(post.train_x, dtype=torch.float64),
+            "y": torch.as_tensor(post.train_y, dtype=torch.float64),
+            "observed": torch.as_tensor(post.train_observed, dtype=torch.bool),
         }
     return state
 
@@ -106,19 +104,13 @@ def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
         ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``; during
         the KL-weight selection also ``"selection"`` (the candidates scored, the best one's
         weights and train state, the factor in training; ``"engine"`` and ``"train"`` then hold
-        the candidate in training), which :func:`selection_from` reads back. With ``members > 1``,
-        once the engine itself is trained, also ``"members"``
-        (:func:`geogpvae.engine.members.members_checkpoint`).
+        the candidate in training), which :func:`selection_from` reads back.
     """
     state = {
         "format": STATE_FORMAT + "-checkpoint",
         "engine": engine_state(eng, include_data=False),
         "train": _train_entry(eng.train_state),
     }
-    state["engine"].pop("members", None)  # members > 1: their own snapshots, below
-    members = members_checkpoint(eng, checkpoint_state)
-    if members is not None:
-        state["members"] = members
     progress = getattr(eng, "selection_", None)
     if progress is not None:  # beta="auto" is choosing: the model and train state are the candidate's
         state["engine"]["kl_factor"], kept = None, progress.best  # None: resumed, the selection goes on
@@ -176,24 +168,27 @@ def selection_from(
                              epochs, tuple(factors))
 
 
-def restore_engine(
-    cls: type[GPVAEEngine], state: dict[str, Any], *, device: str | None = None, progress: bool | str = True
-) -> GPVAEEngine:
-    """Rebuild a trained engine of class ``cls`` from :func:`engine_state` output.
+def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVAEConfig, bool | str]:
+    """The options of a saved engine state and the hidden-value variance its model trained with.
 
     Parameters
     ----------
-    cls : type
-        :class:`GPVAEEngine` or a subclass.
     state : dict
+        :func:`engine_state` output.
     device : str, optional
         Override the saved device (e.g. load a GPU-trained model on a CPU).
-    progress : bool or str
+
+    Returns
+    -------
+    config : GPVAEConfig
+    hidden_variance : bool or "auto"
+        The model's ``hidden_variance`` (False for states saved before it existed).
 
     Raises
     ------
     ValueError
-        Not an engine state, or one written by a newer version.
+        Not an engine state, one written by a newer version, or one that holds several
+        models (written by earlier versions).
     """
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError("not a geogpvae engine state (format tag missing or different)")
@@ -201,45 +196,43 @@ def restore_engine(
         raise ValueError(
             f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
         )
+    if state.get("members"):
+        raise ValueError("this model holds several members (an option of earlier versions that is no "
+                         "longer available); refit it with this version")
     cfg = GPVAEConfig.from_dict(state["config"])
-    if "hidden_variance" not in state["config"]:  # saved before it existed: as trained
-        cfg = cfg.replace(hidden_variance=False)
-    if device is not None:
-        cfg = cfg.replace(device=device)
-    eng = cls(cfg, progress=progress)
-    eng.names = list(state["names"])
-    eng.loc = state["loc"].numpy()
-    eng.scale = state["scale"].numpy()
-    saved = state.get("constant")  # saved before it existed: no variable held constant
-    eng.constant_ = np.full(len(eng.loc), np.nan) if saved is None else saved.numpy()
-    eng.log = state["log"].numpy().astype(bool)
-    eng.lengthscale_ = float(state["lengthscale"])
-    eng.calibration_ = state["calibration"].numpy()
-    eng.predict_mode_ = state.get("predict_mode")
-    eng.noise_ = {r: list(v) for r, v in (state.get("noise") or {}).items()}  # older: model's hidden_var
-    eng.context_radius_ = float(state.get("context_radius", float("inf")))
-    eng.deep_distance_ = state.get("deep_distance")
-    eng.n_points_ = int(state["n_points"])
-    eng.kl_factor_ = state.get("kl_factor", 1.0)
-    eng.kl_scores_ = dict(state.get("kl_scores") or {})
-    eng.memorisation_ = dict(state.get("memorisation") or {})
-    eng.clustered_gaps_ = np.asarray(state.get("clustered_gaps", []), dtype=bool)  # older files: unknown
+    hidden = state.get("hidden_variance", state["config"].get("hidden_variance", False))
+    return (cfg if device is None else cfg.replace(device=device)), hidden
+
+
+def saved_attributes(state: dict[str, Any]) -> dict[str, Any]:
+    """The fitted attributes of a saved engine state, by attribute name, as NumPy and Python
+    values (parts that older versions did not save get what those versions used)."""
+    constant = state.get("constant")  # saved before it existed: no variable held constant
     offset = state.get("x_offset")  # absent in files of versions that did not centre
-    eng.x_offset_ = (np.zeros(int(state["n_dims"])) if offset is None
-                     else offset.numpy().astype(np.float64))
-    eng.x_scale_ = saved_scale(state)
-    eng.model = eng._build_model(len(eng.names), int(state["n_dims"]), eng.n_points_, eng.kl_factor_)
-    eng.model.load_state_dict(with_hidden_moments(state["weights"], len(eng.names)))
-    eng.model.eval()
-    eng.train_state = TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"])
-    if "field" in state:
-        f = state["field"]
-        eng._x, eng._y, eng._observed = f["x"].numpy(), f["y"].numpy(), f["observed"].numpy()
-        field = eng._make_field(eng._x, eng._y, eng._observed)
-        eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
-        eng._anchor = eng._anchors(field)
-    eng.members_ = [restore_engine(cls, m, device=device, progress=progress) for m in state.get("members", [])]
-    return eng
+    field = state.get("field")
+    return {
+        "names": list(state["names"]),
+        "loc": state["loc"].numpy(),
+        "scale": state["scale"].numpy(),
+        "constant_": np.full(len(state["loc"]), np.nan) if constant is None else constant.numpy(),
+        "log": state["log"].numpy().astype(bool),
+        "lengthscale_": float(state["lengthscale"]),
+        "calibration_": state["calibration"].numpy(),
+        "predict_mode_": state.get("predict_mode"),
+        "noise_": {r: list(v) for r, v in (state.get("noise") or {}).items()},  # older: the model's
+        "context_radius_": float(state.get("context_radius", float("inf"))),
+        "deep_distance_": state.get("deep_distance"),
+        "n_points_": int(state["n_points"]),
+        "kl_factor_": state.get("kl_factor", 1.0),
+        "kl_scores_": dict(state.get("kl_scores") or {}),
+        "clustered_gaps_": np.asarray(state.get("clustered_gaps", []), dtype=bool),  # older files: unknown
+        "x_offset_": np.zeros(int(state["n_dims"])) if offset is None else offset.numpy().astype(np.float64),
+        "x_scale_": saved_scale(state),
+        "train_state": TrainState(epoch=len(state["history"].get("epoch", [])), history=state["history"]),
+        "_x": None if field is None else field["x"].numpy(),
+        "_y": None if field is None else field["y"].numpy(),
+        "_observed": None if field is None else field["observed"].numpy(),
+    }
 
 
 def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:

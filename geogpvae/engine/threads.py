@@ -1,23 +1,13 @@
 """How many CPU threads torch may use, chosen so that a job does not oversubscribe its cores.
 
-PyTorch starts as many intra-op threads as it sees cores. On a shared node, in a SLURM
-allocation smaller than the node, or with several data-parallel processes per node, that is
-more threads than the cores the job may use, and oversubscribed threads make CPU training
-several times slower than a single thread. :func:`configure_threads` picks the count from what
-the process is actually allowed to use:
-
-1. an explicit request (``threads=`` / ``--option threads=N``);
-2. a count the caller set with :func:`torch.set_num_threads` after this module was first
-   imported (left alone; a count set earlier cannot be told from torch's own default);
-3. ``OMP_NUM_THREADS`` when it is set;
-4. otherwise the cores in the process's CPU affinity mask (:func:`os.sched_getaffinity`),
-   divided among the processes that share them when running data-parallel (``torchrun``'s
-   workers, ``LOCAL_WORLD_SIZE``; or ``srun``'s tasks of one node, ``SLURM_NTASKS_PER_NODE``,
-   when no ``SLURM_CPUS_PER_TASK`` gives each its own), and capped by
-   ``SLURM_CPUS_PER_TASK`` (the cores of one SLURM task) when running under SLURM.
-
-The choice and its reason are logged once on the ``geogpvae`` logger (level INFO), kept on the
-engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
+PyTorch starts one intra-op thread per core it sees, which on a shared node or a SLURM
+allocation smaller than the node oversubscribes the job's cores. :func:`configure_threads`
+takes, in order: an explicit ``threads=``; a count the caller set with
+:func:`torch.set_num_threads` after this module was imported; ``OMP_NUM_THREADS``; else the
+cores of the process's affinity mask, shared among data-parallel processes
+(``LOCAL_WORLD_SIZE``, ``SLURM_NTASKS_PER_NODE``) and capped by ``SLURM_CPUS_PER_TASK``. The
+choice is logged once on the ``geogpvae`` logger, kept on the engine as ``threads_`` and
+written to output files as the ``geogpvae_threads`` attribute.
 """
 
 from __future__ import annotations

@@ -9,15 +9,17 @@ the Dataset when one matches them. Pure numpy/xarray.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
 
-from .geometry import Geometry, coordinate_role
+from .coordinates import coordinate_role
+from .geometry import Geometry
 
-if TYPE_CHECKING:
-    from .stacking import Field
+
+#: what this module is handed (kept untyped here: importing it would be an import cycle)
+Field = Any
 
 __all__ = [
     "NEVER_OBSERVED_SHARE",

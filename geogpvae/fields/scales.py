@@ -6,12 +6,9 @@ leaves the levels far apart and the neighbours lateral. A coordinate *without* l
 ocean s-coordinate in [-1, 0], model level numbers, a dim without a coordinate) has no scale
 that could be set against kilometres; its steps are often much shorter than the distance between
 neighbouring places, and then every location's nearest neighbours are the levels of its own
-column. Where those levels differ, gaps are filled from the level next to them: on a ROMS-like
-field of three s-levels 2 degC apart with gaps at the surface (``benchmarks/unitless_levels.py``,
-seed 0, the package defaults) the surface gaps scored RMSE 2.37 with a mean error of -2.31, and
-0.30 (mean error -0.08, cov95 0.947) with the scale the warning names,
-``coord_scale={"s_rho": 86.5}``. :func:`unitless_axes` finds such coordinates and that scale;
-the default does not apply it (docs/benchmarks.md, "Levels without length units").
+column. Where those levels differ, gaps are filled from the level next to them (the scale the
+warning names fixes that: docs/performance.md). :func:`unitless_axes` finds such coordinates and
+that scale; the default does not apply it.
 """
 
 from __future__ import annotations
@@ -80,7 +77,7 @@ def unitless_axes(geometry: Geometry, x: np.ndarray, skip: frozenset[str] = froz
     geometry : Geometry
         The coordinates of ``x``; only a geometry with a longitude/latitude sphere is looked at.
     x : ndarray, shape (N, D)
-        The locations, as :func:`~geogpvae.fields.geometry.coordinates_at` made them (scaled).
+        The locations, as :func:`~geogpvae.fields.positions.coordinates_at` made them (scaled).
     skip : set of str
         Coordinates not to look at: in :func:`~geogpvae.fields.stacking.prepare_field`, those that
         do not look vertical (:func:`looks_vertical`), those ``coord_scale`` names and numbers

@@ -16,8 +16,10 @@ may come in any order, coordinates may be ascending or descending and unevenly s
 mixed layouts such as station time series ``(time, site)`` with ``x(site)``, ``y(site)``
 work too.
 
-How the coordinates are chosen and turned into numbers: see
-:mod:`geogpvae.fields.geometry`.
+Which variables are taken: :mod:`~geogpvae.fields.variables`; which coordinates form ``x``
+and how they become numbers: :mod:`~geogpvae.fields.coordinates` and
+:mod:`~geogpvae.fields.geometry`; whether the values can be taken as observations:
+:mod:`~geogpvae.fields.observations`.
 
 Domain and missing values
 -------------------------
@@ -38,7 +40,7 @@ in-memory data, the computed array for dask).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,315 +48,23 @@ import numpy as np
 import xarray as xr
 
 from ..errors import InputError, warn_caller
-from .geometry import (
-    Geometry,
-    _is_numeric,
-    _take,
-    _warn,
-    build_geometry,
-    check_spanned,
-    choose_coordinates,
-    coordinate_role,
-    coordinates_at,
-    unspanned_dims,
-)
-from .never_observed import is_flag, is_time_axis, never_observed_warning
+from .coordinates import _is_numeric, choose_coordinates
+from .geometry import Geometry, build_geometry
+from .never_observed import is_time_axis, never_observed_warning
+from .observations import _check_values, _undecoded_fills
 from .placeholders import placeholder_places, placeholder_warning
+from .positions import _take, check_spanned, coordinates_at, unspanned_dims
 from .scales import looks_vertical, unitless_axes, unitless_axes_warning
-from .valid import attr_numbers, undecoded_fills, valid_bounds
+from .variables import parse_transforms, select_variables, variable_dims
 
 __all__ = [
     "Field",
     "domain_mask",
     "locations",
     "never_observed_warning",
-    "parse_transforms",
     "prepare_field",
-    "select_variables",
     "stack_field",
-    "variable_dims",
 ]
-
-
-_TRANSFORMS = {"log": "log", "none": None, "identity": None}
-_OUTPUT_SUFFIXES = ("_std", "_imputed")
-_REFERENCE_ATTRS = ("bounds", "climatology", "grid_mapping", "ancillary_variables")
-
-
-
-
-def _referenced_names(ds: xr.Dataset) -> set[str]:
-    """Variables that other variables name as bounds, grid mapping, cell measures, etc."""
-    names: set[str] = set()
-    for var in ds.variables.values():
-        for key in _REFERENCE_ATTRS:
-            value = var.attrs.get(key)
-            if isinstance(value, str):
-                names.update(value.split())
-        measures = var.attrs.get("cell_measures")
-        if isinstance(measures, str):
-            names.update(w for w in measures.split() if not w.endswith(":"))
-    return names
-
-
-def _is_output(name: str, ds: xr.Dataset) -> bool:
-    """``v_std`` or ``v_imputed`` of a variable ``v`` present in ``ds``."""
-    return any(name.endswith(s) and name[: -len(s)] in ds.data_vars for s in _OUTPUT_SUFFIXES)
-
-
-def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
-    referenced = _referenced_names(ds)
-    out, skipped, censored = [], [], ""
-    for name, var in ds.data_vars.items():
-        name = str(name)
-        if name in exclude or name in referenced or not var.dims:
-            continue
-        if is_flag(var) or _is_output(name, ds):
-            continue
-        if not _is_numeric(var.dtype):
-            text = _first_text(var)
-            skipped.append(f"{name} ({var.dtype}" + (f", text such as {text!r})" if text else ")"))
-            censored = censored or (_CENSORED_HINT if text.lstrip()[:1] in ("<", ">") else "")
-            continue
-        out.append(name)
-    if skipped and out:
-        _warn(
-            f"not imputing {', '.join(skipped)}: only real numbers (integers, floats) can be "
-            "imputed; they pass through unchanged (name the variables with vars=[...] to "
-            "silence this)" + censored
-        )
-    ids = [n for n in out if _looks_like_identifier(ds[n])]
-    if ids and len(ids) < len(out):
-        _warn(
-            f"not imputing {ids}: integers increasing along {ds[ids[0]].dims[0]!r}, like the "
-            "sample numbers of a table, which would enter the model as a variable; they pass "
-            "through unchanged (name the variables with vars=[...] to impute them, or make them "
-            f"coordinates, ds.set_coords({ids}))"
-        )
-        out = [n for n in out if n not in ids]
-    placed = [n for n in out if _looks_like_position(n, ds[n])]
-    if placed and len(placed) < len(out) and all(ds[n].ndim == 1 for n in out):  # (else left out: _widest_group)
-        _warn(
-            f"the data variables {placed} are complete and named like coordinates of where the values "
-            f"lie (by name, units or CF attributes): they are imputed as variables, which inform the "
-            f"others, not used as positions; if the values lie at them (a sample's depth), make them coordinates, "
-            f"ds.set_coords({placed}); name the variables with vars=[...] to silence this"
-        )
-    return out
-
-
-def _looks_like_position(name: str, var: xr.DataArray) -> bool:
-    """A 1-D data variable with no missing value that :func:`coordinate_role` recognises (a
-    table's ``depth`` column): maybe a position of the sites rather than a measurement."""
-    if var.ndim != 1 or coordinate_role(name, var) is None:
-        return False
-    values = np.asarray(var.values)
-    return values.dtype.kind in "iuf" and bool(np.isfinite(values).all())
-
-
-def _looks_like_identifier(var: xr.DataArray) -> bool:
-    """Integers on one dim that increase strictly from site to site (a table's sample numbers)."""
-    if var.ndim != 1 or var.dtype.kind not in "iu" or var.size < 3:
-        return False
-    return bool((np.diff(np.asarray(var.values).astype(np.int64)) > 0).all())
-
-
-def select_variables(
-    ds: xr.Dataset, vars: str | Sequence[str] | None = None, *, exclude: Sequence[str] = ()
-) -> list[str]:
-    """The variables to impute.
-
-    Parameters
-    ----------
-    ds : xarray.Dataset
-    vars : str or sequence of str, optional
-        Names given by the user; checked to exist and be numeric. Default: every numeric
-        data variable with at least one dim, except CF flag variables (``flag_values``/
-        ``flag_meanings``), earlier outputs ``v_std``/``v_imputed`` of a variable ``v`` in
-        ``ds``, variables other variables name as ``bounds``, ``grid_mapping``,
-        ``cell_measures`` or ``ancillary_variables``, ``exclude``, and (with a
-        :class:`CoordinateWarning`) integers on one dim that increase strictly from site to
-        site, like a table's sample numbers, unless nothing else is left (1-D variables with no
-        missing value named like coordinates, a table's ``depth`` column, are taken with a
-        :class:`CoordinateWarning` that they could be coordinates). When these lie on
-        different dims, those with the most dims are taken and the others left out with a
-        :class:`CoordinateWarning`.
-    exclude : sequence of str
-        Names never taken by default (the mask variable, data variables used as coordinates).
-
-    Returns
-    -------
-    list of str
-
-    Raises
-    ------
-    InputError
-        A name is not in ``ds`` (the message lists the data variables), no variable is left,
-        or the default variables' dims are ambiguous.
-    TypeError
-        A named variable is not numeric.
-    """
-    if vars is None:
-        names = _default_candidates(ds, set(exclude))
-        if not names:
-            raise InputError(
-                "no numeric data variable to impute in the Dataset "
-                f"(data variables: {', '.join(map(str, ds.data_vars)) or 'none'}); pass vars=[...]"
-            )
-        return _widest_group(ds, names)
-    names = [vars] if isinstance(vars, str) else [str(v) for v in vars]
-    if not names:
-        raise InputError("vars is empty: name at least one variable to impute")
-    if len(set(names)) != len(names):
-        raise InputError(f"vars names a variable twice: {names}")
-    for name in names:
-        if name not in ds.data_vars:
-            where = " (it is a coordinate)" if name in ds.coords else ""
-            raise InputError(
-                f"variable {name!r} is not a data variable of the Dataset{where}; "
-                f"available: {', '.join(map(str, ds.data_vars)) or 'none'}"
-            )
-        dtype = ds[name].dtype
-        if dtype.kind == "c":
-            raise TypeError(
-                f"variable {name!r} holds complex numbers ({dtype}): only real values can be "
-                f"imputed; impute ds[{name!r}].real and .imag (or abs and phase) as two variables"
-            )
-        if not _is_numeric(dtype):
-            text = _first_text(ds[name])
-            raise TypeError(
-                f"variable {name!r} has dtype {dtype}, not a number"
-                + (f" (it holds text such as {text!r})" if text else "")
-                + ": only numeric variables can be imputed (leave it out of vars, or convert "
-                "it, e.g. .astype(float))"
-                + (_CENSORED_HINT if text.lstrip()[:1] in ("<", ">") else "")
-            )
-    return names
-
-
-_CENSORED_HINT = (
-    "; a value past a detection limit, such as '<0.1', has no number: decide what it stands "
-    "for before converting, NaN (then imputed, with no knowledge that it lies below the "
-    "limit) or a number such as half the limit"
-)
-
-
-def _first_text(var: xr.DataArray) -> str:
-    """The first value of a text variable that does not read as a number (``'<0.1'``), or ''.
-
-    Parameters
-    ----------
-    var : xarray.DataArray
-
-    Returns
-    -------
-    str
-        Empty when ``var`` holds no text or all its text reads as numbers or is blank.
-    """
-    if var.dtype.kind not in "OSU":
-        return ""
-    for value in np.ravel(np.asarray(var.values)):
-        value = value.decode(errors="replace") if isinstance(value, bytes) else value
-        if isinstance(value, str) and value.strip():  # a blank cell is a missing value
-            try:
-                float(value)
-            except ValueError:
-                return str(value)
-    return ""
-
-
-def _widest_group(ds: xr.Dataset, names: list[str]) -> list[str]:
-    groups: dict[frozenset[Hashable], list[str]] = {}
-    for name in names:
-        groups.setdefault(frozenset(ds[name].dims), []).append(name)
-    if len(groups) == 1:
-        return names
-    most = max(len(d) for d in groups)
-    widest = [d for d in groups if len(d) == most]
-    if len(widest) > 1:
-        listing = "; ".join(
-            f"{', '.join(groups[d])} on {tuple(ds[groups[d][0]].dims)}" for d in groups
-        )
-        raise InputError(
-            f"the numeric variables lie on different dims ({listing}); "
-            "choose the ones to impute together with vars=[...]"
-        )
-    chosen = groups[widest[0]]
-    left = [n for n in names if n not in chosen]
-    _warn(
-        f"imputing {', '.join(chosen)} on {tuple(ds[chosen[0]].dims)}; left out "
-        f"{', '.join(left)} (on other dims; pass vars=[...] to choose)"
-    )
-    return chosen
-
-
-def variable_dims(ds: xr.Dataset, names: Sequence[str]) -> tuple[str, ...]:
-    """The dims shared by all ``names``, in the order of the first.
-
-    Raises
-    ------
-    InputError
-        The variables do not all have the same set of dims, or none has a dim.
-    """
-    first = tuple(str(d) for d in ds[names[0]].dims)
-    if not first:
-        raise InputError(f"variable {names[0]!r} has no dims: there is nothing to impute")
-    for name in names[1:]:
-        dims = tuple(str(d) for d in ds[name].dims)
-        if set(dims) != set(first):
-            raise InputError(
-                f"variables on different dims: {names[0]!r} on {first} but {name!r} on {dims}; "
-                "impute variables on different dims in separate calls"
-            )
-    return first
-
-
-def parse_transforms(
-    transform: str | Mapping[str, str | None] | None, names: Sequence[str] | None = None
-) -> dict[str, str | None]:
-    """Per-variable transforms as ``{name: "log" or None}``.
-
-    Parameters
-    ----------
-    transform : str, mapping or None
-        ``None`` (no transform), one transform for every variable (``"log"``), or a mapping
-        ``{"kx": "log"}``; values ``"log"`` or ``None``/``"none"``/``"identity"``.
-    names : sequence of str, optional
-        The variables; a mapping must name only these. Without ``names`` only the values
-        are checked (and the mapping returned).
-
-    Returns
-    -------
-    dict of str to str or None
-
-    Raises
-    ------
-    InputError
-        An unknown transform, or a mapping naming a variable not imputed.
-    """
-
-    def one(value: Any, label: str) -> str | None:
-        if value is None:
-            return None
-        key = str(value).strip().lower() if isinstance(value, str) else None
-        if key not in _TRANSFORMS:
-            raise InputError(f"unknown transform {value!r} for {label}; use 'log' or None")
-        return _TRANSFORMS[key]
-
-    if transform is None or isinstance(transform, str):
-        value = one(transform, "every variable")
-        return {n: value for n in (names or [])}
-    if not isinstance(transform, Mapping):
-        raise InputError(f"transform must be a str, a dict or None, got {type(transform).__name__}")
-    parsed = {str(k): one(v, repr(k)) for k, v in transform.items()}
-    if names is not None:
-        unknown = sorted(set(parsed) - set(names))
-        if unknown:
-            raise InputError(
-                f"transform names {unknown}, which are not imputed; imputed: {list(names)}"
-            )
-        return {n: parsed.get(n) for n in names}
-    return parsed
 
 
 # --------------------------------------------------------------------------- broadcasting
@@ -523,102 +233,6 @@ def _stack_values(
     return values, originals
 
 
-def _undecoded_fills(name: str, var: xr.DataArray, col: np.ndarray) -> np.ndarray:
-    """``col`` with NaN where it holds the variable's fill value in the variable's own float
-    type, which xarray left undecoded (:func:`~geogpvae.fields.valid.undecoded_fills`); warns."""
-    hits = undecoded_fills(var, col)
-    if not hits.any():
-        return col
-    warn_caller(
-        f"{name}: {int(hits.sum())} values equal its fill value {col[hits][0]:g} in {var.dtype}, which "
-        "xarray left undecoded (the attribute is another float type): taken as missing, as CF says"
-    )
-    return np.where(hits, np.nan, col)
-
-
-_DECODE_HINT = (
-    "the Dataset looks undecoded (opened with mask_and_scale=False or decode_cf=False?): "
-    "open it with xarray's default decoding (mask_and_scale=True) or decode it with "
-    "xr.decode_cf(ds)"
-)
-
-
-def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
-    """Refuse values that CF attributes mark as packed, missing or invalid.
-
-    A Dataset opened without decoding keeps ``scale_factor``/``add_offset`` and
-    ``_FillValue``/``missing_value`` in its attributes and the raw numbers in its data;
-    ``valid_range``/``valid_min``/``valid_max`` are never applied by xarray. Taken as they
-    are, such values would be modelled as observations.
-    """
-    attrs = var.attrs
-    for key in ("scale_factor", "add_offset"):
-        if key in attrs:
-            raise InputError(
-                f"variable {name!r} is still packed ({key} = {attrs[key]!r} in its attributes, "
-                f"so its numbers are not in their real units); {_DECODE_HINT}"
-            )
-    for key in ("_FillValue", "missing_value"):
-        if key not in attrs:
-            continue
-        fills = attr_numbers(attrs[key])
-        hits = np.isin(col, fills[~np.isnan(fills)])
-        if hits.any():
-            fill = fills[~np.isnan(fills)][0]
-            raise InputError(
-                f"variable {name!r} holds its {key} {fill:g} at {int(hits.sum())} cells, which "
-                f"would be taken as observed values; {_DECODE_HINT}, or set them to NaN: "
-                f"ds[{name!r}] = ds[{name!r}].where(ds[{name!r}] != {fill:g})"
-            )
-    low, high = valid_bounds(var.attrs, var.encoding)
-    if low is None and high is None:
-        return
-    observed = col[~np.isnan(col)]
-    bad = np.zeros(observed.shape, dtype=bool)
-    if low is not None:
-        bad |= observed < low
-    if high is not None:
-        bad |= observed > high
-    if bad.any():
-        raise InputError(
-            f"variable {name!r} has {int(bad.sum())} values outside its valid range "
-            f"[{'-inf' if low is None else f'{low:g}'}, {'inf' if high is None else f'{high:g}'}] "
-            "(CF: such values are missing, but xarray does not mask them): set them to NaN "
-            f"with ds[{name!r}].where(...), or remove the valid_range/valid_min/valid_max "
-            "attribute if they are real values"
-        )
-
-
-def _check_values(
-    values: np.ndarray, names: Sequence[str], transforms: Mapping[str, str | None], masked: bool,
-    originals: Mapping[str, xr.DataArray] | None = None,
-) -> None:
-    where = " inside the mask" if masked else ""
-    for j, name in enumerate(names):
-        col = values[:, j]
-        if originals is not None:
-            _check_decoded(name, originals[name], col)
-        if np.isinf(col).any():
-            raise InputError(
-                f"variable {name!r} has {int(np.isinf(col).sum())} infinite values{where}; "
-                "replace them with NaN (missing) or finite values"
-            )
-        observed = ~np.isnan(col)
-        if not observed.any():
-            raise InputError(
-                f"variable {name!r} has no observed value{where}: there is nothing to learn "
-                "it from; leave it out of vars"
-            )
-        if transforms.get(name) == "log":
-            bad = observed & (col <= 0)
-            if bad.any():
-                raise InputError(
-                    f"cannot log-transform {name!r}: {int(bad.sum())} observed values{where} are "
-                    f"<= 0 (minimum {col[observed].min():g}); use no transform for it, or shift it "
-                    "to positive values"
-                )
-
-
 def stack_field(
     ds: xr.Dataset,
     names: Sequence[str],
@@ -642,7 +256,7 @@ def stack_field(
     trained_dims : sequence of str, optional
         Given when ``geometry`` is a fitted model's and ``ds`` data for it: the training
         field's dims. Another dim along which none of the coordinates varies is refused (see
-        :func:`~geogpvae.fields.geometry.check_spanned`).
+        :func:`~geogpvae.fields.positions.check_spanned`).
 
     Returns
     -------
@@ -723,15 +337,15 @@ def prepare_field(
     ds : xarray.Dataset
         The data; not modified. Dask-backed variables are computed (only those needed).
     vars : str or sequence of str, optional
-        Variables to impute (see :func:`select_variables`).
+        Variables to impute (see :func:`~geogpvae.fields.variables.select_variables`).
     coords : str or sequence of str, optional
-        Coordinates forming ``x`` (see :func:`choose_coordinates`).
+        Coordinates forming ``x`` (see :func:`~geogpvae.fields.coordinates.choose_coordinates`).
     mask : DataArray or str, optional
         The domain (see :func:`domain_mask`).
     transform : str or mapping, optional
-        Per-variable transforms (see :func:`parse_transforms`).
+        Per-variable transforms (see :func:`~geogpvae.fields.variables.parse_transforms`).
     coord_scale : mapping of str to float, optional
-        Multipliers of coordinates (see the module docstring).
+        Multipliers of coordinates (see :mod:`~geogpvae.fields.geometry`).
 
     Returns
     -------

@@ -4,7 +4,7 @@ CF counts a value outside a variable's valid bounds as missing, and readers such
 netCDF4-python, ncview and Panoply hide it; xarray does not. Three places need the bounds:
 
 * the inputs: an observed value outside them is refused (it is a fill value in disguise),
-  in :mod:`geogpvae.fields.stacking`;
+  in :mod:`geogpvae.fields.observations`;
 * the fills: a fill outside them would be written and then hidden by those readers, so that
   the hole comes back. :func:`clip_fills` sets such fills to the nearest bound, which is the
   median of the predictive distribution censored at that bound, and warns;

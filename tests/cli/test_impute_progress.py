@@ -66,8 +66,7 @@ def test_the_announced_epochs_are_the_epochs_run(grid, tmp_path, capsys, monkeyp
     monkeypatch.setattr(config, "MIN_EPOCHS", 3)  # (and no more for the mini-batch floor)
     out = tmp_path / "out.nc"
     job = [a for a in JOB if a not in ("--epochs", "2")]
-    assert main(["impute", str(grid), str(out), *job, "--option", "holdout=0",
-                 "--progress", "none"]) == 0
+    assert main(["impute", str(grid), str(out), *job, "--progress", "none"]) == 0
     announced = [line for line in capsys.readouterr().err.splitlines() if "neighbours," in line]
     assert announced and announced[0].endswith(", 3 epochs")
     with geogpvae.open_dataset(out) as ds:

@@ -69,13 +69,15 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
 
     import torch
 
-    from geogpvae.engine.calibration import calibration_candidates, split_mode
+    from geogpvae.engine.calibration import calibration_candidates
     from geogpvae.engine.config import GPVAEConfig
+    from geogpvae.engine.posterior import Posterior, split_mode
     from geogpvae.gp.kernels import LatentKernel
 
     def engine(kernel, **options):
         model = SimpleNamespace(context_dim=3, kernel=kernel)
-        return SimpleNamespace(config=GPVAEConfig(**options), model=model)
+        return Posterior(model=model, config=GPVAEConfig(**options), loc=np.zeros(2), scale=np.ones(2),
+                         log=np.zeros(2, bool))
 
     built_in = LatentKernel("matern32", 2, 2)
     got = calibration_candidates(engine(built_in))
@@ -83,16 +85,11 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
     assert got["unobserved"] == ["neighbours", "encoder", "combined", "neighbours*0.25", "neighbours*0.5",
                                  "neighbours*2", "neighbours*4"]
     assert "neighbours*2" not in calibration_candidates(engine(torch.nn.Linear(2, 2)))["unobserved"]
-    assert calibration_candidates(engine(built_in, extra={"stretches": []}))["unobserved"] == [
-        "neighbours", "encoder", "combined"]
     assert split_mode("neighbours*4") == ("neighbours", 4.0) and split_mode("combined") == ("combined", 1.0)
     assert split_mode("neighbours*0.25") == ("neighbours", 0.25)
-    clustered = engine(built_in)
-    clustered.clustered_gaps_ = np.array([False, True])  # offered too (the learnt variance: test_core),
+    clustered = engine(built_in).replace(clustered=np.array([False, True]))  # offered too (the learnt variance: test_core),
     assert calibration_candidates(clustered)["unobserved"] == [  # and longer ones (persistent patches),
         "neighbours", "encoder", "combined", "neighbours*2", "neighbours*4", "neighbours*8", "neighbours*16"]  # no shrinks
-    clustered.config = GPVAEConfig(extra={"clustered_stretches": [3.0]})
-    assert calibration_candidates(clustered)["unobserved"][-1] == "neighbours*3"
 
 
 def test_the_added_variances_scored_follow_hidden_variance():
@@ -102,7 +99,7 @@ def test_the_added_variances_scored_follow_hidden_variance():
     from geogpvae.engine.model import GPVAE
 
     def engine(n_vars, hidden):
-        return SimpleNamespace(model=GPVAE(n_vars, 2, 2, hidden_variance=hidden))
+        return GPVAE(n_vars, 2, 2, hidden_variance=hidden)
 
     assert noise_choices(engine(3, False)) == ()  # the paper's predictive only
     assert noise_choices(engine(3, True)) == ("hidden", "patterns")
@@ -186,14 +183,10 @@ def test_of_variances_that_predict_equally_well_the_one_needing_the_smaller_corr
                for r in ("observed", "unobserved") for a, b in (("likelihood", "hidden"), ("hidden", "likelihood"))}
     chosen, _ = choose_noises(swapped, sources, ("likelihood", "hidden"), 2)
     assert chosen["observed"] == ["likelihood", "likelihood"]
-    # the seventh session's rule keeps the first variance unless another clearly wins
-    chosen, _ = choose_noises(stats, sources, ("likelihood", "hidden"), 2, rule="margin")
-    assert chosen["observed"] == ["likelihood", "hidden"]
-    # a likelihood variance 1.5x too small is within the band: kept by default, not by "closest"
+    # a likelihood variance 1.5x too small is within the band: kept
     mild = {(r, "encoder|likelihood"): ([[1.5 * z[0] ** 2]], [[np.zeros(800)]]) for r in ("observed", "unobserved")}
     mild.update({(r, "encoder|hidden"): ([[z[0] ** 2]], [[np.full(800, np.log(1.5))]]) for r in ("observed", "unobserved")})
     assert choose_noises(mild, sources, ("likelihood", "hidden"), 1)[0]["observed"] == ["likelihood"]
-    assert choose_noises(mild, sources, ("likelihood", "hidden"), 1, rule="closest")[0]["observed"] == ["hidden"]
 
 
 def test_the_source_is_chosen_on_the_first_variance_alone():
@@ -252,7 +245,7 @@ def test_calibration_hides_every_observed_value_once_where_no_gaps_cluster(monke
     assert not eng.clustered_gaps_.any()
     hidden = []
     monkeypatch.setattr(calibration, "score_hidden", lambda engine, hide, *a, **k: hidden.append(hide.copy()))
-    calibration.calibrate(eng, rounds=5, whole=0.0)
+    calibration.calibrate(eng.posterior(), rounds=5, whole=0.0)
     count = np.sum(hidden, axis=0)
     assert len(hidden) == 5
     assert np.all(count[eng._observed] == 1) and not count[~eng._observed].any()
@@ -268,15 +261,17 @@ def test_locations_deep_in_a_gap_are_told_apart_and_their_source_chosen_on_value
         MIN_VALUES,
         choose_deep,
         deep_distance,
-        deep_rows,
     )
+    from geogpvae.engine.config import GPVAEConfig
+    from geogpvae.engine.posterior import Posterior
 
     grid = np.stack(np.meshgrid(np.arange(20.0), np.arange(20.0), indexing="ij"), -1).reshape(-1, 2) * 0.5
     assert deep_distance(grid) == pytest.approx(DEEP_SPACINGS * 0.5)  # three spacings of 0.5
-    engine = SimpleNamespace(deep_distance_=1.5, config=SimpleNamespace(neighbour_backend="auto"))
+    post = Posterior(model=None, config=GPVAEConfig(), loc=np.zeros(1), scale=np.ones(1), log=np.zeros(1, bool),
+                     deep_distance=1.5)
     anchor = {"x": torch.as_tensor(grid[grid[:, 0] < 5.0])}  # the data end at x = 4.5
     targets = torch.as_tensor([[4.5, 1.0], [5.5, 1.0], [6.0, 1.0], [6.5, 1.0], [9.0, 3.0]])
-    picked = deep_rows(engine, targets, anchor, torch.arange(5))
+    picked = post.deep_rows(targets, anchor, torch.arange(5))
     assert picked.tolist() == [3, 4]  # farther than 1.5 from every anchor (6.0 is exactly 1.5: not deep)
     # the source with the lowest calibrated NLL of the deep held-out values, if there are enough
     rng = np.random.default_rng(0)
@@ -301,7 +296,6 @@ def test_where_gaps_cluster_the_fit_measures_how_deep_a_gap_is():
     opts = dict(epochs=4, progress=False, neighbours=6, seed=0, encoder_hidden=(16,), decoder_hidden=(16,))
     eng = GPVAEEngine(**opts).fit(f.points, values)
     assert eng.clustered_gaps_.all() and eng.deep_distance_ == pytest.approx(DEEP_SPACINGS / 19)
-    assert GPVAEEngine(**opts, extra={"deep_gaps": False}).fit(f.points, values).deep_distance_ is None
     scattered = f.values.copy()
     scattered[np.random.default_rng(0).random(len(scattered)) < 0.2, 0] = np.nan  # at random: nothing deep
     assert GPVAEEngine(**opts).fit(f.points, scattered).deep_distance_ is None

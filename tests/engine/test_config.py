@@ -33,9 +33,7 @@ def test_unknown_option_is_named():
     ("neighbours", -1, "neighbours must be an integer"),
     ("batch_size", 0, "batch_size"),
     ("lr", 0.0, "lr must be a positive number"),
-    ("jitter", 1.0, "jitter"),
     ("threads", 0, "threads"),
-    ("hidden_variance", "yes", "hidden_variance must be True, False or"),
 ])
 def test_bad_values_are_refused_with_their_name(option, value, words):
     with pytest.raises(ValueError, match=words):
@@ -63,22 +61,19 @@ def test_default_budget_batches_and_learning_rates():
     # 50,000), larger ones keep it
     assert cfg.n_epochs(20_000) == 120 and cfg.n_epochs(12_000) == 120 and cfg.n_epochs(50_000) == 63
     assert cfg.n_epochs(50_001) == 21 and cfg.n_epochs(1025) == 800
-    # explicit epochs and the stopping rule's cap (4000 steps) are not raised
-    assert GPVAEConfig(epochs=60).n_epochs(20_000) == 60 and GPVAEConfig(holdout=0.1).n_epochs(20_000) == 100
+    # explicit epochs are not raised
+    assert GPVAEConfig(epochs=60).n_epochs(20_000) == 60
     assert cfg.batch_for(141_900) == 4096 and cfg.n_epochs(141_900) == 29
     assert cfg.batch_for(10**8) == 4096 and cfg.n_epochs(10**8) == 5
-    # with the stopping rule the cap is 4000 steps; explicit choices win
-    assert GPVAEConfig(holdout=0.1).n_epochs(359) == 4000
     assert GPVAEConfig(epochs=3).n_epochs(10**6) == 3
     # an explicit budget under half the default's is flagged with the default (same batch size)
     assert GPVAEConfig(epochs=59).short_of_default(17_000) == 120
     assert GPVAEConfig(epochs=60).short_of_default(17_000) is None
     assert GPVAEConfig(epochs=499).short_of_default(359) == 1000
-    assert GPVAEConfig(epochs=3, holdout=0.1).short_of_default(359) == 1000
     # with batches of 4096, 20,000 locations are 5 steps an epoch and the budget 200 epochs
     assert GPVAEConfig(epochs=99, batch_size=4096).short_of_default(20_000) == 200
     assert GPVAEConfig(epochs=99).short_of_default(20_000) is None
-    assert GPVAEConfig().short_of_default(359) is None and GPVAEConfig(holdout=0.1).short_of_default(359) is None
+    assert GPVAEConfig().short_of_default(359) is None
     assert GPVAEConfig(batch_size=256).batch_for(359) == 256 and GPVAEConfig(batch_size=256).lr_for(359) == 0.003
     assert GPVAEConfig(lr=0.05).lr_for(359) == 0.05
     with pytest.raises(ValueError, match="lr"):
@@ -113,25 +108,3 @@ def test_reading_the_defaults_does_not_import_torch():
     assert run.stdout.strip() == "False"
 
 
-def test_epochs_none_is_resolved_by_the_config_alone():
-    """``epochs=None`` means "the step budget": only GPVAEConfig decides what that is.
-
-    Everything else asks ``GPVAEConfig.n_epochs`` (the engine's training plan and the estimate of its
-    end during the selection, the share of it
-    that ``beta="auto"``'s candidates train, the learnt metric's warm-up share, impute's job plan
-    once per job, info's forecast; the config itself for the stopping rule's ceiling);
-    no module tests ``epochs`` for None itself.
-    """
-    import re
-    from pathlib import Path
-
-    package = Path(geogpvae.__file__).parent
-    pattern = re.compile(r"\bepochs\s+is\s+(not\s+)?None|\bepochs\s+or\b|\bnot\s+\w*epochs\b")
-    found = [f"{path.relative_to(package)}:{n}: {line.strip()}"
-             for path in package.rglob("*.py") if path != package / "engine" / "config.py"
-             for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
-    assert not found, found
-    calls = {str(path.relative_to(package)): path.read_text().count(".n_epochs(")
-             for path in package.rglob("*.py")}
-    assert {k: n for k, n in calls.items() if n} == {
-        "cli/impute.py": 1, "cli/info.py": 1, "engine/config.py": 2, "engine/core.py": 2, "engine/metric.py": 1, "engine/training.py": 1}

@@ -66,22 +66,18 @@ def test_neighbours_posterior_computed_only_where_used_changes_nothing(trained):
     # prediction skips the neighbours' conditional where the mode does not use it: the latent
     # posterior must be that of the full computation, row for row, in every mode
     eng = trained
+    post = eng.posterior()
     field = eng._training_field()
     anchor = eng._anchor
     self_index = _self_index(anchor, field.x.shape[0])
     regimes = [{"observed": m, "unobserved": u} for m in ("encoder", "neighbours", "combined")
                for u in ("neighbours", "encoder", "combined")]
-    chosen = eng.predict_mode_
-    try:
-        for modes in regimes:
-            full = eng._select(eng._sources(field, anchor, self_index), modes)
-            eng.predict_mode_ = modes
-            lazy = eng._latent(field, anchor, self_index, "auto")
-            for a, b in zip(full[:2], lazy[:2]):  # the same up to float round-off (batch sizes)
-                torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=str(modes))
-            np.testing.assert_array_equal(full[2], lazy[2])
-    finally:
-        eng.predict_mode_ = chosen
+    for modes in regimes:
+        full = post.select(post.sources(field, anchor, self_index), modes)
+        lazy = post.replace(predict_mode=modes).latent(field, anchor, self_index, "auto")
+        for a, b in zip(full[:2], lazy[:2]):  # the same up to float round-off (batch sizes)
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=str(modes))
+        np.testing.assert_array_equal(full[2], lazy[2])
 
 
 @pytest.mark.parametrize("stretch", [2.0, 0.5])
@@ -94,14 +90,11 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     from geogpvae.engine.predict import neighbour_posterior
 
     eng = trained
-    target = eng._new_locations(np.random.default_rng(0).random((25, 2)))
+    post = eng.posterior()
+    target = post.new_locations(np.random.default_rng(0).random((25, 2)))
     before = eng.model.kernel.lengthscale.detach().clone()
-    chosen = eng.predict_mode_
-    try:
-        eng.predict_mode_ = {"observed": "combined", "unobserved": f"neighbours*{stretch:g}"}
-        mean, var, source = eng._latent(target, eng._anchor, None, "auto")
-    finally:
-        eng.predict_mode_ = chosen
+    stretching = post.replace(predict_mode={"observed": "combined", "unobserved": f"neighbours*{stretch:g}"})
+    mean, var, source = stretching.latent(target, eng._anchor, None, "auto")
     model = copy.deepcopy(eng.model)
     model.kernel.lengthscale_unit.mul_(stretch)
     a = eng._anchor
@@ -111,45 +104,35 @@ def test_stretched_neighbours_are_the_conditional_of_the_stretched_kernel(traine
     torch.testing.assert_close(var, want[1])
     assert (source == 1).all()
     assert torch.equal(eng.model.kernel.lengthscale, before)
-    plain = eng._latent(target, eng._anchor, None, "neighbours")
+    plain = post.latent(target, eng._anchor, None, "neighbours")
     assert not torch.allclose(plain[1], var)  # the stretch changes the answer
     # where a variable's gaps cluster: the stretched mean, the learnt kernel's variance
-    clustered = eng.clustered_gaps_
-    try:
-        eng.predict_mode_ = {"observed": "combined", "unobserved": f"neighbours*{stretch:g}"}
-        eng.clustered_gaps_ = np.array([False, True])
-        in_gaps = eng._latent(target, eng._anchor, None, "auto")
-    finally:
-        eng.predict_mode_, eng.clustered_gaps_ = chosen, clustered
+    in_gaps = stretching.replace(clustered=np.array([False, True])).latent(target, eng._anchor, None, "auto")
     torch.testing.assert_close(in_gaps[0], want[0])
     torch.testing.assert_close(in_gaps[1], plain[1])
 
 
 def test_targets_deep_in_a_gap_take_the_deep_source_and_the_others_the_regime_s(trained):
-    from geogpvae.engine.calibration import deep_rows, stretched_neighbours
-    from geogpvae.engine.state import engine_state, restore_engine
+    import copy
 
-    eng = trained
+    eng = copy.deepcopy(trained)
+    eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2", "deep": "neighbours*8"}
+    eng.deep_distance_, eng.clustered_gaps_ = 0.1, np.array([False, True, False])
+    post = eng.posterior()
     x = np.random.default_rng(1).random((60, 2)) * 1.6 - 0.3  # some far outside the unit square
-    target = eng._new_locations(x)
-    chosen, before, clustered = eng.predict_mode_, eng.deep_distance_, eng.clustered_gaps_
-    try:
-        eng.predict_mode_ = {"observed": "combined", "unobserved": "neighbours*2", "deep": "neighbours*8"}
-        eng.deep_distance_, eng.clustered_gaps_ = 0.1, np.array([False, True, False])
-        mean, var, _ = eng._latent(target, eng._anchor, None, "auto")
-        every = torch.arange(len(x))
-        deep = deep_rows(eng, target.x, eng._anchor, every)
-        near = torch.as_tensor(np.setdiff1d(np.arange(len(x)), deep.numpy()))
-        assert 0 < len(deep) < len(x)
-        want_deep = stretched_neighbours(eng, target.x, eng._anchor, None, deep, 8.0)
-        want_near = stretched_neighbours(eng, target.x, eng._anchor, None, near, 2.0)
-        torch.testing.assert_close(mean[deep], want_deep[0])
-        torch.testing.assert_close(var[deep], want_deep[1])
-        torch.testing.assert_close(mean[near], want_near[0])
-        back = restore_engine(GPVAEEngine, engine_state(eng), progress=False)  # saved and loaded
-        assert back.deep_distance_ == 0.1 and back.predict_mode_["deep"] == "neighbours*8"
-    finally:
-        eng.predict_mode_, eng.deep_distance_, eng.clustered_gaps_ = chosen, before, clustered
+    target = post.new_locations(x)
+    mean, var, _ = post.latent(target, eng._anchor, None, "auto")
+    every = torch.arange(len(x))
+    deep = post.deep_rows(target.x, eng._anchor, every)
+    near = torch.as_tensor(np.setdiff1d(np.arange(len(x)), deep.numpy()))
+    assert 0 < len(deep) < len(x)
+    want_deep = post.stretched_neighbours(target.x, eng._anchor, None, deep, 8.0)
+    want_near = post.stretched_neighbours(target.x, eng._anchor, None, near, 2.0)
+    torch.testing.assert_close(mean[deep], want_deep[0])
+    torch.testing.assert_close(var[deep], want_deep[1])
+    torch.testing.assert_close(mean[near], want_near[0])
+    back = GPVAEEngine.from_state_dict(eng.state_dict(), progress=False)  # saved and loaded
+    assert back.deep_distance_ == 0.1 and back.predict_mode_["deep"] == "neighbours*8"
 
 
 def test_location_only_encoder_uses_neighbours_where_nothing_is_observed(field):
@@ -168,27 +151,6 @@ def test_same_seed_same_result(field):
     np.testing.assert_array_equal(a.mean, b.mean)
     np.testing.assert_array_equal(a.std, b.std)
     assert not np.array_equal(a.mean, c.mean)
-
-
-def test_the_latent_cap_reaches_the_neighbours_conditional_by_default(trained, monkeypatch):
-    # the latent cap (rule 9) is what the neighbours' conditional is computed with unless
-    # extra={"latent_cap": False} (its math: tests/engine/test_predict.py)
-    from geogpvae.engine import core
-
-    seen = []
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("toward_anchors"))
-        return original(*args, **kwargs)
-
-    original = core.neighbour_posterior
-    monkeypatch.setattr(core, "neighbour_posterior", spy)
-    plain = copy.deepcopy(trained)
-    plain.config = plain.config.replace(extra={"latent_cap": False})
-    far = np.array([[30.0, 30.0]])
-    trained.predict(far, samples=8)
-    plain.predict(far, samples=8)
-    assert seen and seen[0] is True and seen[-1] is False
 
 
 def test_far_from_the_data_the_prediction_comes_back_to_the_datas_mean_and_spread(field, trained):
@@ -396,8 +358,9 @@ def test_model_files_from_before_the_hidden_variance_option_load_and_predict_the
     old = {**state, "config": {k: v for k, v in state["config"].items() if k != "hidden_variance"},
            "weights": {k: v for k, v in state["weights"].items() if k not in ("hidden_moments", "pattern_moments")}}
     old.pop("noise")
+    old.pop("hidden_variance")  # (saved at the top level since the option left the config)
     again = GPVAEEngine.from_state_dict(old, progress=False)
-    assert again.config.hidden_variance is False and again.noise_ == {}
+    assert again.model.hidden_variance is False and again.noise_ == {}
     paper = GPVAEEngine.from_state_dict(state, progress=False)  # the likelihood variance everywhere
     paper.noise_ = {"observed": "likelihood", "unobserved": "likelihood"}
     np.testing.assert_array_equal(again.predict(samples=8).std, paper.predict(samples=8).std)
@@ -406,7 +369,7 @@ def test_model_files_from_before_the_hidden_variance_option_load_and_predict_the
 @pytest.fixture(scope="module")
 def auto_noise(field):
     """An engine whose calibration also chose the variance added to the decoded spread."""
-    return GPVAEEngine(epochs=40, hidden_variance="auto", progress=False).fit(field.points, field.values)
+    return GPVAEEngine(epochs=40, progress=False).fit(field.points, field.values)
 
 
 def test_calibration_chooses_the_added_variance_with_the_lowest_held_out_nll(auto_noise):
@@ -436,14 +399,15 @@ def test_added_variances_add_in_modelled_units(auto_noise):
     mean = torch.as_tensor(rng.normal(size=(12, eng.model.latent_dim)), dtype=eng.dtype)
     var = torch.as_tensor(rng.random((12, eng.model.latent_dim)) * 0.3, dtype=eng.dtype)
     visible = torch.as_tensor(rng.random((12, k)) < 0.5)
-    got = {n: eng._moments(mean, var, samples=16, seed=2, calibrated=False, visible=visible, noise=n)
+    post = eng.posterior()
+    got = {n: post.moments(mean, var, samples=16, seed=2, calibrated=False, visible=visible, noise=n)
            for n in ("likelihood", "hidden", "patterns", "scaled")}
     # "scaled": the likelihood's predictive, its variance times the ratio the hidden values showed
     ratio = eng.model.hidden_ratio.detach().double().numpy()
     assert not np.allclose(ratio, 1.0, rtol=0.05)
     np.testing.assert_allclose(got["scaled"][2], got["likelihood"][2], rtol=1e-12)
     np.testing.assert_allclose(got["scaled"][3] ** 2, got["likelihood"][3] ** 2 * ratio, rtol=1e-9)
-    calibrated = [eng._moments(mean, var, samples=16, seed=2, calibrated=True, has_own=np.ones(12, bool),
+    calibrated = [post.moments(mean, var, samples=16, seed=2, calibrated=True, has_own=np.ones(12, bool),
                                visible=visible, noise=n)[3] for n in ("likelihood", "scaled")]
     np.testing.assert_allclose(calibrated[1] ** 2, calibrated[0] ** 2 * ratio, rtol=1e-9)  # then calibrated
     for n, added in (("hidden", eng.model.hidden_estimate.expand(12, -1)),
@@ -487,16 +451,17 @@ def test_calibration_scores_each_variance_as_if_predicted_with_it(auto_noise):
     candidates = {"observed": ["encoder"], "unobserved": ["neighbours"]}
     stats = {(r, f"{m}|{n}"): ([[] for _ in range(3)], [[] for _ in range(3)])
              for r in candidates for m in candidates[r] for n in NOISES}
-    score_hidden(eng, hide, rows, candidates, stats, noises=NOISES)
+    post = eng.posterior()
+    score_hidden(post, hide, rows, candidates, stats, noises=NOISES)
     # by hand for the observed regime: predict the hidden values with each variance outright
     visible = eng._observed & ~hide
-    field = eng._make_field(eng._x, np.where(visible, eng._y, 0.0), visible)
+    field = post.field(eng._x, np.where(visible, eng._y, 0.0), visible)
     own = visible[rows].any(1)
     sub = rows[own]
     mean, var = eng.model.encode(field.y[sub], field.observed[sub], None if field.context is None else field.context[sub])
     truth = eng.loc + eng.scale * eng._y[sub]
     for noise in NOISES:
-        _, _, mm, sm = eng._moments(mean.detach(), var.detach(), samples=eng.config.samples, seed=eng.config.seed + 11,
+        _, _, mm, sm = post.moments(mean.detach(), var.detach(), samples=eng.config.samples, seed=eng.config.seed + 11,
                                     calibrated=False, visible=field.observed[sub], noise=noise)
         sq = stats[("observed", f"encoder|{noise}")][0]
         for j in range(3):
@@ -504,32 +469,3 @@ def test_calibration_scores_each_variance_as_if_predicted_with_it(auto_noise):
             np.testing.assert_allclose(sq[j][0], want, rtol=1e-5)
 
 
-def test_lengthscale_start_experiments_set_the_starts_they_name():
-    """``extra`` knobs of benchmarks/lengthscale_start.py (rules 12 and 13, both rejected): the
-    default start is the median distance to the H-th neighbour; ``lengthscale_rank`` names another
-    rank; ``lengthscale_spread`` starts the channels geometrically from the H-th neighbour's
-    distance (first channel) to the nearest neighbour's (last)."""
-    from geogpvae.gp.neighbours import median_neighbour_distance
-
-    rng = np.random.default_rng(3)
-    centres = rng.uniform(0, 10, (60, 2))
-    pts = np.concatenate([centres, centres + rng.normal(0, 0.05, centres.shape)])  # close pairs
-    vals = np.sin(pts[:, :1]) + 0.1 * rng.normal(size=(len(pts), 1))
-    vals = np.concatenate([vals, np.cos(pts[:, 1:])], axis=1)
-    opts = dict(epochs=1, progress=False, calibrate=False, beta=1.0, neighbours=6, latent_dim=3,
-                extra={"metric": "fixed"})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", TrainingWarning)
-        base = GPVAEEngine(**opts).fit(pts, vals)
-        ranked = GPVAEEngine(**{**opts, "extra": {"metric": "fixed", "lengthscale_rank": 1}}).fit(pts, vals)
-        spread = GPVAEEngine(**{**opts, "extra": {"metric": "fixed", "lengthscale_spread": True}}).fit(pts, vals)
-    x = base._x
-    far, near = median_neighbour_distance(x, 6), median_neighbour_distance(x, 1)
-    assert near < far / 5  # the close pairs
-    assert base.lengthscale_ == pytest.approx(far)
-    assert ranked.lengthscale_ == pytest.approx(near)
-    starts = spread.model.kernel.lengthscale_unit.double().numpy()
-    assert starts.shape == (3, 2)
-    np.testing.assert_allclose(starts[:, 0], [far, np.sqrt(far * near), near], rtol=1e-5)
-    np.testing.assert_allclose(starts[:, 1], starts[:, 0])
-    np.testing.assert_allclose(base.model.kernel.lengthscale_unit.double().numpy(), far, rtol=1e-5)

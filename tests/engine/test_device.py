@@ -10,7 +10,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.batches import batch_plan, plan_to_device
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import field_data, gather_batch, resolve_device
+from geogpvae.engine.data import field_data, gather_batch, resolve_device
 from geogpvae.gp import neighbours as nb
 from geogpvae.gp.priors._blocks import checked_cholesky, spd_solve
 
@@ -24,7 +24,7 @@ def test_auto_device_picks_cuda_when_present(monkeypatch):
 
 
 def test_auto_keeps_whole_field_fits_on_the_cpu_when_a_gpu_is_present(monkeypatch):
-    """Whole-field steps are launch-bound on a GPU (docs/benchmarks.md, "On a GPU"): "auto"
+    """Whole-field steps are launch-bound on a GPU (docs/performance.md): "auto"
     trains such fields on the CPU; larger fields, and an explicit "cuda", go to the GPU."""
     from geogpvae.engine.config import FULL_BATCH
     from geogpvae.engine.core import GPVAEEngine

@@ -18,7 +18,7 @@ from geogpvae.engine import model as model_module
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.model import GPVAE, MAX_PATTERN_VARS, MOMENT_SEED
 from geogpvae.engine.predict import neighbour_posterior, predictive_moments
-from geogpvae.engine.training import field_data, gather_batch
+from geogpvae.engine.data import field_data, gather_batch
 from geogpvae.gp.neighbours import order_points, ordered_neighbours
 
 JITTER = 1e-4

@@ -7,7 +7,7 @@ import pytest
 from scipy.spatial import cKDTree
 
 from geogpvae.engine.holdout import _gaps, clustered_gaps, held_out, matched_entries, task_weights
-from geogpvae.engine.stopping import check_entries
+from geogpvae.engine.check_values import check_entries
 
 
 def test_task_weights_are_each_variables_share_of_the_missing_values():

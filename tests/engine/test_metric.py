@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine import metric
+from geogpvae.engine import core, metric
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.metric import axis_scales, warmup_epochs
@@ -28,11 +28,11 @@ def _fit(field, learnt_ls, monkeypatch, points=None, **options) -> GPVAEEngine:
     seen = []
     points = field.points if points is None else points
 
-    def warm(engine, x, values, steps):
+    def warm(engine, x, values):
         seen.append(x.copy())
         return np.asarray(learnt_ls, dtype=float) * np.ptp(x, 0) / np.ptp(field.points, 0)
 
-    monkeypatch.setattr(metric, "_warm_lengthscales", warm)
+    monkeypatch.setattr(GPVAEEngine, "_warm_fit", warm)
     eng = GPVAEEngine(epochs=3, neighbours=8, progress=False, **options).fit(points, field.values)
     eng.warm_inputs = seen
     return eng
@@ -74,12 +74,12 @@ def test_rounds_rescale_in_the_metric_learnt_so_far(field, monkeypatch):
 
 def test_neighbours_follow_the_learnt_metric(field, monkeypatch):
     """Training and context neighbours run along the long axis in the learnt metric; in the
-    given coordinates (fixed metric, or a learnt one close to it) along both axes alike."""
+    given coordinates (an isotropic metric, or a learnt one close to it) along both axes alike."""
     learnt = _fit(field, [[LONG, SHORT], [LONG / 2, SHORT]], monkeypatch)
-    fixed = _fit(field, [[LONG, SHORT]], monkeypatch, extra={"metric": "fixed"})
+    fixed = _fit(field, [[1.0, 1.0]], monkeypatch)
     beyond = _fit(field, [[4.0, 1.0]], monkeypatch)  # axes 4x apart: more than MIN_RATIO (3)
     near = _fit(field, [[2.0, 1.0]], monkeypatch)  # 2x apart: the coordinates are kept
-    assert fixed.warm_inputs == [] and np.all(np.asarray(fixed.x_scale_) == 1.0)
+    assert len(fixed.warm_inputs) == 1 and np.all(np.asarray(fixed.x_scale_) == 1.0)
     assert np.all(np.asarray(near.x_scale_) == 1.0) and len(near.warm_inputs) == 2  # the 3rd cannot reach 3x
     assert beyond.x_scale_[1] / beyond.x_scale_[0] == pytest.approx(4)
     x = field.points
@@ -115,13 +115,9 @@ def test_scale_survives_save_and_load(field, monkeypatch):
     np.testing.assert_allclose(a.mean, b.mean, rtol=1e-5, atol=1e-6)
 
 
-def test_unknown_metric_is_refused(field):
-    with pytest.raises(ValueError, match="unknown metric"):
-        GPVAEEngine(epochs=2, progress=False, extra={"metric": "euclid"}).fit(field.points, field.values)
-
-
 def test_no_warmup_without_a_learnt_kernel_or_a_second_axis(field, monkeypatch):
-    for options, points in (({"learn_kernel": False}, field.points), ({}, field.points[:, :1])):
+    for options, points in (({"kernel": __import__("gpytorch").kernels.RBFKernel()}, field.points),
+                            ({}, field.points[:, :1])):
         eng = _fit(field, [[LONG, SHORT]], monkeypatch, points=points, **options)
         assert eng.warm_inputs == [] and np.all(np.asarray(eng.x_scale_) == 1.0)
 
@@ -134,10 +130,13 @@ def test_station_network_learns_time_against_space():
 
     ds = make_station_network(15, 80, seed=0)
     share = {}
-    for mode in ("auto", "fixed"):
-        imp = geogpvae.GPVAEImputer(epochs=2, neighbours=10, progress=False,
-                                    extra={"metric": mode, "metric_steps": 150, "metric_rounds": 2})
-        eng = imp.fit(ds, ["v0"]).engine_
+    for mode in ("auto", "fixed"):  # fixed: warm-ups that learn the given coordinates' metric
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(core, "warmup_epochs", lambda config, n, steps=None: 30)  # 150 steps a round
+            if mode == "fixed":
+                mp.setattr(GPVAEEngine, "_warm_fit", lambda self, x, values: np.ones((1, x.shape[1])))
+            imp = geogpvae.GPVAEImputer(epochs=2, neighbours=10, progress=False)
+            eng = imp.fit(ds, ["v0"]).engine_
         x = eng._x
         nbr = eng._data.host("nbr").numpy()
         valid = nbr >= 0
@@ -195,4 +194,4 @@ def test_no_warm_up_round_keeps_the_coordinates():
     engine = GPVAEEngine(neighbours=4, progress="log")
     x = np.random.default_rng(0).normal(size=(30, 2))
     y = np.ones((30, 1))
-    assert learn_metric(engine, x, y, np.ones((30, 1), bool), rounds=0).tolist() == [1.0, 1.0]
+    assert learn_metric(engine._warm_fit, x, y, np.ones((30, 1), bool), rounds=0).tolist() == [1.0, 1.0]

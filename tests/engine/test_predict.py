@@ -115,7 +115,7 @@ def test_neighbour_posterior_does_not_depend_on_chunking():
 
 
 def test_context_from_kept_neighbours_and_in_chunks_equals_a_fresh_search():
-    from geogpvae.engine.training import context_index, neighbourhood_context
+    from geogpvae.engine.data import context_index, neighbourhood_context
 
     rng = np.random.default_rng(0)
     x, y = rng.random((60, 2)), rng.normal(size=(60, 3))
@@ -180,7 +180,7 @@ def test_sure_anchors_are_interpolated_by_the_prior_conditional():
 
 
 def test_toward_anchors_is_constant_mean_kriging_capped_at_the_anchors_spread():
-    """The latent cap (``extra={"latent_cap": ...}``): the weight the neighbours leave goes to the anchors' mean,
+    """The latent cap (what the engine uses): the weight the neighbours leave goes to the anchors' mean,
     and the variance is capped at the anchors' total variance; far away both are the anchors'."""
     from geogpvae.engine.predict import neighbour_posterior
 

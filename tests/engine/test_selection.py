@@ -13,18 +13,16 @@ from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.selection import (
     KL_FACTORS,
     MIN_SELECTION_EPOCHS,
-    SELECTION_SCORES,
     SELECTION_SHARE,
     WHOLE_FIELD_SELECTION_SHARE,
     Selection,
     check_score,
-    score_shape,
     select_kl_factor,
     selection_epochs,
     selection_share,
 )
-from geogpvae.engine.stopping import check_entries, predictive_nll
-from geogpvae.engine.training import CONTEXT_HIDING_SHARE, field_data
+from geogpvae.engine.check_values import check_entries, predictive_nll
+from geogpvae.engine.data import CONTEXT_HIDING_SHARE, field_data
 
 SMALL = dict(neighbours=6, encoder_hidden=(16,), decoder_hidden=(16,), samples=4)
 
@@ -141,10 +139,6 @@ def test_fit_chooses_records_and_continues_on_every_value(field):
     # an explicit weight trains one model, with that weight
     fixed = GPVAEEngine(epochs=12, calibrate=False, beta=0.7, progress=False, **SMALL).fit(field.points, field.values)
     assert fixed.kl_scores_ == {} and fixed.model.beta == 0.7
-    # the candidates can be set for tuning runs (extra={"kl_factors": ...})
-    two = GPVAEEngine(epochs=12, calibrate=False, progress=False, extra={"kl_factors": [0.5, 0.2]}, **SMALL).fit(
-        field.points, field.values)
-    assert set(two.kl_scores_) == {0.5, 0.2} and two.kl_factor_ in (0.5, 0.2)
 
 
 @pytest.mark.parametrize("epochs", [2, 8])
@@ -220,45 +214,11 @@ def test_too_few_values_to_hold_out_keep_the_base_weight():
     assert eng.kl_factor_ == 1.0 and eng.kl_scores_ == {} and len(eng.history["loss"]) == 4
 
 
-def test_with_the_stopping_rule_candidates_train_a_share_of_the_step_budget(field, monkeypatch):
-    """Not a share of the stopping rule's ceiling (MAX_STEPS), which would cost 3x a fixed budget."""
-    from geogpvae.engine import core
-
-    asked = {}
-
-    def fake(build, data, config, *, epochs, **kw):
-        asked["epochs"], asked["check"] = epochs, data.check
-        return Selection(factor=None)  # as if interrupted: fit returns at once
-
-    monkeypatch.setattr(core, "select_kl_factor", fake)
-    eng = GPVAEEngine(holdout=0.1, calibrate=False, progress=False, **SMALL).fit(field.points, field.values)
-    budget = GPVAEConfig(**SMALL).n_epochs(len(field.points))
-    share = selection_share(GPVAEConfig(**SMALL), len(field.points))
-    assert asked["epochs"] == selection_epochs(budget, share) < GPVAEConfig(holdout=0.1).n_epochs(len(field.points)) // 4
-    assert asked["check"] is not None and eng.interrupted
-
-
-def test_score_shape_follows_the_gaps():
-    clustered = np.array([True, False, True])
-    assert score_shape("auto", clustered).tolist() == [True, False, True]
-    assert score_shape("nll", clustered).tolist() == [True] * 3
-    assert score_shape("mean", clustered).tolist() == [False] * 3
-    assert SELECTION_SCORES == ("auto", "nll", "mean")
-    with pytest.raises(ValueError, match="selection_score"):
-        score_shape("rmse", clustered)
-    # a wrong option is refused when the options are given, before any fit
-    with pytest.raises(ValueError, match="unknown selection_score 'rmse'; choose one of auto, nll, mean"):
-        GPVAEConfig(extra={"selection_score": "rmse"})
-    assert GPVAEConfig(extra={"selection_score": "mean"}).extra["selection_score"] == "mean"
-
-
-@pytest.mark.parametrize("option, outage, want", [
-    (None, False, [False, False]),  # values missing at random: the means alone rank the candidates
-    (None, True, [True, False]),  # the variable whose gaps cluster keeps the variances' shape
-    ("nll", False, [True, True]),
-    ("mean", True, [False, False]),
+@pytest.mark.parametrize("outage, want", [
+    (False, [False, False]),  # values missing at random: the means alone rank the candidates
+    (True, [True, False]),  # the variable whose gaps cluster keeps the variances' shape
 ])
-def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, option, outage, want):
+def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, outage, want):
     from geogpvae.engine import core
 
     asked = {}
@@ -272,21 +232,17 @@ def test_fit_scores_the_candidates_as_the_gaps_ask(field, monkeypatch, option, o
     if outage:  # a 6 x 6 outage of the first variable in the 16 x 16 grid
         grid = values[:, 0].reshape(16, 16)
         grid[4:10, 4:10] = np.nan
-    extra = {} if option is None else {"extra": {"selection_score": option}}
-    eng = GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL, **extra).fit(field.points, values)
+    eng = GPVAEEngine(calibrate=False, progress=False, epochs=4, **SMALL).fit(field.points, values)
     assert eng.clustered_gaps_.tolist() == [outage, False]
     assert asked["shape"] == want
 
 
-@pytest.mark.parametrize("option, outage, batch, want", [
-    (None, False, None, [True, True]),  # values missing at random: hidden values leave the context
-    (None, True, None, [False, True]),  # not where a variable's gaps cluster (outage tuning fields)
-    (None, False, 64, None),  # nor with mini-batches (its cost, no gain on the tuning fields)
-    (False, False, None, None),
-    (True, True, 64, [True, True]),
+@pytest.mark.parametrize("outage, batch, want", [
+    (False, None, [True, True]),  # values missing at random: hidden values leave the context
+    (True, None, [False, True]),  # not where a variable's gaps cluster (outage tuning fields)
+    (False, 64, None),  # nor with mini-batches (its cost, no gain on the tuning fields)
 ])
-def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(field, monkeypatch, option, outage,
-                                                                               batch, want):
+def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(field, monkeypatch, outage, batch, want):
     from geogpvae.engine import core
 
     seen = {}
@@ -300,21 +256,19 @@ def test_fit_takes_hidden_values_out_of_the_context_where_gaps_do_not_cluster(fi
     values = field.values.copy()
     if outage:
         values[:, 0].reshape(16, 16)[4:10, 4:10] = np.nan
-    extra = {} if option is None else {"extra": {"context_hiding": option}}
-    GPVAEEngine(calibrate=False, progress=False, epochs=4, batch_size=batch, **SMALL, **extra).fit(field.points, values)
+    GPVAEEngine(calibrate=False, progress=False, epochs=4, batch_size=batch, **SMALL).fit(field.points, values)
     assert seen["hiding"] == want
     assert want is None or seen["share"] == CONTEXT_HIDING_SHARE == 0.5
 
 
 def test_whole_field_fits_choose_after_a_fifth_of_the_budget():
     """Small fields (every step the whole field) train each candidate for 20 % of the budget,
-    mini-batch fields for 35 %; the ``selection_share`` option wins over both."""
+    mini-batch fields for 35 %."""
     cfg = GPVAEConfig()
     assert selection_share(cfg, 359) == WHOLE_FIELD_SELECTION_SHARE == 0.2
     assert selection_epochs(cfg.n_epochs(359), selection_share(cfg, 359)) == 200
     assert selection_share(cfg, 141_900) == SELECTION_SHARE == 0.35
     assert selection_share(cfg.replace(batch_size=100), 359) == SELECTION_SHARE  # mini-batches
-    assert selection_share(cfg.replace(extra={"selection_share": 0.5}), 359) == 0.5
 
 
 def test_a_whole_field_fit_chooses_after_a_fifth_of_its_epochs(field):
@@ -325,15 +279,9 @@ def test_a_whole_field_fit_chooses_after_a_fifth_of_its_epochs(field):
     assert seen == list(range(5, 21))
 
 
-def test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field_fits(monkeypatch):
-    from geogpvae.engine.config import FULL_BATCH
-    from geogpvae.engine.selection import SELECTION_HOLDOUT, selection_holdout
-
-    assert selection_holdout(GPVAEConfig(), 300) == SELECTION_HOLDOUT == 0.1
-    wider = GPVAEConfig(extra={"selection_holdout": 0.2})
-    assert selection_holdout(wider, FULL_BATCH) == 0.2
-    assert selection_holdout(wider, FULL_BATCH + 1) == SELECTION_HOLDOUT  # mini-batches: unchanged
+def test_the_check_share_is_a_tenth(monkeypatch):
     from geogpvae.engine import core
+    from geogpvae.engine.selection import SELECTION_HOLDOUT
 
     shares = []
 
@@ -343,6 +291,6 @@ def test_the_check_share_is_a_tenth_unless_an_experiment_sets_it_for_whole_field
     real = core.held_out
     monkeypatch.setattr(core, "held_out", held_out)
     field = make_field(grid_points((12, 12), 1 / 11), n_vars=2, n_latent=2, lengthscale=0.2, missing=0.2, rng=5)
-    eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, extra={"selection_holdout": 0.3}, **SMALL)
+    eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, **SMALL)
     eng.fit(field.points, field.values)
-    assert shares[-1] == 0.3 and set(eng.kl_scores_) == set(KL_FACTORS)  # (a metric warm-up holds out none)
+    assert shares[-1] == SELECTION_HOLDOUT == 0.1 and set(eng.kl_scores_) == set(KL_FACTORS)  # (a metric warm-up holds out none)

@@ -13,7 +13,6 @@ from geogpvae.engine.model import pattern_count
 from geogpvae.engine.state import (
     STATE_FORMAT,
     STATE_VERSION,
-    restore_engine,
     train_state_from,
     with_hidden_moments,
 )
@@ -28,9 +27,9 @@ def engine():
 def test_a_state_of_another_kind_or_a_newer_version_is_refused_clearly(engine):
     state = engine.state_dict(include_data=False)
     with pytest.raises(ValueError, match="not a geogpvae engine state"):
-        restore_engine(GPVAEEngine, {**state, "format": "something-else"})
+        GPVAEEngine.from_state_dict({**state, "format": "something-else"})
     with pytest.raises(ValueError, match="not a geogpvae engine state"):
-        restore_engine(GPVAEEngine, [state])
+        GPVAEEngine.from_state_dict([state])
     newer = {**state, "version": STATE_VERSION + 1, "package_version": "9.9"}
     with pytest.raises(ValueError, match=r"newer geogpvae \(9\.9\); upgrade"):
         GPVAEEngine.from_state_dict(newer)
@@ -65,6 +64,6 @@ def test_a_checkpoint_carries_what_resuming_needs(engine):
     assert state.steps == engine.train_state.steps > 0
     assert state.history["loss"] == engine.history["loss"] and state.history is not saved["train"]["history"]
     np.testing.assert_array_equal(
-        restore_engine(GPVAEEngine, saved["engine"], progress=False).predict(
+        GPVAEEngine.from_state_dict(saved["engine"], progress=False).predict(
             np.zeros((1, 2)), np.array([[0.5, np.nan]]), samples=4).mean,
         engine.predict(np.zeros((1, 2)), np.array([[0.5, np.nan]]), samples=4).mean)

@@ -9,16 +9,7 @@ import torch
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import (
-    context_index,
-    field_data,
-    gather_batch,
-    is_lattice,
-    neighbourhood_context,
-    resolve_layout,
-    visible_context,
-    with_context_hiding,
-)
+from geogpvae.engine.data import context_index, field_data, gather_batch, is_lattice, neighbourhood_context, resolve_layout, visible_context, with_context_hiding
 
 
 def _field(x, seed=0):
@@ -50,21 +41,19 @@ def test_scattered_and_irregular_points_are_not_lattices():
     assert not is_lattice(x[rng.random(len(x)) < 0.25])
 
 
-def test_auto_layout_resolves_by_geometry_and_explicit_choices_win():
+def test_auto_layout_resolves_by_geometry_and_an_explicit_ordering_wins():
     grid = grid_points((8, 8, 4))
     scattered = np.random.default_rng(2).random((256, 3))
     cfg = GPVAEConfig()
-    assert (cfg.ordering, cfg.batching) == ("auto", "auto")
+    assert cfg.ordering == "auto"
     assert resolve_layout(grid, cfg) == ("sorted", "spatial")
     assert resolve_layout(scattered, cfg) == ("random", "random")
-    assert resolve_layout(grid, GPVAEConfig(ordering="maxmin", batching="random")) == ("maxmin", "random")
-    assert resolve_layout(scattered, GPVAEConfig(batching="spatial")) == ("random", "spatial")
-    # scattered locations trained in mini-batches get compact batches (rule 11); whole-field steps keep theirs
+    assert resolve_layout(grid, GPVAEConfig(ordering="maxmin")) == ("maxmin", "spatial")
+    # scattered locations trained in mini-batches get compact batches; whole-field steps keep theirs
     assert resolve_layout(scattered, GPVAEConfig(batch_size=64)) == ("random", "spatial")
     assert resolve_layout(scattered, GPVAEConfig(batch_size=256)) == ("random", "random")
     many = np.random.default_rng(4).random((3000, 2))
     assert resolve_layout(many, cfg) == ("random", "spatial")
-    assert resolve_layout(many, GPVAEConfig(batching="random")) == ("random", "random")
 
 
 def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly():
@@ -79,9 +68,8 @@ def test_auto_layout_on_a_grid_shares_prior_factorisations_and_batches_compactly
     batches = epoch_batches(data.n, 100, seed=0, epoch=3, order=data.order)
     assert torch.equal(torch.sort(torch.cat(batches)).values, torch.arange(data.n))
 
-    random_cfg = GPVAEConfig(neighbours=8, context=0, ordering="random", batching="random")
+    random_cfg = GPVAEConfig(neighbours=8, context=0, ordering="random")
     plain = field_data(x, y, observed, random_cfg, device=torch.device("cpu"), dtype=torch.float64)
-    assert plain.order is None
     assert plain.stencil is None or len(plain.stencil_offsets) > n_stencils
 
 

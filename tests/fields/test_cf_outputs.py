@@ -20,7 +20,7 @@ import geogpvae
 from geogpvae import plot
 from geogpvae.cli import main
 from geogpvae.datasets import MILLIDARCY, load_jura, load_spe10, make_gaussian_field
-from geogpvae.fields.cf import point_geometry
+from geogpvae.fields.labelling import point_geometry
 
 FAST = {"neighbours": 6, "encoder_hidden": (16, 16), "decoder_hidden": (16, 16), "samples": 8,
         "progress": False}

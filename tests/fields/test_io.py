@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from geogpvae.fields import cf, io
+from geogpvae.fields import cf, io, labelling
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def _impute(ds: xr.Dataset, name: str, *, transform=None, domain=None, seed=0) -
 def _provenance(ds: xr.Dataset, **extra) -> xr.Dataset:
     options = {"engine": "gpvae", "neighbours": 8, "kernel": "matern52", "epochs": 5,
                "seed": 0, "normalise": True, "holdout": None, **extra}
-    return cf.add_provenance(ds, "impute(ds, vars=[...])", options)
+    return labelling.add_provenance(ds, "impute(ds, vars=[...])", options)
 
 
 def gridded_zyx() -> xr.Dataset:
@@ -759,21 +759,3 @@ def test_offline_guard_blocks_network(offline):
     requests = pytest.importorskip("requests")
     with pytest.raises(AssertionError, match="network access attempted"):
         requests.get("https://github.com/cf-convention", timeout=5)
-
-
-def test_atomic_torch_save_refuses_to_overwrite_and_leaves_no_temporary_file(tmp_path):
-    import torch
-
-    target = tmp_path / "state.pt"
-    assert io.atomic_torch_save({"a": torch.arange(3)}, target) == target
-    before = target.read_bytes()
-    with pytest.raises(FileExistsError, match="overwrite=True"):
-        io.atomic_torch_save({"a": 1}, target)
-    assert target.read_bytes() == before
-    io.atomic_torch_save({"a": 2}, target, overwrite=True)
-    assert torch.load(target, weights_only=True) == {"a": 2}
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        io.atomic_torch_save({"a": 1}, tmp_path / "missing" / "x.pt")
-    with pytest.raises(IsADirectoryError):
-        io.atomic_torch_save({"a": 1}, tmp_path, overwrite=True)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pt"]

@@ -11,7 +11,7 @@ import xarray as xr
 
 from geogpvae.datasets import make_gaussian_field
 from geogpvae.errors import CoordinateWarning, InputError
-from geogpvae.fields import stacking
+from geogpvae.fields import stacking, variables
 from geogpvae.fields.geometry import EARTH_RADIUS_KM, Geometry, sphere_positions
 from geogpvae.fields.stacking import prepare_field
 
@@ -373,9 +373,9 @@ def test_detection_limit_text_is_named_with_what_to_decide():
     ds = _sites(lonlat=False)
     ds["Pb"] = ("site", np.array(["", "12.5", "<0.1"] * 10, dtype=object))
     with pytest.raises(TypeError, match=r"text such as '<0\.1'.*detection limit.*half the limit"):
-        stacking.select_variables(ds, ["Cd", "Pb"])
+        variables.select_variables(ds, ["Cd", "Pb"])
     with pytest.warns(CoordinateWarning, match=r"Pb \(object, text such as '<0\.1'\).*detection limit"):
-        assert stacking.select_variables(ds) == ["Cd", "Ni"]
+        assert variables.select_variables(ds) == ["Cd", "Ni"]
 
 
 def test_sample_numbers_of_a_table_are_not_imputed_by_default():
@@ -383,13 +383,13 @@ def test_sample_numbers_of_a_table_are_not_imputed_by_default():
     # would enter the model as a variable
     ds = _sites(lonlat=False).assign(sample_id=("site", np.arange(1001, 1031)))
     with pytest.warns(CoordinateWarning, match=r"not imputing \['sample_id'\]: integers increasing along 'site'"):
-        assert stacking.select_variables(ds) == ["Cd", "Ni"]
-    assert stacking.select_variables(ds, ["Cd", "sample_id"]) == ["Cd", "sample_id"]  # named: taken
+        assert variables.select_variables(ds) == ["Cd", "Ni"]
+    assert variables.select_variables(ds, ["Cd", "sample_id"]) == ["Cd", "sample_id"]  # named: taken
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         counts = np.random.default_rng(0).integers(0, 50, 30)  # integers that are data, not numbers of rows
-        assert stacking.select_variables(ds.assign(sample_id=("site", counts))) == ["Cd", "Ni", "sample_id"]
-        assert stacking.select_variables(ds[["sample_id"]]) == ["sample_id"]  # nothing else: kept
+        assert variables.select_variables(ds.assign(sample_id=("site", counts))) == ["Cd", "Ni", "sample_id"]
+        assert variables.select_variables(ds[["sample_id"]]) == ["sample_id"]  # nothing else: kept
 
 
 def test_a_complete_variable_named_like_a_coordinate_is_imputed_with_a_word_on_coordinates():
@@ -398,21 +398,21 @@ def test_a_complete_variable_named_like_a_coordinate_is_imputed_with_a_word_on_c
     ds = _sites(lonlat=False)
     depth = ds.assign(depth=("site", np.repeat([0.0, 20.0, 40.0], 10), {"units": "cm"}))
     with pytest.warns(CoordinateWarning, match=r"the data variables \['depth'\] are complete and named like coordinates.*ds.set_coords\(\['depth'\]\)"):
-        assert stacking.select_variables(depth) == ["Cd", "Ni", "depth"]
+        assert variables.select_variables(depth) == ["Cd", "Ni", "depth"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert stacking.select_variables(depth, ["Cd", "depth"]) == ["Cd", "depth"]  # named: no word
+        assert variables.select_variables(depth, ["Cd", "depth"]) == ["Cd", "depth"]  # named: no word
         gaps = depth.assign(depth=depth.depth.where(depth.site > 0))  # a missing depth: measured
-        assert stacking.select_variables(gaps) == ["Cd", "Ni", "depth"]
-        assert stacking.select_variables(depth[["depth"]]) == ["depth"]  # nothing else
+        assert variables.select_variables(gaps) == ["Cd", "Ni", "depth"]
+        assert variables.select_variables(depth[["depth"]]) == ["depth"]  # nothing else
         named = ds.assign(level=("site", np.ones(30), {"standard_name": "depth"}), thick=("site", np.ones(30)))
         with pytest.warns(CoordinateWarning, match=r"\['level'\]"):
-            stacking.select_variables(named)
+            variables.select_variables(named)
         assert prepare_field(depth.set_coords("depth"), ["Cd"]).x.shape == (30, 3)  # then a coordinate
     grid = _grid().assign(depth=("x", np.arange(5.0)))  # beside a gridded variable: left out, not imputed
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
-        assert "depth" not in stacking.select_variables(grid)
+        assert "depth" not in variables.select_variables(grid)
     assert seen and not any("named like coordinates" in str(w.message) for w in seen)
 
 
@@ -425,14 +425,14 @@ def test_default_variables_skip_outputs_bounds_and_other_dims():
     ds["label"] = (("y", "x"), np.full((4, 5), "s"))
     ds["orography"] = ("x", np.ones(5))
     with pytest.warns(CoordinateWarning, match="left out orography"):
-        assert stacking.select_variables(ds) == ["a", "b"]
+        assert variables.select_variables(ds) == ["a", "b"]
     with pytest.raises(TypeError, match="'label' has dtype"):
-        stacking.select_variables(ds, ["a", "label"])
+        variables.select_variables(ds, ["a", "label"])
     with pytest.raises(InputError, match="available: a, b"):
-        stacking.select_variables(ds, ["c"])
+        variables.select_variables(ds, ["c"])
     tie = xr.Dataset({"p": ("i", [1.0]), "q": ("j", [1.0])})
     with pytest.raises(InputError, match="different dims"):
-        stacking.select_variables(tie)
+        variables.select_variables(tie)
 
 
 def test_mask_as_dataarray_and_as_name():
@@ -464,15 +464,15 @@ def test_nonfinite_coordinates_named_only_inside_the_domain():
 
 
 def test_transforms_parsed_and_checked():
-    assert stacking.parse_transforms({"Cd": "LOG", "Ni": "identity"}, ["Cd", "Ni"]) == {
+    assert variables.parse_transforms({"Cd": "LOG", "Ni": "identity"}, ["Cd", "Ni"]) == {
         "Cd": "log",
         "Ni": None,
     }
-    assert stacking.parse_transforms("log", ["Cd"]) == {"Cd": "log"}
+    assert variables.parse_transforms("log", ["Cd"]) == {"Cd": "log"}
     with pytest.raises(InputError, match="unknown transform 'sqrt' for 'Cd'"):
-        stacking.parse_transforms({"Cd": "sqrt"}, ["Cd"])
+        variables.parse_transforms({"Cd": "sqrt"}, ["Cd"])
     with pytest.raises(InputError, match="not imputed"):
-        stacking.parse_transforms({"Zn": "log"}, ["Cd"])
+        variables.parse_transforms({"Zn": "log"}, ["Cd"])
     ds = _sites()
     ds["Ni"][0] = -1.0
     with pytest.raises(

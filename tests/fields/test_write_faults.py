@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from geogpvae.fields import io
+from geogpvae.fields import atomic, io, torch_files
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -106,16 +106,16 @@ def test_overwrite_still_replaces_atomically(tmp_path, monkeypatch):
 
 def test_torch_save_appearing_target_not_replaced(tmp_path, monkeypatch):
     out = tmp_path / "m.pt"
-    create = io._create_temp
+    create = torch_files._create_temp
 
     def racing(target):
         tmp = create(target)
         target.write_bytes(b"first")
         return tmp
 
-    monkeypatch.setattr(io, "_create_temp", racing)
+    monkeypatch.setattr(torch_files, "_create_temp", racing)
     with pytest.raises(FileExistsError, match="another process"):
-        io.atomic_torch_save({"a": 1}, out)
+        torch_files.atomic_torch_save({"a": 1}, out)
     assert out.read_bytes() == b"first"
     assert _temps(tmp_path) == []
 
@@ -145,7 +145,7 @@ def _dead_pid() -> int:
 
 def test_leftovers_of_killed_runs_are_removed_and_others_named(tmp_path):
     out = tmp_path / "out.nc"
-    host = io._host()
+    host = atomic._host()
     dead = tmp_path / f".out.nc.{_dead_pid()}@{host}.0123456789ab.tmp"
     alive = tmp_path / f".out.nc.{os.getpid()}@{host}.0123456789ac.tmp"
     remote = tmp_path / ".out.nc.12345@elsewhere.0123456789ad.tmp"
@@ -196,7 +196,7 @@ def test_abort_partial_writes_removes_the_temporary_file(tmp_path, monkeypatch):
 
     def aborted(ds, tmp, engine):
         write(ds, tmp, engine)
-        removed.extend(io.abort_partial_writes())  # what a signal handler does
+        removed.extend(atomic.abort_partial_writes())  # what a signal handler does
 
     monkeypatch.setattr(io, "_write_netcdf", aborted)
     with pytest.raises(InterruptedError, match="aborted"):

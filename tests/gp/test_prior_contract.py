@@ -13,7 +13,7 @@ import torch
 
 from geogpvae.datasets.synthetic import grid_points
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.training import field_data, gather_batch
+from geogpvae.engine.data import field_data, gather_batch
 from geogpvae.gp.kernels import LatentKernel
 from geogpvae.gp.priors import PRIORS
 

@@ -211,7 +211,7 @@ def test_shared_stencils_give_the_same_loss_and_gradients(engine):
     from geogpvae.datasets.synthetic import grid_points
     from geogpvae.engine.config import GPVAEConfig
     from geogpvae.engine.model import GPVAE
-    from geogpvae.engine.training import field_data, gather_batch
+    from geogpvae.engine.data import field_data, gather_batch
 
     x = grid_points((9, 8, 7))
     g = torch.Generator().manual_seed(0)

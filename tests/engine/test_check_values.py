@@ -12,8 +12,8 @@ from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.model import GPVAE
-from geogpvae.engine.stopping import CheckValues, StopRule, check_entries, predictive_nll
-from geogpvae.engine.training import field_data, neighbourhood_context
+from geogpvae.engine.check_values import CheckValues, check_entries, predictive_nll
+from geogpvae.engine.data import field_data, neighbourhood_context
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +22,6 @@ def field():
                       missing=0.4, noise=0.1, rng=4)
 
 
-RULE = {"every": 5, "patience": 20, "growth": 0.2, "min_steps": 20, "tolerance": 0.05}
 
 
 def test_check_entries_are_a_reproducible_share_of_the_observed_values():
@@ -108,91 +107,3 @@ def test_predictive_nll_matches_the_mixture_moments_by_hand():
         assert predictive_nll(model, (y, visible, None), check, eps, calibrated=False,
                               shape=torch.tensor(shape)) == pytest.approx(want_raw, rel=1e-10), shape
     assert predictive_nll(model, (y, visible, None), check, eps, shape=torch.tensor([True, True])) == pytest.approx(np.mean(scaled))
-
-
-def test_stop_rule_stops_when_the_gain_over_the_stretch_is_small_and_keeps_the_best_weights():
-    rule = StopRule(every=10, patience=30, growth=0.5, min_steps=50, tolerance=0.05)
-    # fast gains, then slow ones (0.01 per score), then a slight rise
-    scores = [5.0, 4.0, 3.0, 2.5, 2.0, 1.9, 1.8, 1.75, 1.7, 1.69, 1.68, 1.67, 1.66, 1.65, 1.66, 1.67, 1.68,
-              1.69, 1.7, 1.7, 1.7]
-    stopped_at = None
-    live = torch.zeros(1)
-    for i, score in enumerate(scores):
-        step = 10 * (i + 1)
-        assert rule.due(step)
-        live.fill_(float(step))  # the live weights change in place between scores
-        if rule.update(step, score, {"w": live}):
-            stopped_at = step
-            break
-    # by hand: stop at the first step s >= 50 where min(scores up to s - max(30, s/2)) - best < 0.05
-    expected = None
-    for i in range(len(scores)):
-        step = 10 * (i + 1)
-        start = step - max(30, 0.5 * step)
-        before = [v for j, v in enumerate(scores[: i + 1]) if 10 * (j + 1) <= start]
-        if step >= 50 and before and min(before) - min(scores[: i + 1]) < 0.05:
-            expected = step
-            break
-    assert stopped_at == expected == 200
-    assert rule.record["best"] == min(scores[:15]) and float(rule.record["best_weights"]["w"]) == 140
-    assert not rule.due(stopped_at + 5)
-    # a score that never improves by the tolerance stops right after min_steps
-    flat = StopRule(every=10, patience=20, growth=0.0, min_steps=40, tolerance=0.1)
-    steps = [s for s in range(10, 200, 10) if flat.update(s, 1.0 - 0.001 * s, {})]
-    assert steps[0] == 40
-
-
-def test_fit_stops_on_held_out_values_and_keeps_the_best_weights(field):
-    opts = dict(progress=False, calibrate=False, seed=1, holdout=0.1, extra={"stop_rule": RULE})
-    eng = GPVAEEngine(**opts).fit(field.points, field.values)
-    ts = eng.train_state
-    assert ts.done and not eng.interrupted
-    cap = GPVAEConfig(**{k: v for k, v in opts.items() if k != "progress"}).n_epochs(len(field.points))
-    assert ts.epoch < cap  # stopped by the rule, long before the step budget
-    best = ts.monitor["best_step"]
-    assert ts.monitor["best"] == min(ts.monitor["scores"]) == ts.monitor["scores"][ts.monitor["steps"].index(best)]
-    for name, value in ts.monitor["best_weights"].items():
-        torch.testing.assert_close(eng.model.state_dict()[name], value)
-    # prediction uses every observed value again, held-out ones included
-    assert np.array_equal(eng._data.observed.numpy(), field.observed)
-    pred = eng.predict(samples=8)
-    assert np.isfinite(pred.mean).all()
-
-
-def test_explicit_epochs_or_no_holdout_train_the_whole_budget_on_every_value(field):
-    eng = GPVAEEngine(epochs=4, progress=False, calibrate=False).fit(field.points, field.values)
-    assert eng.train_state.epoch == 4 and eng._data.check is None and not eng.train_state.monitor
-    cfg = GPVAEConfig(holdout=0.0)
-    assert not cfg.stops_early() and GPVAEConfig(holdout=0.1).stops_early()
-    assert not GPVAEConfig(holdout=0.1, epochs=3).stops_early()
-
-
-def test_resume_with_the_stopping_rule_matches_the_uninterrupted_run(field):
-    opts = dict(progress=False, calibrate=False, seed=2, holdout=0.1, beta=None, extra={"stop_rule": RULE})
-    full = GPVAEEngine(**opts).fit(field.points, field.values)
-    saved = {}
-
-    def keep(engine):
-        if engine.train_state.epoch == 15:
-            saved["ckpt"] = engine.checkpoint()
-
-    stopped = GPVAEEngine(**opts).fit(field.points, field.values, callback=keep,
-                                      should_stop=lambda: "ckpt" in saved)
-    assert stopped.interrupted
-    resumed = GPVAEEngine(**opts).fit(field.points, field.values, resume=saved["ckpt"])
-    assert not resumed.interrupted and resumed.train_state.steps == full.train_state.steps
-    assert resumed.train_state.monitor["best_step"] == full.train_state.monitor["best_step"]
-    for name, value in full.model.state_dict().items():
-        torch.testing.assert_close(resumed.model.state_dict()[name], value, rtol=1e-5, atol=1e-6)
-
-
-def test_the_stopping_rule_s_ceiling_may_be_a_multiple_of_the_default_budget():
-    """``extra["stop_ceiling"]``: the rule may run that many times the fixed budget's epochs
-    (rounded up), whatever MAX_STEPS allows; without it, MAX_STEPS steps as before."""
-    for n, batch in ((2304, 256), (17280, None), (500, None)):
-        budget = GPVAEConfig(batch_size=batch).n_epochs(n)
-        ceiling = GPVAEConfig(batch_size=batch, holdout=0.1, extra={"stop_ceiling": 2}).n_epochs(n)
-        assert ceiling == 2 * budget
-        assert GPVAEConfig(batch_size=batch, holdout=0.1, extra={"stop_ceiling": 1.5}).n_epochs(n) == math.ceil(1.5 * budget)
-    assert GPVAEConfig(holdout=0.1).n_epochs(2304) == 445  # MAX_STEPS (4000) at 9 steps an epoch
-    assert GPVAEConfig(holdout=0.1, epochs=7, extra={"stop_ceiling": 2}).n_epochs(2304) == 7  # explicit epochs win

@@ -1,30 +1,29 @@
-"""When to stop training: the predictive fit of observed values held out from training.
+"""Observed values held out from training, and the score of their predictive fit.
 
-A small random share of the observed values (the *check* values) is taken out of the field
-before training: the likelihood never sees them, the encoder never sees them (neither as a
-location's own input nor in its neighbours' context summaries). Every few optimiser steps the
-model's (weight-averaged) predictive distribution of those values is scored by its Gaussian
-negative log-likelihood; training stops once the score has not improved for a while, and the
-weights of the best score become the model. None of this touches values that a benchmark or a
-user scores: the check values are observed values of the training field itself.
+A small share of the observed values (the *check* values) is taken out of the field before
+``beta="auto"``'s candidates train: the likelihood never sees them, the encoder never sees them
+(neither as a location's own input nor in its neighbours' context summaries). Each candidate's
+(weight-averaged) predictive distribution of those values is then scored by its Gaussian
+negative log-likelihood (:func:`predictive_nll`). The check values are observed values of the
+training field itself; which ones are held out is decided in :mod:`~geogpvae.engine.holdout`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["check_entries", "CheckValues", "StopRule", "predictive_nll"]
+__all__ = ["check_entries", "CheckValues", "predictive_nll"]
 
 
 def check_entries(
     observed: np.ndarray, fraction: float, *, seed: int, max_values: int = 20000, min_left: int = 10
 ) -> np.ndarray:
-    """Pick the observed values held out to decide when to stop.
+    """Pick the observed values held out to score the fit.
 
     Parameters
     ----------
@@ -156,59 +155,3 @@ def predictive_nll(
         return float(per_var[used].mean())
     w = check.weights * used
     return float((per_var * w).sum() / w.sum()) if float(w.sum()) > 0 else float(per_var[used].mean())
-
-
-@dataclass
-class StopRule:
-    """Stop once the check score gained less than ``tolerance`` over the last stretch of training.
-
-    The stretch is ``max(patience, growth * steps)`` optimiser steps: a run that has trained
-    longer must show its gain over a longer stretch (late improvements are slow but real).
-    The best score so far and its weights are recorded at every score.
-
-    Parameters
-    ----------
-    every : int
-        Optimiser steps between scores (scores are taken at the end of an epoch once this
-        many steps have passed since the last one).
-    patience : int
-        The shortest stretch, in steps.
-    growth : float
-        The stretch as a share of the steps taken.
-    min_steps : int
-        Never stop before this many steps.
-    tolerance : float
-        The smallest gain, in nats per held-out value, worth training on for.
-    """
-
-    every: int = 20
-    patience: int = 200
-    growth: float = 0.5
-    min_steps: int = 200
-    tolerance: float = 0.01
-    record: dict[str, Any] = field(default_factory=dict)
-
-    def due(self, steps: int) -> bool:
-        """Whether a score should be taken after ``steps`` optimiser steps."""
-        last = self.record.get("last_step", -math.inf)
-        return steps - last >= self.every
-
-    def update(self, steps: int, score: float, weights: dict[str, torch.Tensor]) -> bool:
-        """Record a score taken after ``steps`` steps; True when training should stop.
-
-        ``weights`` are the weights scored; they are copied when they are the best so far.
-        """
-        rec = self.record
-        rec["last_step"] = steps
-        rec.setdefault("steps", []).append(int(steps))
-        rec.setdefault("scores", []).append(float(score))
-        if math.isfinite(score) and score < rec.get("best", math.inf):
-            rec["best"], rec["best_step"] = float(score), int(steps)
-            rec["best_weights"] = {k: v.detach().clone() for k, v in weights.items()}
-        if steps < self.min_steps:
-            return False
-        start = steps - max(self.patience, self.growth * steps)
-        before = [v for s, v in zip(rec["steps"], rec["scores"]) if s <= start and math.isfinite(v)]
-        if not before:
-            return False
-        return min(before) - rec.get("best", math.inf) < self.tolerance

@@ -1,0 +1,255 @@
+"""How a Dataset is laid out in a written NetCDF file: CF-tidy attributes and encodings.
+
+:func:`_prepare` gives :func:`~geogpvae.fields.io.to_netcdf` a shallow copy of the Dataset
+with attributes netCDF can hold, the ``Conventions`` it declares, fill values, compression,
+chunks and time types (the list is in :func:`~geogpvae.fields.io.to_netcdf`'s docstring);
+the data are never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .labelling import point_geometry
+from .packing import kept_fill
+
+__all__ = ["CF_VERSION"]
+
+#: The CF version written files declare, unless the input declares a later one or the file
+#: holds 64-bit or unsigned integers (first allowed by CF-1.9, which is then declared).
+CF_VERSION = "CF-1.8"
+_CF_TOKEN = re.compile(r"^CF-(\d+)\.(\d+)$")
+# Chunks of compressed variables hold at most about this many bytes.
+_CHUNK_BYTES = 1 << 20
+# Encoding keys that describe how a variable was *read* (or how another file was laid out)
+# and that we recompute for the written file.
+_LAYOUT_KEYS = ("zlib", "complevel", "shuffle", "compression", "compression_opts",
+                "chunksizes", "contiguous", "szip", "bzip2", "blosc", "zstd",
+                "blosc_shuffle", "szip_coding", "szip_pixels_per_block", "fletcher32",
+                "preferred_chunks")
+
+
+# --------------------------------------------------------------------------- conventions
+def _conventions(value: Any, minimum: tuple[int, int] = (1, 8)) -> str:
+    """Merge ``CF-<minimum>`` into an existing ``Conventions`` attribute.
+
+    A CF version at least ``minimum`` already present is kept (the latest if several);
+    earlier ones are replaced; other conventions (``ACDD-1.3``, ...) are kept after it.
+    Names are blank separated, or comma separated when a name contains a blank (CF 2.6.1).
+    """
+    text = "" if value is None else str(value)
+    tokens = [t.strip() for t in (text.split(",") if "," in text else text.split())]
+    tokens = [t for t in tokens if t]
+    others = [t for t in tokens if not _CF_TOKEN.match(t)]
+    best = minimum
+    for tok in tokens:
+        match = _CF_TOKEN.match(tok)
+        if match:
+            best = max(best, (int(match.group(1)), int(match.group(2))))
+    names = [f"CF-{best[0]}.{best[1]}", *others]
+    sep = ", " if any(" " in n for n in names) else " "
+    return sep.join(names)
+
+
+def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """Make attribute values storable in netCDF (bools -> ints, None dropped, dicts -> JSON)."""
+    out: dict[str, Any] = {}
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, (bool, np.bool_)):
+            value = int(value)
+        elif isinstance(value, Mapping):
+            value = json.dumps(value, default=str, sort_keys=True)
+        elif isinstance(value, (list, tuple)) and any(isinstance(x, (bool, np.bool_))
+                                                       for x in value):
+            value = [int(x) if isinstance(x, (bool, np.bool_)) else x for x in value]
+        elif isinstance(value, np.ndarray) and value.dtype == bool:
+            value = value.astype(np.int8)
+        out[str(key)] = value
+    return out
+
+
+# --------------------------------------------------------------------------- encodings
+def _chunksizes(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Chunk shape of at most ~1 MiB: whole trailing (spatial) planes kept as long as possible.
+
+    Leading dimensions (time, z, ...) are halved first, down to 1, then the next ones.
+    """
+    chunks = list(shape)
+    for i in range(len(chunks)):
+        while math.prod(chunks) * itemsize > _CHUNK_BYTES and chunks[i] > 1:
+            chunks[i] = math.ceil(chunks[i] / 2)
+    return tuple(chunks)
+
+
+def _has_nan(var: xr.Variable) -> bool:
+    if not np.issubdtype(var.dtype, np.floating):
+        return False
+    return bool(np.isnan(np.asarray(var.values)).any())
+
+
+def _check_object(name: str, var: xr.Variable) -> None:
+    """Object arrays must hold strings (or bytes); anything else cannot go to netCDF."""
+    if var.dtype != object:
+        return
+    for item in np.ravel(np.asarray(var.values)):
+        if isinstance(item, (str, bytes)):
+            continue
+        if item is None or (isinstance(item, float) and math.isnan(item)):
+            continue
+        raise TypeError(
+            f"variable {name!r} holds {type(item).__name__} objects; only strings (or numbers "
+            "in a numeric dtype) can be written to netCDF"
+        )
+
+
+def _is_cftime(var: xr.Variable) -> bool:
+    if var.dtype != object or var.size == 0:
+        return False
+    try:
+        import cftime
+    except ImportError:  # pragma: no cover - cftime comes with netCDF4
+        return False
+    first = np.ravel(np.asarray(var.values))[0]
+    return isinstance(first, cftime.datetime)
+
+
+def _time_encoding(var: xr.Variable, enc: dict[str, Any]) -> dict[str, Any]:
+    """Store times as int32 when that is exact and in range.
+
+    xarray writes times as int64 by default, a type CF allows only from version 1.9 on.
+    Units and calendar given in the encoding are kept; otherwise they are fixed to the ones
+    xarray chooses, so that the int32 values are exact and the decoded times unchanged.
+    """
+    stored = enc.get("dtype")
+    if stored is not None and np.dtype(stored) != np.int64:
+        return enc
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if var.dtype.kind == "m":
+                nums, units = xr.coding.times.encode_cf_timedelta(
+                    np.asarray(var.values), enc.get("units"))
+                calendar = None
+            else:
+                nums, units, calendar = xr.coding.times.encode_cf_datetime(
+                    np.asarray(var.values), enc.get("units"), enc.get("calendar"))
+    except Exception:  # noqa: BLE001 - leave the hard cases to xarray
+        return enc
+    nums = np.asarray(nums)
+    if nums.dtype.kind not in "iu":
+        return enc
+    if nums.size and (nums.min() <= -(2**31) or nums.max() >= 2**31):
+        return enc
+    enc = {**enc, "dtype": np.dtype(np.int32)}
+    enc.setdefault("units", units)
+    if calendar is not None:
+        enc.setdefault("calendar", calendar)
+    return enc
+
+
+def _stored_dtype(var: xr.Variable) -> np.dtype | None:
+    """The netCDF type a variable will be written as (None for strings)."""
+    if var.encoding.get("dtype") is not None:
+        try:
+            return np.dtype(var.encoding["dtype"])
+        except TypeError:
+            return None
+    if var.dtype.kind in "Mm" or _is_cftime(var):
+        return np.dtype(np.int64)
+    if var.dtype.kind == "b":
+        return np.dtype(np.int8)
+    if var.dtype.kind in "OSU":
+        return None
+    return var.dtype
+
+
+def _needs_cf19(ds: xr.Dataset) -> bool:
+    """CF-1.8 allows byte, short, int, float, double, char and string only; 64-bit and
+    unsigned integers came with CF-1.9."""
+    for var in ds.variables.values():
+        dtype = _stored_dtype(var)
+        if dtype is not None and (dtype.kind == "u" or (dtype.kind == "i" and dtype.itemsize > 4)):
+            return True
+    return False
+
+
+def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
+                       complevel: int) -> dict[str, Any]:
+    enc = {k: v for k, v in var.encoding.items() if k not in _LAYOUT_KEYS}
+    dtype = var.dtype
+    kind = dtype.kind
+    if kind in "Mm" or _is_cftime(var):
+        enc = _time_encoding(var, enc)
+        if kind == "O":
+            kind = "M"
+    stored = np.dtype(enc["dtype"]) if enc.get("dtype") is not None else None
+    if stored is None and dtype == np.float16:  # netCDF has no half precision: float32 holds it exactly
+        stored = np.dtype(np.float32)
+        enc["dtype"] = stored
+
+    if kind in "OSU":  # strings: vlen str (NETCDF4), never compressed, no numeric fill
+        _check_object(name, var)
+        enc.pop("_FillValue", None)
+        enc.pop("missing_value", None)
+        return enc
+
+    packed = stored is not None and stored.kind != "f" and kind == "f"
+    if is_coord:
+        # CF 2.5.1: coordinate variables should not hold missing values; no fill value on
+        # coordinates unless they really have gaps (auxiliary coordinates may).
+        if not packed and not _has_nan(var):
+            enc["_FillValue"] = None
+            enc.pop("missing_value", None)
+    elif kind == "f" and not packed:
+        fill_dtype = stored if stored is not None else dtype
+        kept = kept_fill(enc, fill_dtype)  # a number such as -999 the input was read with
+        enc.pop("missing_value", None)
+        enc.update(kept or {"_FillValue": fill_dtype.type(np.nan)})
+
+    numeric = kind in "biufMm"
+    if numeric and var.ndim > 0 and var.size > 0 and complevel > 0 and not is_coord:
+        itemsize = stored.itemsize if stored is not None else (
+            8 if kind in "Mm" else dtype.itemsize)
+        enc["zlib"] = True
+        enc["complevel"] = int(complevel)
+        enc["shuffle"] = True
+        enc["chunksizes"] = _chunksizes(var.shape, itemsize)
+    return enc
+
+
+def _prepare(ds: xr.Dataset, complevel: int) -> xr.Dataset:
+    """A shallow copy of ``ds`` with tidy attributes and encodings; ``ds`` is untouched.
+
+    ``Dataset.copy(deep=False)`` gives new Variable objects sharing the data; their
+    ``attrs``/``encoding`` are replaced by new dicts, never mutated.
+    """
+    out = ds.copy(deep=False)
+    coord_names = set(ds.coords)
+    for name, var in out.variables.items():
+        attrs = dict(var.attrs)
+        enc = dict(var.encoding)
+        # xarray wants these in encoding only; a decoded file never has them in attrs.
+        for key in ("_FillValue", "missing_value"):
+            if key in attrs:
+                value = attrs.pop(key)
+                enc.setdefault(key, value)
+        var.attrs = _clean_attrs(attrs)
+        var.encoding = enc
+        var.encoding = _variable_encoding(str(name), var, is_coord=name in coord_names,
+                                          complevel=complevel)
+    attrs = _clean_attrs(ds.attrs)
+    attrs["Conventions"] = _conventions(ds.attrs.get("Conventions"),
+                                        (1, 9) if _needs_cf19(out) else (1, 8))
+    out.attrs = attrs
+    out.encoding = {k: v for k, v in ds.encoding.items() if k == "unlimited_dims"}
+    return point_geometry(out)

@@ -237,7 +237,7 @@ def predictive_moments(
     loc: np.ndarray,
     scale: np.ndarray,
     log: np.ndarray,
-    samples: int = 64,
+    samples: int,
     seed: int = 0,
     var_factor: np.ndarray | None = None,
     chunk: int = 4096,

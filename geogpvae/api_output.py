@@ -1,0 +1,149 @@
+"""Writes what a trained :class:`~geogpvae.GPVAEImputer` predicts back to xarray: the
+``v``, ``v_std`` and ``v_imputed`` variables, their calibration attributes, and the
+provenance (``history``, ``geogpvae_*`` options, CF labels of the coordinates).
+
+Every function takes the trained imputer first (``imp``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .engine.core import Prediction
+from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, imputation_variables, output_dtype
+from .fields.labelling import add_provenance, label_lon_lat, label_units
+from .fields.stacking import Field
+
+__all__ = ["assemble", "call_text", "predicted_variable", "provenance", "variance_factors"]
+
+
+def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dataset:
+    """``ds`` with ``v``, ``v_std`` and ``v_imputed`` of every variable of ``field`` made from
+    ``pred``, a title when it has none, and the provenance attributes of ``imp``."""
+    out = ds.copy(deep=False)
+    domain = xr.DataArray(field.domain, dims=field.dims)
+    for j, name in enumerate(field.names):
+        log = field.transforms.get(name) == "log"
+        made = imputation_variables(
+            name,
+            field.originals[name],
+            field.unstack(pred.mean, j),
+            field.unstack(pred.std, j),
+            domain=domain,
+            transform="log" if log else None,
+        )
+        if log:
+            made[name].attrs["geogpvae_point_estimate"] = "mean"
+        made[name + STD_SUFFIX].attrs.update(variance_factors(imp, j))
+        for key, var in made.items():
+            out[key] = var
+    if not str(out.attrs.get("title", "")).strip():  # CF 2.6.2: a file says what it holds
+        out.attrs["title"] = f"{', '.join(field.names)} imputed by geogpvae"
+    return provenance(imp, out)
+
+
+def predicted_variable(
+    imp: Any,
+    name: str,
+    pred: Prediction,
+    j: int,
+    dims: tuple[str, ...],
+    shape: tuple[int, ...],
+    coords: dict[str, Any],
+) -> dict[str, xr.DataArray]:
+    """``v`` and ``v_std`` of the trained variable ``name`` (column ``j`` of ``pred``) on the
+    locations' ``dims``, ``shape`` and ``coords``, with its training attributes and dtype."""
+    dtype = output_dtype(np.dtype(imp._dtypes[name]))
+    empty = xr.DataArray(
+        np.full(shape, np.nan, dtype=dtype), dims=dims, coords=coords, attrs=imp._attrs[name]
+    )
+    log = imp._transforms.get(name) == "log"
+    made = imputation_variables(
+        name,
+        empty,
+        pred.mean[:, j].reshape(shape),
+        pred.std[:, j].reshape(shape),
+        transform="log" if log else None,
+    )
+    value = made[name]
+    ancillary = [
+        a for a in value.attrs["ancillary_variables"].split() if a != name + IMPUTED_SUFFIX
+    ]
+    value.attrs["ancillary_variables"] = " ".join(ancillary)
+    if log:
+        value.attrs["geogpvae_point_estimate"] = "mean"
+    made[name + STD_SUFFIX].attrs.update(variance_factors(imp, j))
+    return {name: value, name + STD_SUFFIX: made[name + STD_SUFFIX]}
+
+
+def variance_factors(imp: Any, j: int) -> dict[str, float]:
+    """``v_std`` attributes: the factors variable ``j``'s predictive variance was multiplied
+    by (calibration, :mod:`geogpvae.engine.calibration`) at locations with observed values
+    of their own and at those without; none when calibration did not run."""
+    eng = imp.engine_
+    if eng.calibration_ is None or not eng.config.calibrate or eng.interrupted:
+        return {}
+    factors = np.atleast_2d(eng.calibration_)  # (2, K); (1, K) from a one-row calibration
+    return {
+        "geogpvae_variance_factor_observed": float(factors[0, j]),
+        "geogpvae_variance_factor_unobserved": float(factors[min(1, len(factors) - 1), j]),
+    }
+
+
+def call_text(imp: Any, method: str) -> str:
+    """The call that ``history`` records: ``method(...)`` with the options of ``imp``."""
+    cfg = imp.config_
+    parts = [
+        f"vars={imp.vars_!r}",
+        f"engine={cfg.engine!r}",
+        f"neighbours={cfg.neighbours}",
+        f"epochs={imp.epochs_run_}",
+        f"seed={cfg.seed}",
+    ]
+    for key in ("coords", "transform", "coord_scale"):
+        value = getattr(imp, key)
+        if value is not None:
+            parts.append(f"{key}={value!r}")
+    if imp.mask is not None:
+        parts.append(
+            f"mask={imp.mask!r}" if isinstance(imp.mask, str) else "mask=<DataArray>"
+        )
+    parts += [f"{k}={cfg.kernel_name if k == 'kernel' else repr(v)}" for k, v in imp.options.items()]
+    return f"{method}({', '.join(parts)})"
+
+
+def provenance(imp: Any, out: xr.Dataset, call: str = "impute") -> xr.Dataset:
+    """``out`` with the coordinates' CF labels and the ``history`` and ``geogpvae_*``
+    attributes of a run of ``imp`` (:func:`~geogpvae.fields.labelling.add_provenance`)."""
+    cfg = imp.config_
+    options = {
+        "engine": cfg.engine,
+        "neighbours": cfg.neighbours,
+        "kernel": cfg.kernel_name,
+        "epochs": imp.epochs_run_,
+        "seed": cfg.seed,
+        "vars": list(imp.vars_),
+        "coordinates": imp.geometry_.describe(),
+        "transform": {n: t for n, t in imp._transforms.items() if t},
+        "config": cfg.to_dict(),
+    }
+    if imp.engine_ is not None:
+        eng = imp.engine_
+        options["threads"] = str(eng.threads_)
+        if eng.kl_factor_ is not None:  # what beta="auto" chose, as a multiple of the base weight
+            options["kl_factor"] = float(eng.kl_factor_)
+        if len(eng.clustered_gaps_) == len(imp.vars_):  # known after a fit (or loaded; not in older files)
+            options["clustered_gaps"] = [v for v, c in zip(imp.vars_, eng.clustered_gaps_) if c]
+        if eng.predict_mode_ is not None:  # predict_mode="auto": calibration's choice per regime
+            options["predict_mode_chosen"] = eng.predict_mode_
+        if eng.noise_:  # hidden_variance on: calibration's choice of added variance per regime
+            options["noise_chosen"] = {r: dict(zip(eng.names, v, strict=True)) for r, v in eng.noise_.items()}
+    for axis in imp.geometry_.axes:
+        if axis.kind == "sphere":
+            out = label_lon_lat(out, *axis.names)
+        elif axis.kind == "linear" and axis.units:
+            out = label_units(out, axis.names[0], axis.units)
+    return add_provenance(out, call_text(imp, call), options)

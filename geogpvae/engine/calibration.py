@@ -23,7 +23,7 @@ from .model import GPVAE
 from .posterior import REGIMES, Posterior, split_mode
 from .predict import added_variance, variance_scale
 from .progress import Progress
-from .targets import _Field, _self_index
+from .targets import Targets, self_index_of
 
 
 
@@ -578,9 +578,9 @@ def score_hidden(
     visible = post.train_observed & ~hide
     field = post.field(post.train_x, np.where(visible, post.train_y, 0.0), visible)
     anchor = post.anchors(field)
-    self_index = _self_index(anchor, field.x.shape[0])
+    self_index = self_index_of(anchor, field.x.shape[0])
     rows_t = torch.as_tensor(rows, device=post.device)
-    target = _Field(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
+    target = Targets(field.x[rows_t], field.y[rows_t], field.observed[rows_t],
                     None if field.context is None else field.context[rows_t])
     if tick is not None:
         tick(0.5)  # the context and the encoder pass over the whole field are done

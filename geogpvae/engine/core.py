@@ -57,7 +57,7 @@ from .state import (
     train_state_from,
     with_hidden_moments,
 )
-from .targets import _Field, _rows_of, _self_index
+from .targets import Targets, rows_of, self_index_of
 from .threads import configure_threads
 from .data import CONTEXT_HIDING_SHARE, FieldData, context_index, context_radius, field_data, resolve_device, with_context_hiding
 from .training import TrainState, distributed, train
@@ -509,9 +509,9 @@ class GPVAEEngine:
             device=self.device, dtype=self.dtype,
         )
 
-    def _training_field(self) -> _Field:
+    def _training_field(self) -> Targets:
         d = self._data
-        return _Field(d.x, d.y, d.observed, d.context)
+        return Targets(d.x, d.y, d.observed, d.context)
 
     # ------------------------------------------------------------------ predict
     @torch.no_grad()
@@ -570,7 +570,7 @@ class GPVAEEngine:
             field = post.field(xq, y, observed)
             anchor = post.anchors(field)
             n = xq.shape[0]
-            targets, self_index = _rows_of(field), _self_index(anchor, n)
+            targets, self_index = rows_of(field), self_index_of(anchor, n)
         elif x is None:
             if self._data is None:
                 raise RuntimeError(
@@ -578,7 +578,7 @@ class GPVAEEngine:
                 )
             field = self._training_field()
             anchor, n = self._anchor, field.x.shape[0]
-            targets, self_index = _rows_of(field), _self_index(anchor, n)
+            targets, self_index = rows_of(field), self_index_of(anchor, n)
         else:
             xq = (check_coordinates(x, "new locations") - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:
@@ -587,13 +587,13 @@ class GPVAEEngine:
                 raise RuntimeError("this engine holds no training field to predict from")
             anchor, self_index, n = self._anchor, None, xq.shape[0]
 
-            def targets(rows: slice) -> _Field:
+            def targets(rows: slice) -> Targets:
                 return post.new_locations(xq[rows])
 
         return self._predict_in_chunks(post, targets, n, anchor, self_index, mode, samples=samples, seed=seed,
                                        calibrated=calibrated)
 
-    def _predict_in_chunks(self, post: Posterior, targets: Callable[[slice], _Field], n: int, anchor: dict,
+    def _predict_in_chunks(self, post: Posterior, targets: Callable[[slice], Targets], n: int, anchor: dict,
                            self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:
         """Predict ``n`` targets, :data:`PREDICT_CHUNK` at a time, reporting the progress.
 

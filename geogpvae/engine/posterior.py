@@ -29,7 +29,7 @@ from .predict import (
     predictive_moments,
     variance_scale,
 )
-from .targets import _Field
+from .targets import Targets
 from .data import context_index, neighbourhood_context
 
 __all__ = ["Posterior", "Prediction", "REGIMES", "split_mode"]
@@ -148,7 +148,7 @@ class Posterior:
         return dataclasses.replace(self, **changes)
 
     # ------------------------------------------------------------------ targets
-    def field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> _Field:
+    def field(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray) -> Targets:
         """A field of targets as tensors, with its context (from itself)."""
         cfg = self.config
         ctx = None
@@ -164,9 +164,9 @@ class Posterior:
         def t(a, dt=self.dtype):
             return torch.as_tensor(np.ascontiguousarray(a)).to(device=self.device, dtype=dt)
 
-        return _Field(t(x), t(y), t(observed, torch.bool), None if ctx is None else t(ctx))
+        return Targets(t(x), t(y), t(observed, torch.bool), None if ctx is None else t(ctx))
 
-    def new_locations(self, xq: np.ndarray) -> _Field:
+    def new_locations(self, xq: np.ndarray) -> Targets:
         """A target field at new locations: nothing observed, context from the training field."""
         m, k = xq.shape[0], self.model.n_vars
         cfg = self.config
@@ -177,7 +177,7 @@ class Posterior:
             ctx = neighbourhood_context(self.train_x, self.train_y, self.train_observed, cfg.context_scales,
                                         query=xq, backend=cfg.neighbour_backend)
         dev, dt = self.device, self.dtype
-        target = _Field(
+        target = Targets(
             torch.as_tensor(xq, dtype=dt, device=dev),
             torch.zeros((m, k), dtype=dt, device=dev),
             torch.zeros((m, k), dtype=torch.bool, device=dev),
@@ -191,7 +191,7 @@ class Posterior:
 
     # ------------------------------------------------------------------ latent posteriors
     @torch.no_grad()
-    def anchors(self, field: _Field) -> dict[str, torch.Tensor]:
+    def anchors(self, field: Targets) -> dict[str, torch.Tensor]:
         """Encoder posterior of every location of ``field`` that has an observed value."""
         self.model.eval()
         mean, var = encoder_posterior(self.model, field.y, field.observed, field.context)
@@ -200,7 +200,7 @@ class Posterior:
                 "index": torch.nonzero(has_obs).squeeze(1)}
 
     @torch.no_grad()
-    def sources(self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
+    def sources(self, target: Targets, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
                 need: torch.Tensor | None = None) -> dict:
         """Both latent posteriors at the targets: the neighbours' and the encoder's.
 
@@ -301,7 +301,7 @@ class Posterior:
         return mean, var, source
 
     def latent(
-        self, target: _Field, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
+        self, target: Targets, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None, mode: str
     ) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
         """The latent posterior of the targets, the neighbours' computed only where used."""
         modes = self.regime_modes(mode)

@@ -11,7 +11,7 @@ from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine.config import GPVAEConfig
 from geogpvae.engine.core import GPVAEEngine
 from geogpvae.engine.predict import added_variance
-from geogpvae.engine.targets import _self_index
+from geogpvae.engine.targets import self_index_of
 from geogpvae.errors import InputError, TrainingWarning
 
 
@@ -69,7 +69,7 @@ def test_neighbours_posterior_computed_only_where_used_changes_nothing(trained):
     post = eng.posterior()
     field = eng._training_field()
     anchor = eng._anchor
-    self_index = _self_index(anchor, field.x.shape[0])
+    self_index = self_index_of(anchor, field.x.shape[0])
     regimes = [{"observed": m, "unobserved": u} for m in ("encoder", "neighbours", "combined")
                for u in ("neighbours", "encoder", "combined")]
     for modes in regimes:

@@ -63,7 +63,7 @@ def main() -> None:
     stats = {(r, f"{m}|{n}"): ([[] for _ in range(k)], [[] for _ in range(k)])
              for r in REGIMES for m in candidates[r] for n in noises}
     for _ in range(5):
-        hide, rows = cal.hide_values(eng._observed, rng, 0.1, 0.05, 8000)
+        hide, rows = cal.hide_values(post.train_observed, rng, 0.1, 0.05, 8000)
         cal.score_hidden(post, hide, rows, candidates, stats, noises=noises)
     for regime in REGIMES:
         source = eng.predict_mode_[regime] if isinstance(eng.predict_mode_, dict) else eng.predict_mode_

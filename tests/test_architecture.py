@@ -29,9 +29,9 @@ FORBIDDEN = {
 }
 #: layer -> parts of geogpvae it must never import
 FORBIDDEN_INTERNAL = {
-    "engine": {"fields", "plot", "cli", "api", "accessor", "datasets"},
-    "gp": {"engine", "fields", "plot", "cli", "api", "accessor", "datasets"},
-    "fields": {"engine", "gp", "plot", "cli", "api", "datasets"},
+    "engine": {"fields", "plot", "cli", "api", "api_imputer", "api_output", "accessor", "datasets"},
+    "gp": {"engine", "fields", "plot", "cli", "api", "api_imputer", "api_output", "accessor", "datasets"},
+    "fields": {"engine", "gp", "plot", "cli", "api", "api_imputer", "api_output", "datasets"},
 }
 
 

@@ -20,6 +20,8 @@ import geogpvae
 from geogpvae.cli import jobs, main
 from geogpvae.datasets import make_gaussian_field
 
+from cli_helpers import SMALL
+
 REPO = Path(__file__).resolve().parents[2]
 _LAUNCH_VARS = (
     "WORLD_SIZE",
@@ -131,14 +133,7 @@ def test_two_gloo_processes_match_a_single_process_run(clean_env, tmp_path):
         "--device",
         "cpu",
         "-q",
-        "--option",
-        "encoder_hidden=[16,16]",
-        "--option",
-        "decoder_hidden=[16,16]",
-        "--option",
-        "samples=8",
-        "--option",
-        "calibrate=false",
+        *SMALL,
     ]
     # Each rank takes its share of every epoch's batches and a step averages the ranks'
     # gradients: a per-rank batch of 32 on two ranks makes the same steps as 64 on one.

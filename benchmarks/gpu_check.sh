@@ -69,12 +69,6 @@ timeout 35 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --ro
 status=$?
 grep -v "^USDT" "$out/profile.txt" | head -12
 echo "profile: exit $status" | tee -a "$out/profile.txt"
-# A/B of the batch transfer: the earlier one pageable copy per tensor against the packed copy above
-timeout 35 "$py" benchmarks/profile_step.py --device "$device" --batches 20 --rows 0 --per-tensor-copies \
-    --options '{"batch_size": 4096}' >> "$out/profile.txt" 2>&1
-status=$?
-grep -v "^USDT" "$out/profile.txt" | tail -4
-echo "profile, per-tensor copies: exit $status" | tee -a "$out/profile.txt"
 
 GPU_CHECK_DEVICE="$device" timeout 60 "$py" - > "$out/small.txt" 2>&1 <<'PY'
 import os, time, torch, geogpvae

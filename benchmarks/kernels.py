@@ -27,7 +27,7 @@ from geogpvae.datasets.synthetic import grid_points, make_field
 from geogpvae.engine import data as training_data
 from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.core import GPVAEEngine
+from geogpvae.engine.core import GPVAEEngine, build_model
 
 FIELD_DATA = training_data.field_data
 
@@ -52,8 +52,7 @@ def _step_time(points: np.ndarray, engine: str, kernel: object, steps: int, repe
     eng = GPVAEEngine(cfg, progress=False)
     y = np.where(field.observed, field.truth, 0.0)
     data = FIELD_DATA(points, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
-    eng.lengthscale_ = 2.0
-    model = eng._build_model(n_vars, points.shape[1], len(points))
+    model = build_model(cfg, n_vars, points.shape[1], len(points), lengthscale=2.0, device=eng.device)
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     batches = epoch_batches(data.n, cfg.batch_size, seed=0, epoch=0, order=data.order)
     times = []

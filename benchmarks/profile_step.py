@@ -26,10 +26,9 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from geogpvae.datasets.synthetic import grid_points, make_field
-from geogpvae.engine import batches as batches_module
 from geogpvae.engine.batches import epoch_batches
 from geogpvae.engine.config import GPVAEConfig
-from geogpvae.engine.core import GPVAEEngine
+from geogpvae.engine.core import GPVAEEngine, build_model
 from geogpvae.engine.data import field_data, gather_batch, resolve_layout
 
 
@@ -41,21 +40,15 @@ def main() -> None:
     p.add_argument("--options", default="{}", help="other GPVAEConfig options as JSON")
     p.add_argument("--rows", type=int, default=15, help="rows of the profiler table (0: none)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    p.add_argument("--per-tensor-copies", action="store_true",
-                   help="the transfer before the packed one: one pageable copy per plan tensor (A/B on a GPU)")
     args = p.parse_args()
     field = make_field(grid_points((43, 110, 30)), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5, rng=0)
     settings = dict(engine=args.engine, neighbours=20, batch_size=1000, epochs=1, kernel="cauchy",
                     ordering=args.ordering, device=args.device)
     cfg = GPVAEConfig(**{**settings, **json.loads(args.options)})  # --options override the defaults
-    if args.per_tensor_copies:
-        batches_module.plan_to_device = lambda plan, dev: {k: None if v is None else v.to(dev, non_blocking=True)
-                                                     for k, v in plan.items()}
     eng = GPVAEEngine(cfg, progress=False)
     x, y = field.points, np.where(field.observed, field.truth, 0.0)
     data = field_data(x, y, field.observed, cfg, device=eng.device, dtype=eng.dtype)
-    eng.lengthscale_ = 2.0
-    model = eng._build_model(4, x.shape[1], len(x))
+    model = build_model(cfg, 4, x.shape[1], len(x), lengthscale=2.0, device=eng.device)
     opt = torch.optim.Adam(model.parameters(), 1e-3)
     batches = epoch_batches(data.n, cfg.batch_size, seed=0, epoch=0, order=data.order)
     use = batches[: args.batches]
@@ -104,7 +97,7 @@ def main() -> None:
           f"backward + step {1e3 * t_bwd / n:.1f} ms; distinct locations encoded {encoded / n:.0f}; "
           f"epoch ({len(batches)} batches) about {(t_gather + t_fwd + t_bwd) / n * len(batches):.2f} s")
     print(f"steps back to back (no synchronisation between them): {free_ms:.1f} ms per step, epoch about "
-          f"{free_ms * len(batches) / 1e3:.2f} s{' (per-tensor copies)' if args.per_tensor_copies else ''}")
+          f"{free_ms * len(batches) / 1e3:.2f} s")
     events = prof.key_averages()
     if cuda:
         on_gpu = [e for e in events if e.device_type.name == "CUDA"]  # kernels, copies, fills

@@ -15,18 +15,8 @@ plot
 GPVAEEngine, GPVAEConfig
     The engines on plain arrays.
 
-``import geogpvae`` registers the ``ds.gpvae`` accessor and imports nothing heavy: torch is
-imported when a name that needs it (``impute``, ``GPVAEImputer``, ``GPVAEEngine``,
-``GPVAEConfig``) is first used, matplotlib when ``geogpvae.plot`` is first used.
-
-Layout
-------
-``errors`` (exception and warning types), ``fields/`` (the xarray boundary: stacking,
-CF variables, NetCDF I/O; never imports torch), ``engine/`` (config, orchestration, model and
-ELBO, training, prediction; never imports xarray), ``gp/`` (kernels, neighbours, SPA/HPA
-priors), ``api`` (``impute`` and ``GPVAEImputer``: the seam between fields and engine),
-``validation`` (``validate``, on top of ``impute``), ``plot/``, ``cli/`` (one module per command),
-``datasets/``.
+``import geogpvae`` registers the ``ds.gpvae`` accessor and imports nothing heavy: torch and
+matplotlib are imported when a name that needs them is first used.
 """
 
 from __future__ import annotations

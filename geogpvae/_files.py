@@ -1,5 +1,4 @@
-"""Checks of a file about to be written (standard library only, so the command line can run
-them before it imports anything heavy)."""
+"""Checks of a file about to be written (standard library only: the command line runs them early)."""
 
 from __future__ import annotations
 
@@ -13,13 +12,11 @@ __all__ = ["refuse_special_target"]
 def refuse_special_target(target: Path, what: str = "") -> None:
     """Refuse to replace a symbolic link, a named pipe, a device or a socket at ``target``.
 
-    Writing atomically replaces the name: a link would become a regular file (its target left
-    as it was), a device or pipe a file in ``/dev`` or wherever it lies.
-
     Raises
     ------
     FileExistsError
-        ``target`` is one of those; the message says which, prefixed with ``what``.
+        ``target`` is one of those (an atomic write would replace the name, not the file it
+        stands for); the message says which, prefixed with ``what``.
     """
     name = f"{what} {target}" if what else str(target)
     if target.is_symlink():

@@ -1,8 +1,4 @@
-"""The ``.gpvae`` accessor on xarray Datasets.
-
-Importing this module registers the accessor::
-
-    import geogpvae.accessor  # noqa: F401  (geogpvae does this on import)
+"""The ``.gpvae`` accessor on xarray Datasets, registered on import (``import geogpvae`` does it)::
 
     filled = ds.gpvae.impute(...)
     fig = filled.gpvae.plot_layers("kx", layer=[1, 5])
@@ -26,12 +22,8 @@ __all__ = ["GPVAEAccessor"]
 
 
 class _Forward:
-    """A method of the accessor that calls ``module.name(ds, ...)``.
-
-    The target is imported when the method is first looked up (so importing geogpvae never
-    imports matplotlib or torch), and :func:`functools.wraps` gives the method the target's
-    name, docstring and signature.
-    """
+    """A method of the accessor that calls ``module.name(ds, ...)``, imported on first lookup,
+    with the target's docstring and signature."""
 
     def __init__(self, module: str, name: str) -> None:
         self.module, self.name = module, name
@@ -65,11 +57,10 @@ class _Forward:
 class GPVAEAccessor:
     """Imputation and plots for a Dataset, as ``ds.gpvae``.
 
-    Each method is the function of the same purpose with this Dataset as its first argument:
-    ``impute`` is :func:`geogpvae.api.impute`, ``validate`` :func:`geogpvae.validation.validate`,
-    ``plot_layers`` :func:`geogpvae.plot.layers`,
-    ``plot_map`` :func:`geogpvae.plot.field_map` and ``plot_uncertainty``
-    :func:`geogpvae.plot.uncertainty`; their docstrings and signatures are those functions'.
+    Each method is a function with this Dataset as its first argument: ``impute``
+    :func:`geogpvae.api.impute`, ``validate`` :func:`geogpvae.validation.validate`, ``plot_layers``
+    :func:`geogpvae.plot.layers`, ``plot_map`` :func:`geogpvae.plot.field_map`, ``plot_uncertainty``
+    :func:`geogpvae.plot.uncertainty`.
 
     Parameters
     ----------

@@ -1,14 +1,8 @@
 """xarray in, xarray out: :func:`impute` and :class:`GPVAEImputer`.
 
-:func:`impute` fills every hole of the chosen variables of a Dataset and returns the
-Dataset with, for each imputed variable ``v``, ``v`` filled (observed values bit-for-bit
-unchanged), ``v_std`` (predictive standard deviation) and ``v_imputed`` (CF flag), see
-:mod:`geogpvae.fields.cf`. :class:`GPVAEImputer` does the same in steps — fit, impute, predict at
-new locations — and saves the trained model in one file (it lives in
-:mod:`geogpvae.api_imputer`, and what both write back to xarray in :mod:`geogpvae.api_output`).
-
-How a Dataset becomes the arrays the engine trains on (layouts, coordinate detection, time,
-longitude/latitude, masks, duplicates) is described in :mod:`geogpvae.fields`.
+:func:`impute` fills the holes of a Dataset's variables in one call; :class:`GPVAEImputer`
+(:mod:`geogpvae.api_imputer`) does it in steps (fit, impute, predict at new locations, save).
+How a Dataset becomes the engine's arrays: :mod:`geogpvae.fields.stacking`.
 """
 
 from __future__ import annotations
@@ -47,64 +41,38 @@ def impute(
     Parameters
     ----------
     ds : xarray.Dataset
-        Gridded variables (1-4 dims with 1-D coordinates, e.g. ``(z, y, x)`` or
-        ``(time, lat, lon)``, dims in any order, coordinates ascending or descending,
-        unevenly spaced) or scattered ones (one dim such as ``site`` with coordinate
-        variables ``x``, ``y``, ... along it). NaN marks a missing value (xarray decodes
-        ``_FillValue``/``missing_value`` on open). Not modified.
+        Gridded (1-4 dims with 1-D coordinates) or scattered variables (coordinates ``x``, ``y``,
+        ... along one dim such as ``site``); NaN marks a missing value. Not modified.
     vars : str or sequence of str, optional
-        Variables to impute together. Default: every numeric data variable on the shared
-        dims, except CF flag variables (``flag_values``/``flag_meanings``) and earlier
-        ``v_std``/``v_imputed`` outputs. Variables not imputed pass through untouched.
+        Variables to impute together. Default: every numeric data variable on the shared dims,
+        except CF flag variables and earlier ``v_std``/``v_imputed`` outputs; others pass through.
     engine, neighbours, coords, mask, transform, coord_scale, epochs, seed, device, progress
-        See :class:`GPVAEImputer`. In short: ``coords`` names the coordinates (default:
-        detected; projected x/y preferred over lon/lat; times as days since the earliest;
-        lon/lat as km positions on the Earth's sphere; a grid dim without coordinate uses
-        its positions, with a warning), ``mask`` the domain, ``transform={"v": "log"}``
-        log-models a variable, ``coord_scale={"z": 10.0}`` stretches an axis,
-        ``epochs=None`` the engine's default, other engine options via ``**options``.
+        See :class:`GPVAEImputer`; other engine options go in ``**options``.
 
     Returns
     -------
     xarray.Dataset
-        Same dims, coordinates, dim order and attributes as ``ds``; for each imputed
-        variable ``v``:
+        ``ds`` (same dims, coordinates and attributes) with, for each imputed variable ``v``:
 
-        * ``v``: holes inside the domain filled with the predictive mean, observed values
-          bit-for-bit unchanged, holes outside the domain NaN; ``ancillary_variables``
-          names ``v_std v_imputed``. For a log-transformed variable the fill is the mean of
-          the back-transformed (log-normal mixture) predictive, with
-          ``geogpvae_point_estimate = "mean"``, and ``v_std`` its exact standard deviation;
-        * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is),
-          with the variance calibration it went through (absent with ``calibrate=False``):
-          ``geogpvae_variance_factor_observed`` and ``geogpvae_variance_factor_unobserved``
-          (floats), the factors the predictive variance of ``v`` was multiplied by (in the
-          modelled space: the log for a log-transformed variable) at locations with observed
-          values of their own and at locations with none;
+        * ``v``: holes inside the domain filled with the predictive mean (for a log-transformed
+          variable the mean of the back-transformed predictive, ``geogpvae_point_estimate =
+          "mean"``); observed values bit-for-bit unchanged; holes outside the domain NaN;
+        * ``v_std``: predictive standard deviation (0 where observed, NaN where ``v`` is), with
+          ``geogpvae_variance_factor_observed``/``_unobserved``: the calibration factors of the
+          (modelled-space) variance at locations with and without observed values of their own;
         * ``v_imputed``: int8 flag, 0 observed, 1 imputed, -127 no value.
 
-        ``history`` and ``geogpvae_*`` global attributes record the call and every option,
-        and what the fit chose from the data: ``geogpvae_kl_factor`` (the KL weight
-        ``beta="auto"`` picked, times the base weight), ``geogpvae_clustered_gaps`` (the
-        variables whose gaps cluster, held out and calibrated in gaps) and, with
-        ``predict_mode="auto"`` and calibration on, ``geogpvae_predict_mode_chosen`` (the
-        latent source calibration chose for each regime, a JSON object such as
-        ``{"observed": "combined", "unobserved": "neighbours*2"}``, where ``"neighbours*2"`` is
-        the neighbours' GP conditional with the latent lengthscales doubled) and, with
-        ``hidden_variance`` on and calibration on, ``geogpvae_noise_chosen`` (the variance the
-        predictive adds to the decoded latent spread of each variable in each regime:
-        ``"likelihood"``, ``"hidden"``, ``"patterns"`` or ``"scaled"``, e.g. ``{"observed": {"Cd":
-        "likelihood", "Ni": "patterns"}, ...}``; see :class:`~geogpvae.engine.config.GPVAEConfig`).
+        ``history`` and ``geogpvae_*`` global attributes record the call, every option and what
+        the fit chose (``geogpvae_kl_factor``, ``geogpvae_clustered_gaps``,
+        ``geogpvae_predict_mode_chosen``, ``geogpvae_noise_chosen``: see docs/conventions.md).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
 
     Raises
     ------
     InputError (a ValueError)
-        Before any training, with what to do: a name in ``vars`` not in ``ds`` (the
-        available ones are listed); variables on different dims; a variable with no observed
-        value inside the domain; coordinates with NaN/inf (named); fewer locations than
-        ``neighbours + 1``; an unknown transform; a log transform of values <= 0 (variable,
-        count, minimum); no coordinates that can serve as x. ``ds`` is left unchanged.
+        Before any training, with what to do: an unknown name in ``vars``, variables on
+        different dims, no observed value in the domain, non-finite coordinates, fewer than
+        ``neighbours + 1`` locations, a bad transform or a log of values <= 0, no x coordinate.
     ValueError
         Unknown engine, kernel or option.
     TypeError
@@ -112,10 +80,8 @@ def impute(
 
     Notes
     -----
-    Memory: besides the outputs, ``x`` (N, D) float64 for the N locations inside the
-    domain, the K variables as (N, K) float64, and each imputed variable's input array
-    (computed, for dask). Duplicate locations are kept as separate points; no value is
-    merged or moved.
+    Memory: besides the outputs, (N, D) + (N, K) float64 for the N locations in the domain.
+    Duplicate locations are kept as separate points.
 
     Examples
     --------

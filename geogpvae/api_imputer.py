@@ -1,7 +1,6 @@
-"""The estimator :class:`GPVAEImputer`: fit a GPVAE on a Dataset, impute it or new fields,
-predict at new locations, save and load (re-exported by :mod:`geogpvae.api`).
+"""The estimator :class:`GPVAEImputer`: fit, impute, predict at new locations, save and load.
 
-What it writes back to xarray comes from :mod:`geogpvae.api_output`.
+Re-exported by :mod:`geogpvae.api`; what it writes back to xarray comes from :mod:`geogpvae.api_output`.
 """
 
 from __future__ import annotations
@@ -38,58 +37,34 @@ class GPVAEImputer:
     Parameters
     ----------
     engine : {"spa", "hpa"}
-        The engine kind: sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior
-        (the trained :class:`~geogpvae.engine.core.GPVAEEngine` object is ``engine_``).
+        Sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior.
     neighbours : int
-        H, the neighbours each location conditions on; the domain needs at least H + 1
-        locations. Every default here is :class:`~geogpvae.engine.config.GPVAEConfig`'s.
+        H, the neighbours each location conditions on; the domain needs at least H + 1 locations.
     coords : str or sequence of str, optional
-        Coordinates forming the model's ``x``; default: detected (see
-        :mod:`geogpvae.fields`: CF attributes and common names; projected x/y preferred to
-        lon/lat; times as days since the earliest; lon/lat as positions on the Earth's sphere).
+        Coordinates forming the model's ``x``; default: detected (see :mod:`geogpvae.fields`).
     mask : DataArray or str, optional
-        Domain: a boolean DataArray on (a subset of) the variables' dims, or the name of such
-        a variable. Cells where it is False are neither used for training nor filled:
-        observed values there come back unchanged, holes stay NaN (flag ``-127``).
+        Domain (a boolean DataArray or its name); where False, nothing is trained on or filled.
     transform : str or dict, optional
-        ``{"kx": "log"}`` models ``kx`` in log space (one string applies to every
-        variable); values ``"log"`` or None/``"none"``/``"identity"``. Results are in the
-        original units: for a log variable the filled value is the *mean* and ``v_std`` the
-        standard deviation of the back-transformed predictive (a mixture of log-normals over
-        the Monte Carlo samples of the latent field, whose exact moments the engine
-        computes); ``v`` gets ``geogpvae_point_estimate = "mean"`` and
-        ``geogpvae_transform = "log"``.
+        ``{"kx": "log"}`` models ``kx`` in log space (a string: every variable); results stay in data units.
     coord_scale : dict of str to float, optional
-        Multiplies coordinates before modelling, e.g. ``{"z": 10.0}`` (vertical
-        exaggeration); for lon/lat give either name. ``None`` (default): a regular grid in
-        plain numbers is modelled in cell steps (each coordinate divided by its step) and
-        everything else in its own units; ``{}``: every coordinate in its own units.
+        Multiplies coordinates, e.g. ``{"z": 10.0}``; None: plain-number grids in cell steps; ``{}``: none.
     epochs : int, optional
-        Training epochs; None: the engine's budget (1,000 whole-field steps up to 1,024
-        locations, else about 4,000 steps' worth of mini-batches, at least 1,000; more epochs
-        on fields of up to 50,000 locations: ``epochs`` of :class:`~geogpvae.GPVAEConfig`).
+        Training epochs; None: the engine's step budget (``epochs`` of :class:`~geogpvae.GPVAEConfig`).
     seed : int
-        Seed of every random choice; the same data, options and seed give the same result
-        on the same device.
+        Seed of every random choice: the same data, options and seed give the same result.
     device : str
-        ``"auto"`` (CUDA when available, except for fields of up to 1,024 locations, which
-        train faster on the CPU), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        ``"auto"`` (CUDA when available, the CPU up to 1,024 locations), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     progress : bool or {"bar", "log", "none"}
-        Progress display of training, calibration and prediction (see
-        :mod:`geogpvae.engine.progress`): ``True`` gives a bar on a terminal and otherwise log
-        lines, one as each stage starts and ends and one every ten seconds between.
+        Progress display; True: a bar on a terminal, else log lines.
     **options
-        Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ``latent_dim``,
-        ``encoder_hidden``, ``samples``, ...); the defaults work without tuning.
+        Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ...); defaults are its own.
 
     Attributes
     ----------
     engine_ : GPVAEEngine
-        The trained engine (after :meth:`fit`), for power users.
-    vars_ : list of str
-        The imputed variables.
-    dims_ : tuple of str
-        Their dims in the training Dataset.
+        The trained engine (after :meth:`fit`).
+    vars_, dims_ : list of str, tuple of str
+        The imputed variables, and their dims in the training Dataset.
     geometry_ : geogpvae.fields.geometry.Geometry
         How coordinates became the model's ``x``.
     config_ : GPVAEConfig
@@ -98,8 +73,7 @@ class GPVAEImputer:
     Raises
     ------
     ValueError
-        Unknown engine, kernel, transform or option (:class:`~geogpvae.errors.InputError`
-        or the config's ``ValueError``), before any training.
+        Unknown engine, kernel, transform or option, before any training.
 
     Examples
     --------
@@ -180,23 +154,17 @@ class GPVAEImputer:
 
     # ------------------------------------------------------------------ fit
     def prepare(self, ds: xr.Dataset, vars: str | Sequence[str] | None = None) -> Field:
-        """Check ``ds`` and stack the variables to model into a :class:`Field`, without training.
-
-        The first half of :meth:`fit` (``fit(ds, vars)`` is ``fit_field(prepare(ds, vars))``),
-        for callers that look at the field before training, such as the command line.
+        """Check ``ds`` and stack the variables into a :class:`Field`: the first half of :meth:`fit`.
 
         Parameters
         ----------
-        ds : xarray.Dataset
-            The data (see :meth:`fit`); not modified.
-        vars : str or sequence of str, optional
-            Variables to model together (see :meth:`fit`).
+        ds, vars
+            As for :meth:`fit`.
 
         Returns
         -------
         Field
-            The stacked field: ``x`` (N, D), ``values`` (N, K) with NaN where missing, names,
-            geometry and the originals.
+            ``x`` (N, D), ``values`` (N, K) with NaN where missing, names, geometry, originals.
 
         Raises
         ------
@@ -223,19 +191,14 @@ class GPVAEImputer:
         callback: Any = None,
         should_stop: Any = None,
     ) -> GPVAEImputer:
-        """Train on a field from :meth:`prepare` (the second half of :meth:`fit`).
+        """Train on a field from :meth:`prepare` (the second half of :meth:`fit`); returns ``self``.
 
         Parameters
         ----------
         field : Field
             From :meth:`prepare`.
         resume, callback, should_stop
-            Checkpointing hooks, as in :meth:`fit`.
-
-        Returns
-        -------
-        GPVAEImputer
-            ``self``.
+            As in :meth:`fit`.
         """
         engine = GPVAEEngine(self.config_, progress=self.progress)
         engine.fit(field.x, field.values, log=field.log, names=field.names,
@@ -263,49 +226,34 @@ class GPVAEImputer:
         callback: Any = None,
         should_stop: Any = None,
     ) -> GPVAEImputer:
-        """Train on the observed values of ``ds``.
+        """Train on the observed values of ``ds``; returns ``self``.
 
         Parameters
         ----------
         ds : xarray.Dataset
-            Gridded or scattered data (see :mod:`geogpvae.fields`); not modified.
-            Dask-backed data are computed: only the variables, coordinates and mask used.
+            Gridded or scattered data (see :func:`geogpvae.api.impute`); dask data are computed.
         vars : str or sequence of str, optional
-            Variables to model together. Default: every numeric data variable on the shared
-            dims except flag variables and earlier ``*_std``/``*_imputed`` outputs.
+            Variables to model together; default as for :func:`geogpvae.api.impute`.
         resume, callback, should_stop
-            Checkpointing hooks for batch jobs, passed to
-            :meth:`geogpvae.engine.core.GPVAEEngine.fit`: resume from an engine checkpoint, a
-            function called with the engine after every epoch, and a function polled after
-            every epoch that stops training early when it returns True.
-
-        Returns
-        -------
-        GPVAEImputer
-            ``self``.
+            Hooks of :meth:`geogpvae.engine.core.GPVAEEngine.fit`: a checkpoint to resume from,
+            a function called with the engine after every epoch, a function that stops on True.
 
         Raises
         ------
         InputError
-            Bad input (unknown variable, different dims, no observed value, non-finite
-            coordinates, too few locations, a log transform of values <= 0, no coordinates),
-            before any training.
+            Bad input (see :func:`geogpvae.api.impute`), before any training.
         TypeError
             A non-numeric variable or coordinate.
         """
         return self.fit_field(self.prepare(ds, vars), resume=resume, callback=callback, should_stop=should_stop)
 
     def job_options(self) -> dict[str, Any]:
-        """The options that decide what a training run computes, as plain values.
-
-        Every engine option except ``device`` (a run may resume on another device), plus
-        ``coords``, ``mask``, ``transform`` and ``coord_scale``; batch jobs store it with a
-        checkpoint to refuse resuming a different job.
+        """The options that decide what a training run computes, stored with a batch job's checkpoint.
 
         Returns
         -------
         dict
-            JSON-friendly option values.
+            Every engine option but ``device``, plus ``coords``, ``mask``, ``transform``, ``coord_scale``.
         """
         options = self.config_.to_dict()
         options.pop("device", None)
@@ -329,33 +277,26 @@ class GPVAEImputer:
     def impute(self, ds: xr.Dataset, *, mask: xr.DataArray | str | None = _UNSET) -> xr.Dataset:
         """Fill the holes of the trained variables in ``ds``.
 
-        When ``ds`` holds the training field (same locations inside the domain, same
-        observed values, in any order of dims and rows and to float32's precision) the
-        trained field's posterior is used; otherwise the new field is
-        imputed with the trained model: its own observed values are encoded and its holes
-        are predicted from its own neighbours.
+        For the training field (same locations and observed values, in any order, to float32
+        precision) the trained posterior is used; a new field is encoded from its own values.
 
         Parameters
         ----------
         ds : xarray.Dataset
-            Holds the trained variables (same dims among them) and coordinates; its grid may
-            differ from the training one. Not modified.
+            Holds the trained variables and coordinates; its grid may differ. Not modified.
         mask : DataArray or str, optional
             Domain; default: the imputer's ``mask``.
 
         Returns
         -------
         xarray.Dataset
-            ``ds`` with ``v`` filled, ``v_std`` and ``v_imputed`` for each trained
-            variable and provenance attributes (see :func:`impute`).
+            ``ds`` with ``v``, ``v_std`` and ``v_imputed`` per variable (see :func:`geogpvae.api.impute`).
 
         Raises
         ------
         InputError
-            Bad input, as for :meth:`fit`; a dim of ``ds`` that the training field did not
-            have and along which none of the model's coordinates varies (time steps or members
-            of a model fitted on one snapshot: impute them one at a time); the imputer's own
-            ``mask`` not fitting ``ds`` (pass ``mask=``).
+            Bad input, as for :meth:`fit`, a ``mask`` that does not fit, or a new dim along which no
+            model coordinate varies (impute the time steps of a one-snapshot model one at a time).
         """
         self._require_fit()
         try:
@@ -377,34 +318,23 @@ class GPVAEImputer:
         Parameters
         ----------
         locations : xarray.Dataset or xarray.DataArray
-            Coordinates only (values, if any, are ignored), with the coordinate names the
-            model was trained on: a grid (1-D coordinates on their own dims; every
-            combination is a location) or scattered points (coordinates along one dim).
+            The trained coordinates (values ignored): 1-D coordinates on their own dims, or along one dim.
 
         Returns
         -------
         xarray.Dataset
-            On the locations' dims (in the order of a DataArray's dims, of a Dataset's
-            variable on them, else of the training field's dims, e.g. ``(lat, lon)``) and
-            coordinates: for each
-            variable ``v`` its predictive mean ``v`` (for log variables the mean of the
-            back-transformed predictive) and ``v_std``, with the training variable's attributes, in its float dtype; the
-            calibration and provenance attributes are those of :func:`impute` (at new
-            locations the ``unobserved`` factor applies).
+            ``v`` (predictive mean) and ``v_std`` per variable on the locations, with training attributes
+            and dtype and the attributes of :func:`geogpvae.api.impute` (the ``unobserved`` factor applies).
 
         Raises
         ------
         InputError
-            A coordinate is missing or not finite, or every coordinate is a scalar (a scalar
-            coordinate alongside others applies to every location, e.g. a time picked with
-            ``isel``).
+            A coordinate is missing or not finite, or every coordinate is a scalar.
 
         Warns
         -----
         CoordinateWarning
-            Every location lies farther from the training data, along one of its spatial
-            coordinates, than the training data's own extent (a grid in metres for a model
-            trained in km, lon and lat swapped): the prediction there is the model's prior.
+            Every location lies farther from the training data than their own extent: the prediction is the prior.
         """
         self._require_fit()
         x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_)
@@ -433,14 +363,7 @@ class GPVAEImputer:
         }
 
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-        """Write the trained model to one file, atomically.
-
-        The file holds a dictionary of tensors and plain values (no pickled objects): the
-        engine state (options, standardisation, weights, calibration and the training
-        field, which predictions at new locations need), the variable names, dims,
-        coordinate geometry (names, sphere/time handling, time origin, scales),
-        per-variable transforms, attributes and dtypes. It is written to a hidden temporary
-        file beside ``path``, flushed and renamed.
+        """Write the trained model to one file, atomically (tensors and plain values); returns the path.
 
         Parameters
         ----------
@@ -448,10 +371,6 @@ class GPVAEImputer:
             Target file (its folder must exist), conventionally ``*.pt``.
         overwrite : bool
             Replace an existing file.
-
-        Returns
-        -------
-        pathlib.Path
 
         Raises
         ------
@@ -463,15 +382,12 @@ class GPVAEImputer:
         return atomic_torch_save(self.saved_state(), path, overwrite=overwrite)
 
     def saved_state(self) -> dict[str, Any]:
-        """The plain values :meth:`save` writes (tensors, numbers, strings, lists, dicts).
-
-        Raises
-        ------
-        RuntimeError
-            The imputer is not trained.
-        """
+        """The plain values :meth:`save` writes (tensors, numbers, strings, lists, dicts); RuntimeError if untrained."""
         self._require_fit()
-        return imputer_state(self)
+        fitted = {"vars": list(self.vars_), "dims": list(self.dims_), "geometry": self.geometry_.to_dict(),
+                  "transforms": dict(self._transforms), "attrs": {n: plain(a) for n, a in self._attrs.items()},
+                  "dtypes": dict(self._dtypes), "fingerprint": self._fingerprint}
+        return imputer_state(self.engine_.state_dict(include_data=True), self._settings(), fitted)
 
     def _saved_options(self) -> dict[str, Any]:
         """The extra options, a gpytorch kernel replaced by its description."""
@@ -493,25 +409,20 @@ class GPVAEImputer:
         Parameters
         ----------
         path : str or os.PathLike
-        device : str, optional
-            Override the saved device (e.g. ``"cpu"`` for a model trained on a GPU).
-        progress : bool or str, optional
-            Override the saved progress display.
+        device, progress : str, bool or str, optional
+            Override the saved device (e.g. ``"cpu"`` for a model trained on a GPU) and progress display.
 
         Returns
         -------
         GPVAEImputer
-            Trained; a mask given as a DataArray is not saved (a mask given by name is).
+            Trained; a mask given as a DataArray is not saved (one given by name is).
 
         Raises
         ------
         FileNotFoundError
             No such file.
         UnreadableFileError (a ValueError)
-            The file is not a geogpvae imputer (empty, truncated, damaged, another kind of
-            file, or holding Python objects other than tensors and plain values, which are
-            never loaded), or was written by a newer version. One line names the file and
-            the problem.
+            Not a geogpvae imputer (damaged, another kind, holding Python objects) or too new.
         """
         arguments, fitted = read_imputer(path, device=device, progress=progress)
         try:
@@ -525,10 +436,8 @@ class GPVAEImputer:
 
 
 def _refuse_imputed(ds: xr.Dataset, names: Sequence[str]) -> None:
-    """Refuse variables whose ``v_imputed`` flags mark filled cells (their holes hold
-    predictions, and imputing them again would lose which values are data), and variables
-    with a ``v_std`` of the user's own (no ``v_imputed`` beside it), which the output would
-    replace."""
+    """Refuse variables already imputed (``v_imputed`` present), and those with a ``v_std`` of the
+    user's own that the output would replace."""
     for n in names:
         if f"{n}{STD_SUFFIX}" in ds.variables and f"{n}{IMPUTED_SUFFIX}" not in ds.data_vars:
             raise InputError(

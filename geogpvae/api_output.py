@@ -1,9 +1,5 @@
-"""Writes what a trained :class:`~geogpvae.GPVAEImputer` predicts back to xarray: the
-``v``, ``v_std`` and ``v_imputed`` variables, their calibration attributes, and the
-provenance (``history``, ``geogpvae_*`` options, CF labels of the coordinates).
-
-Every function takes the trained imputer first (``imp``).
-"""
+"""What a trained :class:`~geogpvae.GPVAEImputer` (``imp``, every function's first argument) writes
+back to xarray: ``v``, ``v_std``, ``v_imputed``, calibration attributes and provenance."""
 
 from __future__ import annotations
 
@@ -80,9 +76,8 @@ def predicted_variable(
 
 
 def variance_factors(imp: Any, j: int) -> dict[str, float]:
-    """``v_std`` attributes: the factors variable ``j``'s predictive variance was multiplied
-    by (calibration, :mod:`geogpvae.engine.calibration`) at locations with observed values
-    of their own and at those without; none when calibration did not run."""
+    """``v_std`` attributes: the calibration factors of variable ``j``'s predictive variance at locations
+    with and without observed values of their own; none when calibration did not run."""
     eng = imp.engine_
     if eng.calibration_ is None or not eng.config.calibrate or eng.interrupted:
         return {}

@@ -1,8 +1,4 @@
-"""The package's exception and warning types, and how its warnings name the caller.
-
-This module imports nothing from the package (and nothing beyond the standard library), so
-every layer, from the xarray boundary to the torch engine, can raise the same errors.
-"""
+"""The package's exception and warning types (standard library only: every layer raises them)."""
 
 from __future__ import annotations
 
@@ -31,11 +27,7 @@ class UnreadableFileError(ValueError):
 
 
 class NetCDFReadError(OSError, ValueError):
-    """A file cannot be read as NetCDF (bad input: truncated, damaged, not NetCDF).
-
-    An :class:`OSError` (what the NetCDF libraries raise) and a :class:`ValueError` (bad
-    input), so code catching either keeps working.
-    """
+    """A file cannot be read as NetCDF (truncated, damaged, not NetCDF); an OSError and a ValueError."""
 
 
 class CoordinateWarning(UserWarning):
@@ -47,21 +39,12 @@ class TrainingWarning(UserWarning):
 
 
 def one_line(err: BaseException) -> str:
-    """An exception's message on one line (its type name when it has none), for messages
-    that wrap another error."""
+    """An exception's message on one line (its type name when it has none)."""
     return " ".join(str(err).split()) or type(err).__name__
 
 
 def warn_caller(message: str, category: type[Warning] = UserWarning) -> None:
-    """Warn, attributing the warning to the first caller outside geogpvae.
-
-    Parameters
-    ----------
-    message : str
-        The warning text.
-    category : type of Warning, default UserWarning
-        The warning class.
-    """
+    """Warn with ``message`` of ``category``, attributed to the first caller outside geogpvae."""
     frame, level = sys._getframe(0), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(
         _PACKAGE + os.sep

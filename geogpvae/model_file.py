@@ -1,10 +1,7 @@
 """The one-file format of a trained :class:`~geogpvae.GPVAEImputer`: what it holds, how it is read.
 
-:meth:`GPVAEImputer.save <geogpvae.GPVAEImputer.save>` writes :func:`imputer_state` with
-``torch.save``; :meth:`GPVAEImputer.load <geogpvae.GPVAEImputer.load>` reads it back through
-:func:`read_imputer`. The file holds tensors and plain values only (numbers, strings, lists,
-dicts; numpy attribute values tagged with their dtype by :func:`plain`), so it is read with
-``weights_only=True`` and never runs pickled code.
+Tensors and plain values only (numpy attribute values tagged by :func:`plain`), so the file is read
+with ``weights_only=True`` and never runs pickled code.
 """
 
 from __future__ import annotations
@@ -34,18 +31,9 @@ SAVE_VERSION = 1
 
 
 def plain(value: Any) -> Any:
-    """An attribute value as plain Python (numpy values tagged with their dtype).
+    """An attribute value as plain Python: numbers, strings, None, lists and dicts.
 
-    Parameters
-    ----------
-    value : Any
-        A number, string, None, numpy scalar or array, or a list, tuple or mapping of them.
-
-    Returns
-    -------
-    Any
-        Numbers, strings, None, lists and dicts only (a numpy value becomes
-        ``{"__numpy__": list, "dtype": str, "scalar": bool}``; anything else its ``str``).
+    A numpy value becomes ``{"__numpy__": list, "dtype": str, "scalar": bool}``, anything else its ``str``.
     """
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
@@ -62,17 +50,7 @@ def plain(value: Any) -> Any:
 
 
 def unplain(value: Any) -> Any:
-    """Inverse of :func:`plain`: tagged numpy values become numpy values again.
-
-    Parameters
-    ----------
-    value : Any
-        What :func:`plain` returned (lists stay lists: tuples are not told apart).
-
-    Returns
-    -------
-    Any
-    """
+    """Inverse of :func:`plain`: tagged numpy values become numpy values again (tuples stay lists)."""
     if isinstance(value, dict) and "__numpy__" in value:
         arr = np.asarray(value["__numpy__"], dtype=np.dtype(value["dtype"]))
         return arr[()] if value.get("scalar") else arr
@@ -83,59 +61,35 @@ def unplain(value: Any) -> Any:
     return value
 
 
-def imputer_state(imp: Any) -> dict[str, Any]:
-    """What the file of a trained imputer holds: the engine state (options,
-    standardisation, weights, calibration and the training field), the imputer's settings,
-    and what it learnt of the Dataset (variables, dims, coordinate geometry, transforms,
-    attributes, dtypes and the training field's fingerprint).
+def imputer_state(engine: dict[str, Any], settings: dict[str, Any], fitted: dict[str, Any]) -> dict[str, Any]:
+    """What the file of a trained imputer holds, tagged with this format and version.
 
     Parameters
     ----------
-    imp : GPVAEImputer
-        Trained.
+    engine : dict
+        The engine's state with its training field (:meth:`GPVAEEngine.state_dict`).
+    settings : dict
+        The imputer's constructor settings, as plain values.
+    fitted : dict
+        Its fitted attributes (variables, dimensions, geometry, transforms, attributes,
+        dtypes, fingerprint), as plain values.
 
     Returns
     -------
     dict
-        Tensors and plain values only, tagged ``format`` :data:`SAVE_FORMAT` and ``version``
-        :data:`SAVE_VERSION`.
+        Tensors and plain values, tagged ``format`` :data:`SAVE_FORMAT` and ``version`` :data:`SAVE_VERSION`.
     """
-    return {
-        "format": SAVE_FORMAT,
-        "version": SAVE_VERSION,
-        "package_version": __version__,
-        "engine": imp.engine_.state_dict(include_data=True),
-        "settings": imp._settings(),
-        "fitted": {
-            "vars": list(imp.vars_),
-            "dims": list(imp.dims_),
-            "geometry": imp.geometry_.to_dict(),
-            "transforms": dict(imp._transforms),
-            "attrs": {n: plain(a) for n, a in imp._attrs.items()},
-            "bounds_in_values": True,  # valid_* of packed inputs are unpacked (older files: packed codes)
-            "dtypes": dict(imp._dtypes),
-            "fingerprint": imp._fingerprint,
-        },
-    }
+    return {"format": SAVE_FORMAT, "version": SAVE_VERSION, "package_version": __version__,
+            "engine": engine, "settings": settings, "fitted": {**fitted, "bounds_in_values": True}}
 
 
 def read_imputer(
     path: str | os.PathLike[str], *, device: str | None, progress: bool | str | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What a file written by :func:`imputer_state` holds, ready to build the trained imputer.
+    """What a file written by :func:`imputer_state` holds: the :class:`~geogpvae.GPVAEImputer`
+    constructor's ``arguments`` and its ``fitted`` attributes by name (the trained engine among them).
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-    device, progress : optional
-        Overrides of the saved settings (None: as saved).
-
-    Returns
-    -------
-    arguments : dict
-        The :class:`~geogpvae.GPVAEImputer` constructor's arguments.
-    fitted : dict
-        Its fitted attributes, by name (the trained engine among them).
+    ``device`` and ``progress`` override the saved settings (None: as saved).
 
     Raises
     ------

@@ -1,12 +1,8 @@
 """Checking the imputation and its intervals on the user's own data: hold out, impute, score.
 
-Calibration inside :func:`geogpvae.impute` scales the predictive variances on observed values
-hidden from the trained model, but the model trained on them; where it can recall them (many
-variables at few locations) the intervals come out too narrow for the real gaps
-(see docs/performance.md, station network). :func:`validate` measures what a user
-gets on values the model never saw: a random share of each variable's observed values is
-removed from the input, the rest is imputed exactly as :func:`geogpvae.impute` would, and the
-removed values are scored against the predictions.
+Calibration inside :func:`geogpvae.impute` uses values the model trained on, so its intervals can
+be too narrow for real gaps (see docs/performance.md, station network); :func:`validate` scores
+values the model never saw.
 """
 
 from __future__ import annotations
@@ -70,9 +66,8 @@ def _held_out_shaped(field: Any, share: float, seed: int) -> dict[str, np.ndarra
 
 
 def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str | None = None) -> dict[str, float]:
-    """RMSE and MAE (units of the data), and the Gaussian NLL (nats), 95 % coverage and mean squared
-    z-score of held-out values, where the predictive is Gaussian: in log space for a log-modelled
-    variable (``log_point``: what its point estimate is, see :func:`geogpvae.fields.cf.log_moments`)."""
+    """RMSE, MAE (data units), Gaussian NLL (nats), 95 % coverage and mean squared z-score of held-out
+    values; NLL, coverage and z in log space for a log variable (``log_point``: its point estimate)."""
     err = pred - truth
     mu, s, t = (pred, std, truth) if log_point is None else (*log_moments(pred, std, log_point), np.log(truth))
     z = (t - mu) / s
@@ -88,17 +83,10 @@ def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str
 def coverage_range(hits: int, n: int) -> tuple[float, float]:
     """The 95 % range of a coverage share seen as ``hits`` of ``n`` values (Wilson's score interval).
 
-    Coverage measured on few values is itself uncertain: 3 of 6 held-out values inside their
-    95 % intervals is consistent with a true coverage anywhere from 0.19 to 0.81. Wilson's
-    interval stays inside [0, 1] and keeps its level for small ``n`` and shares near 0 or 1,
-    where the plain normal approximation does neither.
-
     Parameters
     ----------
-    hits : int
-        Held-out values inside their central 95 % intervals.
-    n : int
-        Held-out values scored.
+    hits, n : int
+        Held-out values inside their central 95 % intervals, and held-out values scored.
 
     Returns
     -------
@@ -119,20 +107,8 @@ def coverage_range(hits: int, n: int) -> tuple[float, float]:
 
 
 def few_scored_note(scores: xr.Dataset) -> str | None:
-    """What :func:`validate`'s scores are worth where a variable has fewer than
-    :data:`FEW_SCORED` held-out values.
-
-    Parameters
-    ----------
-    scores : xarray.Dataset
-        :func:`validate`'s result (``n``, ``cov95_low`` and ``cov95_high`` per variable).
-
-    Returns
-    -------
-    str or None
-        The text naming those variables, their ``n`` and coverage ranges; None where every
-        variable has enough.
-    """
+    """The note on :func:`validate`'s ``scores`` naming the variables with under :data:`FEW_SCORED`
+    held-out values, their ``n`` and coverage ranges; None where every variable has enough."""
     few = [str(v) for v in scores.variable.values if int(scores.n.sel(variable=v)) < FEW_SCORED]
     if not few:
         return None
@@ -153,7 +129,7 @@ def validate(
     progress: bool | str = False,
     **options: Any,
 ) -> xr.Dataset:
-    """Hold out a random share of each variable's observed values, impute, and score them.
+    """Hold out a share of each variable's observed values, impute the rest, and score them.
 
     Parameters
     ----------
@@ -162,47 +138,32 @@ def validate(
     vars : str or sequence of str, optional
         Variables to impute together and score (default: as :func:`geogpvae.impute` picks them).
     share : float
-        Share of each variable's observed values held out, in (0, 1). They are removed from the
-        input altogether, so the model never trains on them.
+        Share of each variable's observed values held out, in (0, 1); the model never sees them.
     gaps : {"random", "shaped"}
-        ``"random"``: the held-out values are drawn at random, and the real gaps may be harder
-        (outages, unsampled regions), so read the scores as a best case for those.
-        ``"shaped"``: in gaps shaped like each variable's missing values (their distances to
-        the nearest observed value follow those of the missing ones, as the engine's own
-        held-out values are where gaps cluster), about ``share`` of its observed values; a
-        variable with no missing value gets a random share.
+        ``"random"``: drawn at random (a best case where real gaps cluster); ``"shaped"``: in gaps
+        shaped like each variable's missing values (random for a variable with none missing).
     seed : int
-        Seeds the choice of the held-out values and the model (``impute(seed=...)``).
+        Seeds the held-out values and the model.
     progress : bool or {"bar", "log", "none"}
         As for :func:`geogpvae.impute` (off by default).
     **options
-        Any other :func:`geogpvae.impute` argument (``engine``, ``neighbours``, ``transform``,
-        ``epochs``, ...).
+        Any other :func:`geogpvae.impute` argument (``engine``, ``neighbours``, ``epochs``, ...).
 
     Returns
     -------
     xarray.Dataset
-        Dim ``variable`` (the scored variables), coordinate ``units`` (each variable's units
-        attribute, ``""`` if none), and per variable: ``n`` (held-out values scored: those the
-        imputation filled, i.e. inside the domain), ``rmse`` and ``mae`` (the variable's units),
-        ``nll`` (mean Gaussian negative log-likelihood under the predictive mean and standard
-        deviation, nats per value), ``cov95`` (share inside the central 95 % interval, nominally
-        0.95), ``cov95_low`` and ``cov95_high`` (the range where the true coverage lies at 95 %
-        confidence, given ``n``: :func:`coverage_range`) and ``z2`` (mean squared standardised
-        error: the factor the predictive variances
-        would have needed, nominally 1). For a log-transformed variable ``nll``, ``cov95`` and
-        ``z2`` are taken in log space, where its predictive is Gaussian (the log-space moments
-        recovered from ``v`` and ``v_std`` as :func:`geogpvae.plot.interval_coverage` does), and
-        ``rmse`` and ``mae`` in the data's units; coordinate ``space`` says which (``"log"`` or
-        ``"linear"``). The attributes record ``share``, ``gaps``, ``seed`` and the options.
+        On dim ``variable``, with coordinates ``units`` and ``space`` (``"log"`` or ``"linear"``):
+        ``n`` (values scored, those inside the domain), ``rmse`` and ``mae`` (data units), ``nll``
+        (Gaussian, nats per value), ``cov95`` (share inside the 95 % intervals, nominally 0.95),
+        ``cov95_low``/``cov95_high`` (:func:`coverage_range`) and ``z2`` (mean squared
+        standardised error, nominally 1). For a log variable ``nll``, ``cov95`` and ``z2`` are
+        those of its log. Attributes record ``share``, ``gaps``, ``seed`` and the options.
 
     Raises
     ------
     InputError (a ValueError)
-        ``share`` outside (0, 1), ``gaps`` not one of the two, a variable with no value to hold
-        out at that share, a variable that is an output of :func:`geogpvae.impute` (its
-        ``v_imputed`` flag is present: its holes hold predictions), or any error
-        :func:`geogpvae.impute` raises on the thinned data.
+        Bad ``share`` or ``gaps``, a variable with nothing to hold out or already imputed, or
+        any error :func:`geogpvae.impute` raises on the thinned data.
 
     Examples
     --------
@@ -230,7 +191,7 @@ def validate(
     for name in names:
         work[name] = ds[name].where(~xr.DataArray(held[name], dims=dims[name]))
         work[name].encoding = dict(ds[name].encoding)  # packing: valid bounds given in codes
-    with warnings.catch_warnings():  # said of the user's data when it is imputed; held-out values would change the count
+    with warnings.catch_warnings():  # the held-out values would change this warning's count
         warnings.filterwarnings("ignore", message=r"\d+ of the \d+ .* places .* have no value at any")
         out = impute(work, names, seed=seed, progress=progress, **options)
     rows = []

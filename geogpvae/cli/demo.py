@@ -93,8 +93,8 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     imputer = make_imputer(settings, args.device, progress)
     ds, truth = make_gaussian_field(shape, missing=args.missing, seed=args.seed, return_truth=True)
     names = [str(v) for v in ds.data_vars]
-    default = imputer.config_.short_of_default(math.prod(shape))  # a quick run is the demo's point:
-    say(  # said here, not warned
+    default = imputer.config_.short_of_default(math.prod(shape))  # a quick run is the point: said, not warned
+    say(
         f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
         f"{args.missing:.0%} hidden; engine {imputer.config_.engine}, "
         f"{imputer.config_.epochs} epochs" + ("" if default is None else f" (the default budget: {default})")

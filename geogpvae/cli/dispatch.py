@@ -55,19 +55,14 @@ def _report(err: BaseException, debug: bool, prefix: str | None = "error") -> No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``geogpvae`` command.
-
-    Parameters
-    ----------
-    argv : sequence of str, optional
-        Arguments without the program name (default ``sys.argv[1:]``).
+    """Run the ``geogpvae`` command on ``argv`` (default ``sys.argv[1:]``, without the program name).
 
     Returns
     -------
     int
-        The exit code: 0 success, 1 failure, 2 bad usage or input, 128 + N stopped by
-        signal N. A process of a torchrun/srun launch that started a process group does not
-        return: it exits with the code (see :func:`geogpvae.cli.jobs.exit_after_group`).
+        The exit code: 0 success, 1 failure, 2 bad usage or input, 128 + N stopped by signal N.
+        A process that started a torchrun/srun process group exits instead
+        (:func:`geogpvae.cli.jobs.exit_after_group`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -80,8 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str], debug: bool) -> int:
-    # torch is imported by the commands that need it, after the command line is checked, so
-    # that a bad command line fails at once
+    # the commands import torch after the command line is checked, so a bad one fails at once
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:

@@ -17,13 +17,7 @@ from .common import _GLOB_CHARS, UsageError, _one_line
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
-    """Input paths with glob patterns expanded (sorted); every file must exist.
-
-    Raises
-    ------
-    FileNotFoundError
-        A file is missing or a pattern matches nothing.
-    """
+    """Input paths with glob patterns expanded (sorted); FileNotFoundError for a missing file or empty pattern."""
     files: list[str] = []
     for item in items:
         text = os.path.expanduser(item)
@@ -42,12 +36,9 @@ def expand_inputs(items: Sequence[str]) -> list[str]:
 
 
 def drop_own_outputs(files: list[str], template: str) -> list[str]:
-    """``files`` without those that another of them writes under the output ``template``.
-
-    A job array whose outputs land in its input folder (``'t*.nc' '{stem}_f.nc'``) would
-    otherwise find the outputs of earlier tasks among its inputs: the sorted list shifts, some
-    tasks impute outputs and some inputs are never imputed. Each file left out is named in a
-    warning. Templates without ``{stem}`` or ``{name}``, or with ``{index}``, are left alone.
+    """``files`` without those that another of them writes under the output ``template`` (each named in
+    a warning), so a job array writing into its input folder never takes outputs for inputs.
+    Templates without ``{stem}``/``{name}``, or with ``{index}``, are left alone.
     """
     used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     if not used & {"stem", "name"} or "index" in used or len(files) < 2:
@@ -66,16 +57,10 @@ def drop_own_outputs(files: list[str], template: str) -> list[str]:
 def select_task(
     files: list[str], task_index: int | None, concat_dim: str | None, env: Mapping[str, str]
 ) -> tuple[list[str], int | None]:
-    """The file of this job-array task, or every file.
+    """The file of this job-array task and its index, or every file and None.
 
-    An explicit ``task_index`` always picks one file; ``SLURM_ARRAY_TASK_ID`` does when
-    the inputs are several files and ``concat_dim`` is not given.
-
-    Returns
-    -------
-    files : list of str
-    index : int or None
-        The task index used.
+    An explicit ``task_index`` always picks one file; ``SLURM_ARRAY_TASK_ID`` does when the inputs
+    are several files and ``concat_dim`` is not given. Bad indices raise :class:`~geogpvae.cli.common.UsageError`.
     """
     label = "--task-index"
     if task_index is None and "SLURM_ARRAY_TASK_ID" in env and len(files) > 1 and not concat_dim:
@@ -101,11 +86,8 @@ def select_task(
 
 
 def format_output(template: str, inputs: Sequence[str], index: int | None) -> str:
-    """Fill ``{stem}``, ``{name}`` and ``{index}`` in an output path.
-
-    ``{stem}`` and ``{name}`` are the input file's name without and with its extension
-    (one input file only); ``{index}`` the job-array task index.
-    """
+    """Fill ``{stem}``/``{name}`` (the one input's name without/with extension) and ``{index}`` (the
+    task index) in an output path; a :class:`~geogpvae.cli.common.UsageError` when one cannot be filled."""
     fields_used = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     if not fields_used:
         return template
@@ -144,7 +126,7 @@ def check_target(
 
     Raises
     ------
-    ValueError
+    UsageError (a ValueError)
         ``path`` is one of ``inputs`` (also through links), even with ``overwrite``.
     FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
         As named.
@@ -169,14 +151,9 @@ def check_target(
 
 
 def unfinished_reason(path: str) -> str | None:
-    """Why the existing file ``path`` is not a finished geogpvae output; None when it is.
-
-    A finished output is a NetCDF file that opens and carries the ``geogpvae_version``
-    global attribute, which every output of ``impute``, ``predict`` and ``demo`` has (it
-    is set before the file is written, and files are moved into place only once
-    complete). Used by ``--skip-existing``, so that a resubmitted job array does not take
-    an empty, truncated or foreign file for a finished one.
-    """
+    """Why the existing file ``path`` is not a finished geogpvae output (for ``--skip-existing``); None
+    when it is: a NetCDF file with the ``geogpvae_version`` attribute every output gets before it is
+    moved into place complete."""
     import netCDF4
 
     try:
@@ -189,18 +166,9 @@ def unfinished_reason(path: str) -> str | None:
 
 
 def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
-    """Write ``result`` to ``output`` (created exclusively unless ``overwrite``).
+    """Write ``result`` to ``output`` (created exclusively unless ``overwrite``); the new file's status.
 
-    Returns
-    -------
-    os.stat_result
-        The new file's status (to recognise it later).
-
-    Raises
-    ------
-    FileExistsError
-        Another job created ``output`` while this one was writing; the message names
-        ``--overwrite``.
+    Raises a FileExistsError naming ``--overwrite`` when another job created ``output`` meanwhile.
     """
     from ..fields.io import to_netcdf
 
@@ -219,8 +187,7 @@ _MULTIPLE_FILLS = re.compile(r"variable '(.+?)' has multiple fill values")
 
 
 def _open(inputs: Sequence[str], concat_dim: str | None, variables: Sequence[str] | None = None) -> Any:
-    """The inputs as one Dataset; with ``variables`` (those the command uses), xarray's
-    warnings about two fill values of any other variable are not passed on."""
+    """The inputs as one Dataset; with ``variables``, xarray's two-fill-values warnings of others are dropped."""
     from ..fields.io import open_dataset
 
     with warnings.catch_warnings(record=True) as caught:

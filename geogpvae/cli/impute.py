@@ -216,8 +216,7 @@ def _train(
 def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     """Write OUT and the model file; on failure neither is left (without --overwrite).
 
-    The model is staged first and moved into place only once OUT exists: OUT is created
-    exclusively, so a job that loses the race for OUT to another leaves no model file.
+    The model is staged and moved into place once OUT (created exclusively) exists.
     """
     from ..fields.torch_files import stage_torch_save
 
@@ -362,10 +361,8 @@ def _train_and_write(
 def _finish(
     job: Job, imputer: Any, ds: Any, checkpointer: _Checkpointer, cluster: Any, say: Reporter
 ) -> int:
-    """Rank 0 writes the outputs; every rank waits for it and ends with the same code.
-
-    Rank 0 predicts and writes in a worker thread, so that a second signal stops it at once.
-    """
+    """Rank 0 writes the outputs (in a worker thread, so a second signal stops it at once); every rank
+    waits for it and ends with the same code."""
     from .jobs import run_interruptible
 
     status, error = EXIT_OK, None

@@ -18,28 +18,18 @@ __all__ = ["estimate_memory"]
 def estimate_memory(
     n: int, cells: int, d: int, k: int, h: int, context_sizes: int, *, model_bytes: int = 4
 ) -> dict[str, int]:
-    """Bytes a run needs, roughly, by part.
+    """Bytes a run needs, roughly, by part: ``field``, ``model`` (training tensors), ``outputs``, ``total``.
 
     Parameters
     ----------
-    n : int
-        Locations inside the domain (N).
-    cells : int
-        Cells of the variables' full shape (the output grid).
+    n, cells : int
+        Locations inside the domain (N), and cells of the variables' full shape (the output grid).
     d, k, h : int
         Columns of x (D), variables (K), neighbours (H).
     context_sizes : int
-        Number of neighbourhood sizes the encoder summarises (its context has 2K of each).
+        Neighbourhood sizes the encoder summarises (2K context values each).
     model_bytes : int
         Bytes of the model's floats (4 for float32, 8 for float64).
-
-    Returns
-    -------
-    dict of str to int
-        ``field`` (x (N, D) and values (N, K) float64 plus the variables as read),
-        ``model`` (the training tensors: x, values, mask, context and neighbour indices:
-        about N (D + 2K + 2K context + H) numbers), ``outputs`` (filled values, std and flags
-        on the grid, and the predictive moments) and ``total``.
     """
     field_bytes = 8 * n * (d + k) + 8 * cells * k
     model = n * (d + k + 2 * k * context_sizes) * model_bytes + n * k + 8 * n * (h + 1)

@@ -1,30 +1,7 @@
 """Batch-job machinery behind the ``geogpvae`` command: checkpoints, signals, several processes.
 
-Nothing here knows about the command line; :mod:`geogpvae.cli` puts the pieces together.
-
-Checkpoints
-    :func:`save_checkpoint` writes the engine's resumable snapshot
-    (:meth:`geogpvae.engine.core.GPVAEEngine.checkpoint`) with the job's identity (input files,
-    variables, options, a hash of the data) to a hidden temporary file, fsyncs it and renames
-    it into place, so a checkpoint on disk is always complete. :func:`load_checkpoint` reads it
-    with ``torch.load(..., weights_only=True)`` (no arbitrary unpickling) and refuses one that
-    belongs to another job, saying what differs.
-
-Signals
-    :class:`SignalTrap` turns the first SIGTERM, SIGINT or SIGUSR1 into a stop request that
-    training polls after every epoch; a second one stops the process at once (temporary
-    files removed, exit 128 + N). :func:`run_interruptible` runs the final prediction and
-    write in a worker thread so that the main thread can act on a signal at once. Schedulers send SIGTERM some time before they kill a job (SLURM's ``KillWait``,
-    or earlier with ``#SBATCH --signal``), which leaves time to finish the epoch and write
-    the checkpoint.
-
-Several processes
-    :func:`start_cluster` recognises a ``torchrun`` launch (``WORLD_SIZE``, ``RANK``,
-    ``LOCAL_RANK``) or an ``srun`` launch of several tasks (``SLURM_STEP_NUM_TASKS``,
-    ``SLURM_PROCID``, ``SLURM_LOCALID`` with ``MASTER_ADDR``/``MASTER_PORT``), starts the
-    process group (NCCL on GPUs, gloo on CPUs) and gives each process its GPU. The engine then
-    trains a DistributedDataParallel model, each rank on its share of every epoch's
-    mini-batches. :class:`Cluster` holds the few collective steps the command needs.
+Checkpoints are atomic and refused for another job; :class:`SignalTrap` turns a first SIGTERM/SIGINT/
+SIGUSR1 into a stop after the epoch; :func:`start_cluster` joins a torchrun or srun launch (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -79,19 +56,18 @@ class CheckpointError(ValueError):
 
 
 class JobInterrupted(Exception):
-    """Training stopped early on a signal.
+    """Training stopped early on a signal; the message says what was saved and how to resume.
 
     Parameters
     ----------
     signum : int
         The signal that asked the job to stop.
     checkpoint : pathlib.Path or None
-        Where the job's state was saved (None when no checkpoint folder was given).
+        Where the job's state was saved (None without a checkpoint folder).
     epoch, total : int, optional
         Completed and planned epochs.
-    selection : tuple (float, int), optional
-        Stopped during the KL-weight selection: the candidate's factor and its epochs
-        (``epoch`` then counts the candidate's).
+    selection : (float, int), optional
+        Stopped in the KL-weight selection: the candidate's factor and epochs (``epoch`` counts its own).
     """
 
     def __init__(
@@ -143,14 +119,8 @@ def _trappable() -> tuple[int, ...]:
 class SignalTrap:
     """Turn the first termination signal into a request to stop; a second one stops at once.
 
-    Used as a context manager; the previous handlers are restored on exit. Outside the
-    main thread (where Python cannot install handlers) it traps nothing.
-
-    The first SIGTERM, SIGINT or SIGUSR1 only sets :attr:`signum` (training polls it after
-    every epoch). A second one, of any of these kinds, ends the process at once: the
-    temporary files of writes in progress are removed (so no output or checkpoint appears;
-    see :func:`geogpvae.fields.atomic.abort_partial_writes`) and the process exits with 128 +
-    that signal's number, without unwinding.
+    A context manager (outside the main thread it traps nothing). A first signal sets :attr:`signum`,
+    polled after every epoch; a second removes the temporary files of writes and exits 128 + N.
 
     Parameters
     ----------
@@ -158,7 +128,7 @@ class SignalTrap:
         Signals to trap; default SIGTERM, SIGINT and SIGUSR1.
     announce : callable, optional
         Called with a one-line message when the first signal arrives.
-    speak : bool, default True
+    speak : bool
         Print a line on stderr when a second signal stops the process.
 
     Attributes
@@ -166,8 +136,7 @@ class SignalTrap:
     signum : int or None
         The first signal received.
     plan : str
-        What the job does after a first signal (for the announcement); the caller updates
-        it as the job moves on.
+        What the job does after a first signal (for the announcement), updated by the caller.
     """
 
     def __init__(
@@ -181,11 +150,6 @@ class SignalTrap:
         self.signum: int | None = None
         self.plan = "finishing the current epoch, then stopping"
         self._previous: dict[int, Any] = {}
-
-    @property
-    def requested(self) -> bool:
-        """Whether a stop was requested."""
-        return self.signum is not None
 
     def __enter__(self) -> SignalTrap:
         try:
@@ -214,12 +178,8 @@ class SignalTrap:
 
 
 def _stop_now(signum: int, speak: bool) -> None:
-    """End the process at once: remove the temporary files of writes in progress, exit 128+N.
-
-    ``os._exit`` skips the interpreter's clean-up, which could wait for a write of the worker
-    thread or for other processes; output goes straight to the file descriptor, since the
-    main thread may be inside a write to ``sys.stderr`` itself.
-    """
+    """Remove the temporary files of writes in progress and ``os._exit(128 + signum)``, without clean-up
+    (it could wait on the worker thread); the message goes straight to fd 2."""
     try:
         removed = abort_partial_writes()
         if speak:
@@ -231,12 +191,10 @@ def _stop_now(signum: int, speak: bool) -> None:
 
 
 def run_interruptible(work: Callable[[], Any]) -> Any:
-    """``work()`` in a worker thread while the main thread waits, and its result.
+    """``work()`` in a worker thread, so the waiting main thread handles signals at once; its result.
 
-    Python runs signal handlers in the main thread only, between bytecodes: a long call
-    into C (compressing and writing a large variable, a big tensor operation) would delay a
-    :class:`SignalTrap` until it returns. Waiting here, the main thread handles a signal
-    within a fraction of a second. Exceptions of ``work`` are re-raised here.
+    A long call into C would otherwise delay a :class:`SignalTrap` until it returns. Exceptions of
+    ``work`` are re-raised here.
     """
     box: dict[str, Any] = {}
 
@@ -262,27 +220,10 @@ def job_identity(
     options: Mapping[str, Any],
     data: str,
 ) -> dict[str, Any]:
-    """What makes two runs the same job, for :func:`load_checkpoint` to compare.
-
-    Parameters
-    ----------
-    inputs : sequence of path
-        Input files (compared by their real paths).
-    vars : sequence of str
-        The imputed variables.
-    options : mapping
-        Every option that changes the result (engine options, coordinates, mask,
-        transforms, ...; not the device or the progress display). JSON-serialisable.
-    data : str
-        A hash of the coordinates and observed values
-        (:meth:`geogpvae.fields.stacking.Field.fingerprint`).
-
-    Returns
-    -------
-    dict
-        ``inputs``, ``vars``, ``options`` (canonical JSON text), ``options_hash`` and
-        ``data``: plain strings and lists.
-    """
+    """What makes two runs the same job, for :func:`load_checkpoint` to compare: the ``inputs`` by real
+    path, the ``vars``, the JSON-serialisable ``options`` that change the result (not the device or
+    progress display) as canonical JSON with ``options_hash``, and ``data``
+    (:meth:`geogpvae.fields.stacking.Field.fingerprint`)."""
     canonical = json.dumps(options, sort_keys=True, default=str)
     return {
         "inputs": [os.path.realpath(os.fspath(p)) for p in inputs],
@@ -294,32 +235,16 @@ def job_identity(
 
 
 def checkpoint_path(folder: str | os.PathLike[str], output: str | os.PathLike[str]) -> Path:
-    """The checkpoint file of the job writing ``output``, inside ``folder``.
-
-    Named after the output file plus a short hash of its absolute path, so that the tasks
-    of a job array can share one folder.
-    """
+    """The checkpoint file of the job writing ``output``, inside ``folder``: the output's name and a
+    hash of its absolute path, so that the tasks of a job array can share one folder."""
     out = Path(os.path.abspath(os.fspath(output)))
     tag = hashlib.sha256(str(out).encode()).hexdigest()[:8]
     return Path(folder) / f"{out.name}.{tag}.ckpt"
 
 
 def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[str, Any]) -> Path:
-    """Write a resumable snapshot and the job's identity to ``path``, atomically.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-        Target file; its folder must exist. Replaced if present.
-    snapshot : mapping
-        :meth:`geogpvae.engine.core.GPVAEEngine.checkpoint` output.
-    identity : mapping
-        :func:`job_identity` output.
-
-    Returns
-    -------
-    pathlib.Path
-    """
+    """Write ``snapshot`` (:meth:`geogpvae.engine.core.GPVAEEngine.checkpoint`) and ``identity``
+    (:func:`job_identity`) to ``path`` atomically, replacing it; returns ``path``."""
     payload = {
         "format": CHECKPOINT_FORMAT,
         "version": _CHECKPOINT_VERSION,
@@ -365,25 +290,12 @@ def _differences(saved: Mapping[str, Any], identity: Mapping[str, Any]) -> list[
 
 
 def load_checkpoint(path: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
-    """Read a checkpoint of this job.
-
-    Parameters
-    ----------
-    path : pathlib.Path
-    identity : mapping
-        This run's :func:`job_identity`.
-
-    Returns
-    -------
-    dict
-        The engine snapshot, for ``GPVAEEngine.fit(..., resume=...)``.
+    """The engine snapshot in the checkpoint at ``path``, for ``GPVAEEngine.fit(..., resume=...)``.
 
     Raises
     ------
-    FileNotFoundError
-        No such file.
     CheckpointError
-        Not a checkpoint, or another job's (the message says what differs).
+        Not a checkpoint, or not this job's ``identity`` (:func:`job_identity`; the message says what differs).
     """
     payload = _read(Path(path))
     diffs = _differences(payload.get("job", {}), identity)
@@ -401,8 +313,7 @@ def checkpoint_epoch(snapshot: Mapping[str, Any]) -> int:
 
 
 def checkpoint_stage(snapshot: Mapping[str, Any]) -> str:
-    """Where an engine snapshot stands, for the resume message: ``"after epoch 40"``,
-    ``"in the KL-weight selection (beta x0.2 after epoch 2; 1 candidate scored)"``."""
+    """Where an engine snapshot stands, for the resume message (``"after epoch 40"``)."""
     selection = snapshot.get("selection")
     if selection is None:
         return f"after epoch {checkpoint_epoch(snapshot)}"
@@ -411,7 +322,6 @@ def checkpoint_stage(snapshot: Mapping[str, Any]) -> str:
             f"{scored} candidate{'' if scored == 1 else 's'} scored)")
 
 
-# --------------------------------------------------------------------------- fitting
 # --------------------------------------------------------------------------- several processes
 @dataclass(frozen=True)
 class Launch:
@@ -431,16 +341,13 @@ def _int_env(env: Mapping[str, str], key: str) -> int:
 
 
 def launch_environment(env: Mapping[str, str] | None = None) -> Launch | None:
-    """The launch of several processes this process belongs to, if any.
+    """The torchrun (``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``) or srun (``SLURM_STEP_NUM_TASKS``,
+    ``SLURM_PROCID``, ``SLURM_LOCALID``) launch of several processes this one belongs to; None if alone.
 
-    ``torchrun`` sets ``WORLD_SIZE``, ``RANK`` and ``LOCAL_RANK``; ``srun`` with several
-    tasks sets ``SLURM_STEP_NUM_TASKS``, ``SLURM_PROCID`` and ``SLURM_LOCALID`` (the
-    batch script itself, outside any ``srun`` step, has no ``SLURM_STEP_NUM_TASKS``).
-
-    Returns
-    -------
-    Launch or None
-        None for a single process.
+    Raises
+    ------
+    ValueError
+        A launch variable is not an integer, or the rank lies outside the world.
     """
     env = os.environ if env is None else env
     if "WORLD_SIZE" in env and "RANK" in env:
@@ -540,9 +447,8 @@ def start_cluster(device: str, *, timeout_s: float = 3600.0) -> tuple[Cluster, s
 
     Returns
     -------
-    cluster : Cluster
-    device : str
-        This process's device (``cuda:<local rank>`` for ``auto``/``cuda`` on GPUs).
+    cluster, device : Cluster, str
+        This process's place and device (``cuda:<local rank>`` for ``auto``/``cuda`` on GPUs).
 
     Raises
     ------
@@ -589,13 +495,8 @@ _GROUP_STARTED = False
 def exit_after_group(code: int) -> None:
     """End a process that ran a process group with ``os._exit(code)``; return otherwise.
 
-    After ``destroy_process_group`` the gloo backend's worker threads stay alive (torch keeps
-    the group referenced), and the thread that ran the last collective may still be releasing
-    its tensors. If that happens while the interpreter shuts down, the thread cannot take the
-    GIL, is unwound through a C++ destructor and the process aborts ("terminate called without
-    an active exception", SIGABRT) after a successful run: torchrun then reports a failure.
-    Skipping the shutdown avoids that. Everything this package writes is closed and fsynced
-    by then; the standard streams are flushed here.
+    Skips the interpreter's shutdown, in which gloo's worker threads can abort a finished run
+    (SIGABRT, "terminate called without an active exception"); the streams are flushed first.
     """
     if not _GROUP_STARTED:
         return

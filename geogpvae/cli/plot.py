@@ -88,8 +88,7 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
             positions = plot.layer_positions(da, args.axis, args.layer)
         except ValueError as err:
             raise UsageError(f"--layer: {err}") from None
-        # hand the layers on as layer numbers (positions counted from 1 where there is no
-        # layer coordinate), which layers() reads the same way
+        # hand the layers on as layer numbers (positions from 1 without a layer coordinate), as layers() reads them
         c = da.coords.get("layer")
         keyed = c is not None and c.dims == (args.axis,) and c.dtype.kind in "iu"
         numbers = [int(c.values[k]) if keyed else k + 1 for k in positions]

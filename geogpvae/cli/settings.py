@@ -1,5 +1,4 @@
-"""Settings of a command: a TOML job file, ``--option`` literals and flags merged into one
-:class:`Settings`."""
+"""Settings of a command: a TOML job file, ``--option`` literals and flags merged into one :class:`Settings`."""
 
 from __future__ import annotations
 
@@ -97,8 +96,7 @@ def _table(value: Any, key: str) -> dict[str, Any]:
 def parse_literal(raw: str) -> Any:
     """A command-line value as a TOML literal, else JSON, else the plain string.
 
-    ``512`` -> 512, ``true`` -> True, ``[64, 64]`` -> [64, 64], ``{z = 5}`` or
-    ``{"z": 5}`` -> {"z": 5}, ``null`` -> None, ``matern52`` -> "matern52".
+    ``512`` -> 512, ``[64, 64]`` -> [64, 64], ``{z = 5}`` -> {"z": 5}, ``null`` -> None, ``matern52`` -> "matern52".
     """
     if tomllib is not None:
         try:
@@ -214,14 +212,11 @@ def _require_toml() -> None:
 def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings of a TOML job file, keys checked, paths relative to the file's folder.
 
-    Top-level keys are the long names of the ``impute`` flags (``vars``, ``engine``,
-    ``checkpoint-dir`` or ``checkpoint_dir``, ...) plus ``input`` and ``output``; the
-    ``[options]`` table holds engine options.
+    Keys are the long names of the ``impute`` flags (``checkpoint-dir`` or ``checkpoint_dir``), ``input``
+    and ``output``; the ``[options]`` table holds engine options.
 
     Raises
     ------
-    FileNotFoundError
-        No such file.
     ValueError
         Not valid TOML, an unknown key or a value of the wrong type (the message names it).
     """
@@ -257,8 +252,7 @@ def _relative_to(value: str | list[str], folder: Path) -> str | list[str]:
 def _lift(
     top: dict[str, Any], options: dict[str, Any], on_command_line: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Move options that have their own flag to the top level; the same setting given both
-    ways with two values (in the file, or on the command line) is a usage error."""
+    """Move options that have their own flag to the top level; one given both ways with two values is a UsageError."""
     options = dict(options)
     lifted = {}
     for key, name in _OPTION_ALIASES.items():
@@ -291,14 +285,9 @@ def _cli_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def resolve_settings(args: argparse.Namespace, *, needs_output: bool) -> Settings:
-    """Merge defaults, the ``--config`` file and the command line (which wins).
+    """Merge defaults, the ``--config`` file and the command line (which wins) of the parsed ``args``.
 
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed command line.
-    needs_output : bool
-        Whether the last positional path is the output (``impute``) or all are inputs.
+    ``needs_output``: the last positional path is the output (``impute``); else all are inputs.
     """
     config = read_config(args.config) if getattr(args, "config", None) else {}
     file_top, file_opts = _lift(config, config.pop("options", {}), on_command_line=False)

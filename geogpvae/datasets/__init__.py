@@ -1,30 +1,10 @@
 """Real and synthetic data sets as :class:`xarray.Dataset` objects.
 
-Two real data sets are supported, both third-party data that geogpvae never ships:
-
-* **Jura** (Goovaerts 1997): seven heavy-metal concentrations in the topsoil of the Swiss
-  Jura at 359 sites, plus a 5,957-node prediction grid. :func:`load_jura`,
-  :func:`load_jura_grid`.
-* **SPE10 model 2** (Christie & Blunt 2001): porosity and permeability of a
-  60 x 220 x 85-cell reservoir model. :func:`load_spe10`.
-
-The loaders read files from a *data directory* (each data set in its own sub-folder,
-``<data dir>/jura/`` and ``<data dir>/spe10/``) and check every file they read against the
-sha256 (or git blob SHA-1) in :data:`REGISTRY`. The data directory is, in order:
-
-1. the ``data_dir`` argument of the loader;
-2. the environment variable ``GEOGPVAE_DATA_DIR``;
-3. the ``datasets/`` folder at the top of a geogpvae source checkout, when it holds files
-   of the data set asked for;
-4. the per-user cache folder ``$XDG_CACHE_HOME/geogpvae`` (``~/.cache/geogpvae``).
-
-:func:`data_home` says which folder that is and :func:`available` which data sets are found.
-``datasets/README.md`` in the source tree says where to get the files and how to install them.
-
-:func:`make_gaussian_field` draws synthetic multi-variable Gaussian-process fields with holes,
-on a regular grid or on scattered points, for demos and fast tests;
-:func:`make_station_network` draws daily space-time series at a network of stations, stored
-the CF way (dims ``(time, station)``, ``lat``/``lon`` on ``station``), with outages.
+Real, third-party data that geogpvae never ships, read from a data directory (:func:`data_home`)
+and checked against :data:`REGISTRY`: the Jura topsoil metals (Goovaerts 1997; :func:`load_jura`,
+:func:`load_jura_grid`) and SPE10 model 2 (Christie & Blunt 2001; :func:`load_spe10`);
+``datasets/README.md`` says where to get them. Synthetic: :func:`make_gaussian_field` (gridded or
+scattered GP fields with holes) and :func:`make_station_network` (daily station series with outages).
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def load_jura(data_dir: str | Path | None = None) -> xr.Dataset:
     """Load the Jura topsoil heavy-metal data (Goovaerts 1997), all 359 sites.
 
     Reads ``jura_pred.csv``, ``jura_val.csv`` and their ``*_lonlat.csv`` companions from
-    ``<data dir>/jura/`` (see :func:`data_home`), checking each file's sha256.
+    ``<data dir>/jura/``, checking each file's sha256.
 
     Parameters
     ----------
@@ -126,29 +126,16 @@ def load_jura(data_dir: str | Path | None = None) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        Dimension ``site`` (359): the 259 prediction sites of ``jura_pred.csv`` then the
-        100 validation sites of ``jura_val.csv``, in file order.
-
-        Coordinates (all along ``site``):
-
-        * ``x``, ``y`` (float64, km): position on the local grid of the study area;
-        * ``lon``, ``lat`` (float64, degrees_east / degrees_north, WGS84);
-        * ``split`` (str): ``"prediction"`` or ``"validation"``.
-
-        Data variables (along ``site``):
-
-        * ``Cd``, ``Co``, ``Cr``, ``Cu``, ``Ni``, ``Pb``, ``Zn`` (float64, mg kg-1):
-          concentrations in the topsoil; no missing values;
-        * ``Landuse`` (int8 CF flags: 1 Forest, 2 Pasture, 3 Meadow, 4 Tillage);
-        * ``Rock`` (int8 CF flags: 1 Argovian, 2 Kimmeridgian, 3 Sequanian,
-          4 Portlandian, 5 Quaternary). :func:`decode_flags` gives the labels.
+        On dim ``site``, the 259 prediction then the 100 validation sites in file order, with
+        coordinates ``x``, ``y`` (km, local grid), ``lon``, ``lat`` (degrees, WGS84) and ``split``
+        (``"prediction"`` or ``"validation"``); ``Cd``, ``Co``, ``Cr``, ``Cu``, ``Ni``, ``Pb``, ``Zn``
+        (float64, mg kg-1, none missing); ``Landuse`` (:data:`JURA_LANDUSE`) and ``Rock``
+        (:data:`JURA_ROCK`), int8 CF flag variables (:func:`decode_flags` gives the labels).
 
     Raises
     ------
-    DataFileNotFoundError
-        A file is missing; the message says where to put it and where to get it.
-    ChecksumError
-        A file differs from the reference copy.
+    DataFileNotFoundError, ChecksumError
+        A file is missing (the message says where to get it) or differs from the reference copy.
 
     Examples
     --------
@@ -207,11 +194,9 @@ def load_jura(data_dir: str | Path | None = None) -> xr.Dataset:
 
 
 def load_jura_grid(data_dir: str | Path | None = None) -> xr.Dataset:
-    """Load the Jura prediction grid: 5,957 nodes inside the study area.
+    """Load the Jura prediction grid: 5,957 nodes inside the study area (0.05 km grid, x 0.3-5.1, y 0.1-5.9 km).
 
-    The nodes lie on a regular 0.05 km grid (x 0.3-5.1 km, y 0.1-5.9 km); only those
-    inside the study area are listed. Reads ``jura_grid.csv`` and ``jura_grid_lonlat.csv``
-    from ``<data dir>/jura/``, checking each file's sha256.
+    Reads ``jura_grid.csv`` and ``jura_grid_lonlat.csv`` from ``<data dir>/jura/``, checking their sha256.
 
     Parameters
     ----------
@@ -221,16 +206,13 @@ def load_jura_grid(data_dir: str | Path | None = None) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        Dimension ``node`` (5957), in file order. Coordinates ``x``, ``y`` (km, local grid)
-        and ``lon``, ``lat`` (degrees, WGS84); data variables ``Landuse`` and ``Rock``
-        (int8 CF flag variables with the codes of :func:`load_jura`).
+        On dim ``node`` in file order: ``x``, ``y`` (km, local grid), ``lon``, ``lat`` (degrees,
+        WGS84) and the ``Landuse`` and ``Rock`` flag variables of :func:`load_jura`.
 
     Raises
     ------
-    DataFileNotFoundError
-        A file is missing.
-    ChecksumError
-        A file differs from the reference copy.
+    DataFileNotFoundError, ChecksumError
+        A file is missing or differs from the reference copy.
     """
     paths = _require("jura", data_dir, _JURA_GRID_FILES)
     cols = _read_table(paths["jura_grid.csv"], "jura/jura_grid.csv", _JURA_GRID_COLUMNS)
@@ -267,8 +249,7 @@ def decode_flags(da: xr.DataArray) -> xr.DataArray:
     Parameters
     ----------
     da : xarray.DataArray
-        Integer codes with CF attributes ``flag_values`` and ``flag_meanings``, e.g.
-        ``load_jura().Rock``.
+        Integer codes with CF attributes ``flag_values`` and ``flag_meanings``, e.g. ``load_jura().Rock``.
 
     Returns
     -------

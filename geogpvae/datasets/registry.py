@@ -1,5 +1,5 @@
-"""The data files geogpvae knows: their checksums, where they are published, the data
-directory that holds them and the checks every loader runs before reading a byte."""
+"""The data files geogpvae knows (checksums, where they are published), the data directory that
+holds them and the checks every loader runs before reading a byte."""
 
 from __future__ import annotations
 
@@ -20,18 +20,14 @@ class DataFile:
 
     Attributes
     ----------
-    dataset : str
-        Data set, which is also the sub-folder of the data directory: ``"jura"`` or
-        ``"spe10"``.
-    name : str
-        File name inside that sub-folder.
+    dataset, name : str
+        Data set and sub-folder of the data directory (``"jura"`` or ``"spe10"``), and file name in it.
     size : int or None
-        Size in bytes, or None where it is not known.
+        Size in bytes, None where not known.
     sha256 : str or None
-        Lower-case hex sha256 of the whole file, or None where it is not known.
+        Lower-case hex sha256 of the whole file, None where not known.
     git_blob_sha1 : str or None
-        Git blob id, ``sha1(b"blob <size>\\0" + content)``; used to check the file when
-        ``sha256`` is None.
+        Git blob id, ``sha1(b"blob <size>\\0" + content)``, checked when ``sha256`` is None.
     description : str
         What the file is.
     """
@@ -53,8 +49,7 @@ def _entries(*files: DataFile) -> dict[str, DataFile]:
     return {f.key: f for f in files}
 
 
-#: Every known data file, keyed by ``"<dataset>/<file name>"``. Checksums are those of the
-#: reference copies described in ``datasets/README.md``.
+#: Every known data file by ``"<dataset>/<file name>"``, with the checksums of the copies datasets/README.md describes.
 REGISTRY: dict[str, DataFile] = _entries(
     DataFile(
         "jura", "jura_pred.csv", 17733,
@@ -154,11 +149,8 @@ _WHERE_PUBLISHED = {
 
 
 class DataFileNotFoundError(FileNotFoundError):
-    """A data file is not in the data directory.
-
-    The message says where files are looked for, where to put them and where they are
-    published. ``path`` is the missing file (or folder).
-    """
+    """A data file is not in the data directory (``path``: the missing file or folder); the message
+    says where files are looked for, where to put them and where they are published."""
 
     def __init__(self, message: str, path: Path | None = None) -> None:
         super().__init__(message)
@@ -228,19 +220,16 @@ def _resolve_root(dataset: str | None, data_dir: str | Path | None) -> tuple[Pat
 
 
 def data_home(dataset: str | None = None, data_dir: str | Path | None = None) -> Path:
-    """Folder in which the loaders look for data files.
+    """Folder in which the loaders look for data files (nothing is created).
 
-    The data directory is, in order: ``data_dir``; the environment variable
-    ``GEOGPVAE_DATA_DIR``; the ``datasets/`` folder of a geogpvae source checkout when it
-    holds files of the data set (any data set when ``dataset`` is None); else the per-user
-    cache folder ``$XDG_CACHE_HOME/geogpvae`` (default ``~/.cache/geogpvae``). Nothing is
-    created.
+    The data directory is the first of: ``data_dir``; ``$GEOGPVAE_DATA_DIR``; the ``datasets/``
+    folder of a source checkout when it holds files of the data set (of any, when ``dataset`` is
+    None); the cache folder ``$XDG_CACHE_HOME/geogpvae`` (default ``~/.cache/geogpvae``).
 
     Parameters
     ----------
     dataset : {"jura", "spe10"} or None
-        When given, return that data set's sub-folder of the data directory (where its
-        files go); else the data directory itself.
+        That data set's sub-folder (where its files go); None: the data directory itself.
     data_dir : str or Path, optional
         Explicit data directory; it wins over everything else.
 
@@ -299,10 +288,7 @@ def _require(dataset: str, data_dir: str | Path | None, names: Sequence[str]) ->
 
 
 def available(data_dir: str | Path | None = None) -> dict[str, Path | None]:
-    """Which real data sets are found, and where.
-
-    Only the presence of the files a loader needs is checked, not their checksums (the
-    loaders check those).
+    """Which real data sets are found, and where (files present; the loaders check the checksums).
 
     Parameters
     ----------
@@ -312,9 +298,8 @@ def available(data_dir: str | Path | None = None) -> dict[str, Path | None]:
     Returns
     -------
     dict
-        Data set name -> the folder holding it, or None where it is not found. Keys:
-        ``"jura"`` (:func:`load_jura`), ``"jura_grid"`` (:func:`load_jura_grid`),
-        ``"spe10"`` (:func:`load_spe10`: ``spe10.npz`` or both ``.dat`` files).
+        ``"jura"``, ``"jura_grid"`` and ``"spe10"`` (``spe10.npz`` or both ``.dat`` files) -> the
+        folder holding it, or None.
     """
     out: dict[str, Path | None] = {}
     wants = {
@@ -401,18 +386,14 @@ def _check(path: Path, entry: DataFile, data: bytes | None = None) -> None:
 
 
 def verify_file(path: str | Path, key: str | None = None) -> Path:
-    """Check a data file against :data:`REGISTRY`.
-
-    The sha256 is checked where it is known, else the git blob SHA-1. Results are cached
-    per process by path, size and modification time, so a file is hashed once.
+    """Check a data file against :data:`REGISTRY`: its sha256, else its git blob SHA-1 (cached per process).
 
     Parameters
     ----------
     path : str or Path
         The file.
     key : str, optional
-        Registry key ``"<dataset>/<file name>"``; by default the file's parent folder name
-        and file name, e.g. ``".../jura/jura_pred.csv"`` -> ``"jura/jura_pred.csv"``.
+        Registry key ``"<dataset>/<file name>"``; default: the file's folder and name.
 
     Returns
     -------
@@ -421,10 +402,8 @@ def verify_file(path: str | Path, key: str | None = None) -> Path:
 
     Raises
     ------
-    KeyError
-        The file is not registered.
-    FileNotFoundError
-        The file does not exist.
+    KeyError, FileNotFoundError
+        The file is not registered, or does not exist.
     ChecksumError
         The size or checksum differs from the registry's.
     """

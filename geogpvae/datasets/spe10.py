@@ -28,11 +28,7 @@ _WS = re.compile(rb"\s")
 
 
 def _parse_numbers(data: bytes, count: int, name: str, chunk: int = 1 << 22) -> np.ndarray:
-    """Parse exactly ``count`` whitespace-separated numbers from ASCII text.
-
-    The text is parsed in pieces of about ``chunk`` bytes (cut at whitespace), so the
-    temporary token lists stay small.
-    """
+    """Parse exactly ``count`` whitespace-separated numbers from ASCII text, in pieces of about ``chunk`` bytes."""
     out = np.empty(count, dtype=np.float64)
     n = pos = 0
     end_all = len(data)
@@ -59,11 +55,7 @@ def _parse_numbers(data: bytes, count: int, name: str, chunk: int = 1 << 22) -> 
 
 def _parse_spe10_blocks(data: bytes, n_blocks: int, shape: tuple[int, int, int] = SPE10_SHAPE,
                         name: str = "SPE10 text") -> np.ndarray:
-    """Parse SPE10 text (``n_blocks`` whole blocks, x fastest, then y, then z).
-
-    Returns an array of shape ``(n_blocks, nz, ny, nx)``; block order as in the file
-    (for ``spe_perm.dat``: kx, ky, kz).
-    """
+    """SPE10 text of ``n_blocks`` whole blocks (x fastest, then y, then z) as (n_blocks, nz, ny, nx), in file order."""
     return _parse_numbers(data, n_blocks * int(np.prod(shape)), name).reshape(n_blocks, *shape)
 
 
@@ -71,8 +63,7 @@ def _downsample(a: np.ndarray, k: int) -> np.ndarray:
     return a if k == 1 else np.ascontiguousarray(a[::k, ::k, ::k])
 
 
-#: One millidarcy as a UDUNITS unit string (UDUNITS has no darcy): the ``units`` of the SPE10
-#: permeabilities, whose ``long_name`` says "(mD)".
+#: One millidarcy as a UDUNITS unit string (UDUNITS has no darcy): the ``units`` of the SPE10 permeabilities.
 MILLIDARCY = "9.869233e-16 m2"
 
 _SPE10_VAR_ATTRS = {
@@ -91,50 +82,35 @@ def load_spe10(
     variables: Sequence[str] | None = None,
     source: Literal["auto", "npz", "dat"] = "auto",
 ) -> xr.Dataset:
-    """Load porosity and permeability of SPE10 model 2 (Christie & Blunt 2001).
+    """Load porosity and permeability of SPE10 model 2 (Christie & Blunt 2001), float64 as in the files.
 
-    The model has 60 x 220 x 85 cells of 6.096 m (x) x 3.048 m (y) x 0.6096 m (z)
-    (20 ft x 10 ft x 2 ft). Layers 1-35 (from the top) are the Tarbert formation, layers
-    36-85 the Upper Ness. Values are float64, exactly as in the original files.
-
-    Files are read from ``<data dir>/spe10/`` (see :func:`data_home`): ``spe10.npz``
-    (arrays ``phi``, ``kx``, ``ky``, ``kz`` of shape (85, 220, 60)) when present, else the
-    original text pair ``spe_phi.dat`` + ``spe_perm.dat`` of the SPE archive. Each file is
-    checked against :data:`REGISTRY` (sha256; git blob SHA-1 for ``spe_perm.dat``).
+    60 x 220 x 85 cells of 6.096 m x 3.048 m x 0.6096 m (20 ft x 10 ft x 2 ft); layers 1-35 (from
+    the top) are the Tarbert formation, 36-85 the Upper Ness. Reads ``<data dir>/spe10/spe10.npz``
+    when present, else the SPE archive's ``spe_phi.dat`` + ``spe_perm.dat``, each checked against
+    :data:`REGISTRY` (sha256; git blob SHA-1 for ``spe_perm.dat``).
 
     Parameters
     ----------
     downsample : int, default 1
-        Keep every k-th cell along each axis (``a[::k, ::k, ::k]``): 1 gives
-        (85, 220, 60), 2 gives (43, 110, 30).
+        Keep every k-th cell along each axis: 1 gives (85, 220, 60), 2 gives (43, 110, 30).
     data_dir : str or Path, optional
         Data directory holding ``spe10/``; default: see :func:`data_home`.
     variables : sequence of str, optional
-        Subset of ``("porosity", "kx", "ky", "kz")`` to load (default all). With
-        ``porosity`` alone, the text source needs only ``spe_phi.dat``.
+        Subset of ``("porosity", "kx", "ky", "kz")`` (default all); porosity alone needs only ``spe_phi.dat``.
     source : {"auto", "npz", "dat"}
         Which files to read; ``"auto"`` prefers ``spe10.npz``.
 
     Returns
     -------
     xarray.Dataset
-        Dimensions ``(z, y, x)``. Coordinates:
-
-        * ``x``, ``y`` (m): cell centres, ``(i + 0.5) * dx`` for the kept cells;
-        * ``z`` (m, ``positive: "down"``): depth of the cell centre below the top of the
-          model; layer 1 (top) first;
-        * ``layer`` (along z, int): 1-based layer number;
-        * ``formation`` (along z, str): ``"Tarbert"`` or ``"Upper Ness"``.
-
-        Data variables (float64, shape (nz, ny, nx)): ``porosity`` (fraction, units "1";
-        27,579 cells at full resolution are 0) and ``kx``, ``ky``, ``kz`` (mD).
+        On dims ``(z, y, x)``: coordinates ``x``, ``y`` (m, cell centres), ``z`` (m, depth of the cell
+        centre, ``positive: "down"``, layer 1 first), ``layer`` (1-based) and ``formation`` (along z);
+        ``porosity`` (fraction, 0 in 27,579 inactive cells at full resolution) and ``kx``, ``ky``, ``kz`` (mD).
 
     Raises
     ------
-    DataFileNotFoundError
-        No usable file set is present.
-    ChecksumError
-        A file differs from the reference copy.
+    DataFileNotFoundError, ChecksumError
+        No usable file set is present, or a file differs from the reference copy.
     ValueError
         Bad ``downsample``, ``variables`` or ``source``.
     """

@@ -1,15 +1,9 @@
 """A synthetic station network: daily time series at scattered stations, stored the CF way.
 
-The layout is CF's ``timeSeries`` feature type with an orthogonal time axis: variables on
-dims ``(time, station)``, ``lat``/``lon`` coordinates (degrees) on ``station``, a
-``station_name`` with ``cf_role = "timeseries_id"``, and a daily ``time`` coordinate. The
-values are a space-time Gaussian process: ``n_latent`` independent GPs over (time in days,
-east and north positions in km), each with one lengthscale in time and one in space, mixed
-into ``n_vars`` correlated variables, plus independent noise. So every value is correlated
-with the same station's previous and next days *and* with nearby stations on the same day.
-
-Gaps come in two kinds, as in real networks: values missing at random, and outages, runs of
-consecutive days when a station reports nothing.
+CF ``timeSeries`` layout (dims ``(time, station)``, ``lat``/``lon`` and ``station_name`` on
+``station``); the values are a space-time GP over (days, km east, km north), so each value is
+correlated with the same station's neighbouring days and with nearby stations. Gaps: values
+missing at random, and outages (runs of days when a station reports nothing).
 """
 
 from __future__ import annotations
@@ -38,11 +32,8 @@ def _local_km(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
 def _outages(
     shape: tuple[int, int], rate: float, days: tuple[int, int], rng: np.random.Generator
 ) -> np.ndarray:
-    """True on the (time, station) cells inside an outage, shape (T, S).
-
-    Each station has a Poisson number of outages with mean ``rate``, each starting on a
-    uniform day and lasting a uniform whole number of days in ``days``.
-    """
+    """True on the (time, station) cells inside an outage, shape (T, S): a Poisson number (mean ``rate``)
+    per station, each at a uniform start and lasting a uniform whole number of days in ``days``."""
     n_days, n_stations = shape
     out = np.zeros(shape, dtype=bool)
     lo, hi = days
@@ -92,25 +83,17 @@ def make_station_network(
         Number of stations S and of days T.
     n_vars, n_latent : int
         Number of variables and of latent space-time GPs mixed into them.
-    time_scale : float
-        Lengthscale of the latent GPs in time (days).
-    space_scale : float
-        Lengthscale of the latent GPs in space (km).
+    time_scale, space_scale : float
+        Lengthscales of the latent GPs in time (days) and in space (km).
     kernel : {"rbf", "matern12", "matern32", "matern52"}
-        Covariance family (random Fourier features of the anisotropic kernel over
-        (days, km east, km north); see :func:`geogpvae.datasets.synthetic.sample_gp_rff`).
-    noise : float
-        Standard deviation of independent noise on every value (the variables have about
-        unit variance).
-    nonlinear : float
-        Weight of a smooth interaction between the first two latent GPs.
+        Covariance family (see :func:`geogpvae.datasets.synthetic.sample_gp_rff`).
+    noise, nonlinear : float
+        Standard deviation of independent noise (the variables have about unit variance), and weight
+        of a smooth interaction between the first two latent GPs.
     missing : float in [0, 1)
         Probability that each value is missing, independently.
-    outages : float
-        Mean number of outages per station (Poisson); during one the station reports no
-        variable.
-    outage_days : (int, int)
-        Shortest and longest outage, days.
+    outages, outage_days : float, (int, int)
+        Mean number of outages per station (Poisson; no variable reported), and their shortest and longest days.
     region : (lon_min, lon_max, lat_min, lat_max)
         Stations are placed uniformly in this box (degrees).
     start : str
@@ -125,9 +108,8 @@ def make_station_network(
     Returns
     -------
     xarray.Dataset or (xarray.Dataset, xarray.Dataset)
-        Variables of shape (T, S) on dims ``(time, station)`` (float64, NaN in the gaps),
-        coordinates ``time`` (daily ``datetime64``), ``lat``, ``lon`` (degrees) and
-        ``station_name`` on ``station``; with ``return_truth`` also the same without gaps.
+        Variables (T, S) on ``(time, station)`` (float64, NaN in the gaps) with coordinates ``time``
+        (daily), ``lat``, ``lon`` and ``station_name``; with ``return_truth`` also the same without gaps.
 
     Examples
     --------

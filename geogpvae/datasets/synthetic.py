@@ -1,9 +1,8 @@
 """Synthetic Gaussian-process fields with holes, for demos and fast tests.
 
-The fields are drawn with random Fourier features (Rahimi & Recht, 2007), so that a field on
-10^6 points costs a matrix product, not a Cholesky factorisation of an N x N covariance.
-:func:`make_field` and :func:`sample_gp_rff` work on plain NumPy arrays;
-:func:`make_gaussian_field` wraps them in an :class:`xarray.Dataset` with CF metadata.
+Drawn with random Fourier features (Rahimi & Recht, 2007), so 10^6 points cost a matrix product;
+:func:`make_field` and :func:`sample_gp_rff` work on NumPy arrays, :func:`make_gaussian_field`
+returns an :class:`xarray.Dataset` with CF metadata.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ _SPECTRAL_DOF = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 
 
 def grid_points(shape: tuple[int, ...], spacing: float | tuple[float, ...] = 1.0) -> np.ndarray:
-    """Coordinates of every node of a regular grid, C order (last axis fastest).
+    """Coordinates of every node of a regular grid from 0, shape (prod(shape), len(shape)), C order.
 
     Parameters
     ----------
@@ -29,11 +28,6 @@ def grid_points(shape: tuple[int, ...], spacing: float | tuple[float, ...] = 1.0
         Number of nodes along each axis, e.g. ``(43, 110, 30)``.
     spacing : float or tuple of float
         Node spacing along each axis (coordinate units).
-
-    Returns
-    -------
-    numpy.ndarray, shape (prod(shape), len(shape))
-        Node coordinates, starting at 0 on every axis.
     """
     spacing = np.broadcast_to(np.asarray(spacing, dtype=float), (len(shape),))
     axes = [np.arange(n, dtype=float) * s for n, s in zip(shape, spacing)]
@@ -50,7 +44,7 @@ def sample_gp_rff(
     n_features: int = 2048,
     rng: np.random.Generator | int | None = None,
 ) -> np.ndarray:
-    """Draw approximate samples of a zero-mean, unit-variance stationary GP.
+    """Draw approximate samples of a zero-mean, unit-variance stationary GP, shape (N, n_samples).
 
     Parameters
     ----------
@@ -60,18 +54,10 @@ def sample_gp_rff(
         Lengthscale(s), in the units of ``points``.
     kernel : {"rbf", "matern12", "matern32", "matern52"}
         Covariance family; Matern spectra are multivariate Student-t.
-    n_samples : int
-        Number of independent sample paths.
-    n_features : int
-        Number of random Fourier features; the sample's covariance approaches the kernel as
-        this grows.
+    n_samples, n_features : int
+        Independent sample paths, and random Fourier features (the more, the closer to the kernel).
     rng : numpy Generator, int or None
         Random source or seed.
-
-    Returns
-    -------
-    numpy.ndarray, shape (N, n_samples)
-        Sample values at ``points``.
     """
     if kernel not in _SPECTRAL_DOF:
         raise ValueError(f"unknown kernel {kernel!r}; choose one of {sorted(_SPECTRAL_DOF)}")
@@ -94,12 +80,10 @@ def sample_gp_rff(
 
 def _fourier_sum(points: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.ndarray,
                  chunk: int = 8192) -> np.ndarray:
-    """``sqrt(2 / F) * cos(points @ omega + phase) @ weights``, shape (N,), in float64.
+    """``sqrt(2 / F) * cos(points @ omega + phase) @ weights``, shape (N,), float64.
 
-    Evaluated with torch, whose cosine is vectorised and multi-threaded (numpy's runs on one
-    thread: about 5x slower on two cores, and minutes for the 1.1M cells of full SPE10), in
-    chunks over the points so that memory stays at (chunk, F). torch is imported here, not with
-    the module: the command line checks its arguments (with this module) before importing torch.
+    torch's multi-threaded cosine, in chunks of points (memory (chunk, F)); imported here, so the
+    command line can check its arguments before importing torch.
     """
     import torch
 
@@ -120,10 +104,8 @@ class SyntheticField:
     ----------
     points : ndarray, shape (N, D)
         Locations.
-    truth : ndarray, shape (N, K)
-        Complete values.
-    observed : ndarray of bool, shape (N, K)
-        True where a value is observed.
+    truth, observed : ndarray, shape (N, K)
+        Complete values, and (bool) True where a value is observed.
     latent : ndarray, shape (N, L)
         The latent GP draws the variables were mixed from.
     """
@@ -152,11 +134,10 @@ def make_field(
     fully_missing: float = 0.0,
     rng: np.random.Generator | int | None = 0,
 ) -> SyntheticField:
-    """Mix ``n_latent`` GP draws into ``n_vars`` correlated variables and drop values.
+    """Mix ``n_latent`` GP draws into ``n_vars`` correlated variables and drop values: a :class:`SyntheticField`.
 
-    Each variable is ``y_k = sum_l W_kl f_l + nonlinear * tanh(f_1 f_2 ...) + noise * eps``,
-    with a random mixing matrix ``W`` (rows of unit norm), so the variables share spatial
-    structure the way metal concentrations or rock properties do.
+    ``y_k = sum_l W_kl f_l +/- nonlinear * tanh(f_1 f_2) + noise * eps`` with random ``W`` (rows of unit
+    norm); every variable keeps at least one observed value.
 
     Parameters
     ----------
@@ -168,20 +149,12 @@ def make_field(
         GP lengthscale(s) in the units of ``points``.
     kernel : str
         Covariance family of the latent GPs (see :func:`sample_gp_rff`).
-    noise : float
-        Standard deviation of independent noise on every value.
-    missing : float in [0, 1)
-        Probability that each value is dropped, independently.
-    nonlinear : float
-        Weight of a smooth nonlinear interaction term.
-    fully_missing : float in [0, 1)
-        Extra fraction of locations whose values are all dropped.
+    noise, nonlinear : float
+        Standard deviation of independent noise on every value, and weight of the interaction term.
+    missing, fully_missing : float in [0, 1)
+        Probability that each value is dropped; extra fraction of locations with every value dropped.
     rng : numpy Generator, int or None
         Random source or seed.
-
-    Returns
-    -------
-    SyntheticField
     """
     if not 0.0 <= missing < 1.0:
         raise ValueError(f"missing must be in [0, 1), got {missing}")
@@ -198,7 +171,6 @@ def make_field(
     observed = rng.random(truth.shape) >= missing
     if fully_missing:
         observed[rng.random(len(points)) < fully_missing] = False
-    # every variable keeps at least one observed value
     for k in range(n_vars):
         if not observed[:, k].any():
             observed[rng.integers(len(points)), k] = True
@@ -245,47 +217,33 @@ def make_gaussian_field(
     seed: int | np.random.Generator | None = 0,
     return_truth: bool = False,
 ) -> xr.Dataset | tuple[xr.Dataset, xr.Dataset]:
-    """A synthetic multi-variable Gaussian-process field with holes.
-
-    ``n_latent`` stationary GPs are mixed into ``n_vars`` correlated variables, noise is
-    added and values are dropped at random (see :func:`geogpvae.datasets.synthetic.make_field`).
+    """A synthetic multi-variable Gaussian-process field with holes (see :func:`make_field`).
 
     Parameters
     ----------
     shape : sequence of int, optional
-        Grid shape, 1 to 4 axes, e.g. ``(64, 64)`` or ``(43, 110, 30)``. Default
-        ``(64, 64)`` unless ``n_points`` is given; give one of the two.
+        Grid shape, 1 to 4 axes, e.g. ``(43, 110, 30)``; default ``(64, 64)`` unless ``n_points`` is given.
     n_points : int, optional
-        Draw the field at this many scattered points, uniform in the domain, on
-        dimension ``site``.
+        Instead of a grid, this many points uniform in the domain, on dim ``site``.
     dims : sequence of str, optional
-        Grid: dimension names, in array order; default ``("x",)``, ``("y", "x")``,
-        ``("z", "y", "x")`` or ``("t", "z", "y", "x")``. Scattered points: names of the
-        coordinate variables, one per spatial dimension; default ``("x", "y")``.
+        Grid dim names in array order (default ``("x",)``, ``("y", "x")``, ``("z", "y", "x")`` or
+        ``("t", "z", "y", "x")``), or the scattered points' coordinate names (default ``("x", "y")``).
     n_vars, n_latent : int
         Number of variables and of latent GPs.
-    lengthscale : float or sequence of float
-        GP lengthscale as a fraction of the domain extent along each axis (one value, or
-        one per entry of ``dims``).
+    lengthscale, extent : float or sequence of float
+        GP lengthscale as a fraction of the extent, and the domain size (coordinates run from 0 to it);
+        one value or one per entry of ``dims``.
     kernel : {"rbf", "matern12", "matern32", "matern52"}
         Covariance family of the latent GPs.
-    noise : float
-        Standard deviation of independent noise on every value (variables have roughly
-        unit variance).
-    missing : float in [0, 1)
-        Probability that each value is dropped.
-    fully_missing : float in [0, 1)
-        Extra fraction of locations where every variable is dropped.
-    nonlinear : float
-        Weight of a smooth nonlinear interaction term between the first two latent GPs.
-    extent : float or sequence of float
-        Domain size along each axis, in coordinate units; coordinates run from 0 to
-        ``extent`` (grid: ``linspace(0, extent, n)``).
+    noise, nonlinear : float
+        Standard deviation of independent noise (the variables have about unit variance), and weight
+        of a smooth interaction between the first two latent GPs.
+    missing, fully_missing : float in [0, 1)
+        Probability that each value is dropped; extra fraction of locations with every value dropped.
     names : sequence of str, optional
         Variable names; default ``v0, v1, ...``.
     units : str
-        Units of the coordinates (CF ``units``), default ``"km"``. x and y are marked as
-        projection coordinates and z as depth (positive down), so written files are CF-clean.
+        Coordinate units; x, y are marked as projection coordinates, z as depth (positive down).
     seed : int, numpy Generator or None
         Random seed; the same seed gives the same field and holes.
     return_truth : bool
@@ -294,9 +252,8 @@ def make_gaussian_field(
     Returns
     -------
     xarray.Dataset or (xarray.Dataset, xarray.Dataset)
-        Variables (float64, NaN at the holes) on the grid dims, or on ``site`` with
-        coordinates ``x``, ``y``, ... along it. With ``return_truth``, a pair
-        ``(field, truth)`` where ``truth`` has the same variables without holes.
+        Variables (float64, NaN at the holes) on the grid dims or on ``site``, and with
+        ``return_truth`` the same without holes.
 
     Examples
     --------

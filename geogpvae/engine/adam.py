@@ -1,14 +1,8 @@
-"""Adam with torch's fused kernel and none of ``torch.optim``'s per-step machinery.
+"""Adam with torch's fused kernel and none of ``torch.optim``'s per-step Python overhead.
 
-``torch.optim.Adam(fused=True)`` spends most of a small model's step in Python around one
-kernel call (hooks, profiler records, grouping the tensors by device and dtype, argument
-checks), and its first use imports ``torch._dynamo`` (about a second per process).
-:class:`FusedAdam` calls the same kernel (``torch._fused_adam_``) on
-the same state, so a fit takes bit-for-bit the same steps, and reads and writes the same
-``state_dict`` layout: checkpoints written with either optimiser resume with either.
-
-Only what the engine uses: no weight decay, AMSGrad, ``maximize`` or gradient scaling; the
-rate of a group is ``group["lr"]`` (a float), changed between steps by the caller.
+:class:`FusedAdam` calls ``torch._fused_adam_`` on the same state as
+``torch.optim.Adam(fused=True)``: the same steps bit for bit and the same ``state_dict`` layout.
+No weight decay, AMSGrad, ``maximize`` or gradient scaling; ``group["lr"]`` is set by the caller.
 """
 
 from __future__ import annotations
@@ -29,8 +23,7 @@ _PROBED: dict[str, bool] = {}
 
 
 def _kernel_runs(device_type: str) -> bool:
-    """Whether this torch build has the fused Adam kernel for ``device_type`` (the package allows
-    torch from 2.1; the CPU kernel came later): one tiny step, tried once per process."""
+    """Whether this torch build has the fused Adam kernel for ``device_type`` (tried once)."""
     if device_type not in _PROBED:
         try:
             p = torch.zeros(1, device=device_type)
@@ -44,8 +37,7 @@ def _kernel_runs(device_type: str) -> bool:
 
 
 def fused_supported(param: torch.Tensor) -> bool:
-    """Whether the fused kernel serves ``param`` (CPU or CUDA, float32 or float64, and a torch
-    build that has the kernel for its device)."""
+    """Whether the fused kernel serves ``param`` (CPU or CUDA, float32 or float64)."""
     return (param.device.type in ("cpu", "cuda") and param.dtype in (torch.float32, torch.float64)
             and _kernel_runs(param.device.type))
 
@@ -56,8 +48,7 @@ class FusedAdam:
     Parameters
     ----------
     groups : iterable of dict
-        Each with ``"params"`` (tensors on one device, one floating dtype each) and any other
-        entries (e.g. ``"scale"``), which are kept as they are.
+        Each with ``"params"``; other entries (e.g. ``"scale"``) are kept.
     lr : float
         Learning rate of every group that does not give its own ``"lr"``.
     """

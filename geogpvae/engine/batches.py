@@ -1,9 +1,6 @@
 """The mini-batches of an epoch and their index bookkeeping, planned on the host.
 
-:func:`epoch_batches` draws an epoch's batches; :func:`batch_plan` works out, on the host, which
-rows a batch encodes and where its neighbours sit among them; :func:`plan_to_device` sends a
-plan to an accelerator in one pinned copy. :func:`geogpvae.engine.data.gather_batch` turns
-a plan into the tensors of a step.
+:func:`geogpvae.engine.data.gather_batch` turns a plan into the tensors of a step.
 """
 
 from __future__ import annotations
@@ -19,8 +16,7 @@ FieldData = Any
 
 __all__ = ["batch_plan", "epoch_batches", "plan_to_device", "sorted_unique"]
 
-#: :func:`sorted_unique` marks a dense table while its size is at most this many times the
-#: number of values; beyond that a sort is cheaper.
+#: :func:`sorted_unique` marks a table up to this many times the number of values, else sorts
 DENSE_UNIQUE_RATIO = 16
 
 
@@ -33,9 +29,8 @@ def epoch_batches(
 ) -> list[torch.Tensor]:
     """The mini-batches of one epoch (CPU int64 index tensors covering every location once).
 
-    With ``order`` (a spatial ordering), batches are unions of random runs of ``chunk``
-    consecutive locations of that order, with the run boundaries shifted every epoch;
-    otherwise they are a random partition.
+    With ``order``: unions of random runs of ``chunk`` locations of it (shifted every epoch);
+    otherwise a random partition.
     """
     gen = _epoch_generator(seed, epoch)
     batch_size = min(batch_size, n)
@@ -53,18 +48,14 @@ def epoch_batches(
 
 
 def sorted_unique(values: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The sorted distinct values of a host index tensor and where each value sits among them.
-
-    The same result as ``torch.unique(values, return_inverse=True)``. Where the values' range
-    is small against their number (a mini-batch's rows among the field's), it marks a table of
-    ``size`` entries instead of sorting, several times faster.
+    """``torch.unique(values, return_inverse=True)`` of a host index tensor, faster for small ranges.
 
     Parameters
     ----------
     values : Tensor of int64, shape (M,)
-        Indices in ``0 .. size - 1``, in any order, repeats allowed.
+        Indices in ``0 .. size - 1``, repeats allowed.
     size : int
-        An upper bound (exclusive) of the values: the number of rows they index.
+        An exclusive upper bound of the values.
 
     Returns
     -------
@@ -85,9 +76,8 @@ def sorted_unique(values: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.
 def batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | None]:
     """Index bookkeeping of one mini-batch, done on the host (no device synchronisation).
 
-    Returns the batch's locations, its neighbours' rows, which slots are valid, the distinct
-    locations to encode (``None``: all of them) with the rows of the batch and of the
-    neighbours among those, and the batch's distinct stencils.
+    The batch's and neighbours' rows, valid slots, the distinct locations to encode (``None``:
+    all) with the batch's and neighbours' rows among them, and the distinct stencils.
     """
     idx = idx.cpu()
     b = idx.shape[0]
@@ -110,21 +100,15 @@ def batch_plan(data: FieldData, idx: torch.Tensor) -> dict[str, torch.Tensor | N
 
 
 def plan_to_device(plan: dict[str, torch.Tensor | None], device: torch.device) -> dict[str, torch.Tensor | None]:
-    """A host batch plan on ``device`` in one copy: its index tensors packed into one int64
-    buffer (pinned on CUDA, so that the copy is asynchronous) and unpacked there as views.
+    """A host batch plan on ``device`` in one (pinned, asynchronous) copy of one int64 buffer.
 
-    A copy from pageable host memory waits for the device's stream to finish its queued work,
-    so one copy per tensor per step would tie every step's host work to the previous step's
-    kernels; one pinned copy lets the host plan the next step while the device computes.
-    ``valid`` travels as the sign of the neighbour index (``safe`` where valid, -1 elsewhere).
-    A tensor the plan holds under two names (a whole-field plan's ``batch_pos`` is ``idx``,
-    its ``nbr_pos`` is ``safe``) travels once.
+    Lets the host plan the next step while the device computes; ``valid`` travels as the sign
+    of ``safe``, and a tensor held under two names travels once.
 
     Parameters
     ----------
     plan : dict of str to Tensor or None
-        The host plan of :func:`batch_plan`: integer index tensors (``idx`` (B,), ``safe``
-        and ``nbr_pos`` (B, H), ...) and the bool ``valid`` (B, H).
+        The host plan of :func:`batch_plan`.
     device : torch.device
 
     Returns

@@ -1,11 +1,8 @@
 """Variance calibration from held-out values: which values to hide, the factors, the sources.
 
-After training, :func:`calibrate` (called by :meth:`geogpvae.engine.core.GPVAEEngine.fit`)
-hides observed values a few times over, predicts them from the rest with the trained model's
-:class:`~geogpvae.engine.posterior.Posterior` and collects their standardised errors,
-separately for two *regimes*: targets that keep observed values of their own and targets that
-keep none. From those errors come the variance factors, the latent source of each regime and
-the variance added to each variable's decoded spread, returned as a :class:`Calibration`.
+:func:`calibrate` hides observed values, predicts them with the trained
+:class:`~geogpvae.engine.posterior.Posterior` and, per *regime* (targets with and without values
+of their own), derives variance factors, latent sources and added variances (:class:`Calibration`).
 """
 
 from __future__ import annotations
@@ -35,39 +32,22 @@ __all__ = [
 ]
 
 
-#: lengthscale stretches of the neighbours' GP conditional scored for locations with no value of
-#: their own (``"neighbours*2"``...): the learnt latent lengthscales can be too short for
-#: interpolating between the data, or too long for a field of short structure (see
-#: docs/design-decisions.md). Where a variable's gaps cluster the stretched mean keeps the learnt
-#: kernel's variance (:meth:`~geogpvae.engine.posterior.Posterior.stretched_neighbours`).
+#: lengthscale stretches of the neighbours' GP conditional scored for locations without values
 STRETCHES = (0.25, 0.5, 2.0, 4.0)
 
-#: the stretches offered where some variable's gaps cluster: patches missing in every month of
-#: a monthly field need longer ones (see docs/design-decisions.md)
+#: the stretches offered where some variable's gaps cluster (see docs/design-decisions.md)
 CLUSTERED_STRETCHES = (2.0, 4.0, 8.0, 16.0)
 
-#: where gaps cluster, a location without values of its own lies *deep* in a gap when the
-#: nearest location with an observed value is farther than this many times the median distance
-#: between observed locations and their nearest neighbours (a fixed multiple, not tuned);
-#: calibration then chooses its latent source apart (:func:`choose_deep`; see
-#: docs/design-decisions.md, "A source of its own deep in a gap")
+#: deep in a gap: farther from the data than this many median nearest-neighbour spacings
 DEEP_SPACINGS = 3.0
 
-#: the variances the predictive can add to the decoded latent spread: the likelihood variance
-#: (the paper's), the variable's hidden-value variance estimated in training
-#: (:attr:`~geogpvae.engine.model.GPVAE.hidden_estimate`), that of each location's pattern of
-#: other variables seen (:meth:`~geogpvae.engine.model.GPVAE.hidden_var_at`), or ``"scaled"``:
-#: the likelihood variance, with the whole predictive variance (spread included) multiplied by
-#: the variable's :attr:`~geogpvae.engine.model.GPVAE.hidden_ratio`. Scored sources are then
-#: named ``"source|noise"``, e.g. ``"encoder|patterns"``.
+#: variances added to the decoded spread, scored as ``"source|noise"`` (hidden: pooled, patterns: per pattern)
 NOISES = ("likelihood", "hidden", "patterns", "scaled")
 
-#: a variance whose calibrated NLL of the held-out values is higher than the best one's by more
-#: than this many standard errors (paired) is not chosen (:func:`choose_noises`)
+#: a variance worse than the best by more than this many paired standard errors is not chosen
 NOISE_MARGIN = 2.0
 
-#: :func:`choose_noises`: the first variance is kept while its calibration
-#: factor lies within ``[1 / FACTOR_BAND, FACTOR_BAND]`` and no other is clearly better
+#: the first variance is kept while its factor lies within ``[1 / FACTOR_BAND, FACTOR_BAND]``
 FACTOR_BAND = 2.0
 
 #: fewer held-out values than this keep factor 1 (or borrow the other regime's factor)
@@ -85,7 +65,6 @@ def deep_distance(x_observed: np.ndarray, backend: str = "auto", max_queries: in
     x_observed : ndarray, shape (A, D)
         Locations with observed values (model coordinates).
     backend : str
-        Neighbour search backend.
     max_queries : int
         At most this many locations (evenly spaced rows) are queried.
     """
@@ -102,20 +81,18 @@ def choose_deep(stats: Stats, candidates: list[str], noises: tuple[str, ...]) ->
     Parameters
     ----------
     stats : dict
-        ``stats[("deep", source)]`` (``"source|noise"`` with ``noises``): per variable, squared
-        standardised errors and log variances of the deep held-out values (:func:`score_hidden`).
+        ``stats[("deep", "source|noise")]`` of :func:`score_hidden`.
     candidates : list of str
         The neighbour sources scored (``"neighbours"``, ``"neighbours*8"``...).
     noises : tuple of str
-        The added variances scored; the first one's scores decide (as for the regimes' sources).
+        The added variances scored; the first one's scores decide.
 
     Returns
     -------
     source : str or None
-        The candidate with the lowest calibrated NLL (nats per value); None with fewer than
-        :data:`MIN_VALUES` deep held-out values.
+        Lowest calibrated NLL; None with fewer than :data:`MIN_VALUES` deep held-out values.
     scores : dict
-        ``{"deep:source": NLL}`` of every candidate (empty with None).
+        ``{"deep:source": NLL}`` (empty with None).
     """
     scores: dict[str, float] = {}
     for mode in candidates:
@@ -133,16 +110,12 @@ def choose_deep(stats: Stats, candidates: list[str], noises: tuple[str, ...]) ->
 def calibration_groups(observed: np.ndarray, rounds: int, seed: int) -> np.ndarray:
     """A random partition of the observed values into ``rounds`` groups, one per calibration round.
 
-    Hiding group ``r`` in round ``r`` hides every observed value exactly once over the rounds.
-    A factor is a mean of heavy-tailed squared errors: estimated from a few random draws it
-    misses the rare large errors more often than not and comes out too small (see
-    docs/design-decisions.md, "Calibration rounds").
+    Every observed value is hidden once over the rounds (see docs/design-decisions.md).
 
     Parameters
     ----------
     observed : array of bool, shape (N, K)
     rounds : int
-        Number of groups (at least 1).
     seed : int
 
     Returns
@@ -178,8 +151,7 @@ def hide_values(
     max_targets : int
         At most this many rows are predicted (a random subset, in order).
     values : array of bool, shape (N, K), optional
-        The values hidden one by one (e.g. in gaps shaped like the missing values:
-        :func:`geogpvae.engine.holdout.matched_entries`); by default a random ``fraction``.
+        The values hidden one by one (e.g. shaped like the gaps); by default a random ``fraction``.
 
     Returns
     -------
@@ -202,11 +174,8 @@ def hide_values(
 def regime_factors(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> tuple[np.ndarray, float | None]:
     """Variance factors (K,) of one regime and source, and their mean calibrated NLL.
 
-    A variable's factor is the mean of its squared standardised errors (the factor that
-    minimises the Gaussian negative log-likelihood of its held-out values) when it has at
-    least :data:`MIN_VALUES` of them, else 1. The NLL averages, over the variables with any
-    held-out value, the Gaussian negative log-likelihood of their errors under the
-    calibrated variance; None when no variable has one.
+    A factor is the mean squared z-score (1 below :data:`MIN_VALUES` values); the NLL averages
+    the variables' Gaussian NLL under the calibrated variance (None: no held-out value).
     """
     k = len(sq)
     f, nll, n_used = np.ones(k), 0.0, 0
@@ -227,14 +196,12 @@ def value_nlls(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> list[n
     Parameters
     ----------
     sq, lv : list of list of ndarray
-        Per variable, chunks of squared standardised errors and of log predictive variances
-        (uncalibrated), as :func:`score_hidden` collects them.
+        Per variable, chunks of squared z-scores and log variances (:func:`score_hidden`).
 
     Returns
     -------
     list of ndarray
-        Per variable, shape (n_j,): nats per held-out value, under the variance times the
-        variable's factor.
+        Per variable, shape (n_j,): nats per held-out value under the calibrated variance.
     """
     f, _ = regime_factors(sq, lv)
     out = []
@@ -248,19 +215,14 @@ def value_nlls(sq: list[list[np.ndarray]], lv: list[list[np.ndarray]]) -> list[n
 def clearly_better(base: tuple, other: tuple, margin: float = NOISE_MARGIN, only: int | None = None) -> bool:
     """Whether ``other``'s calibrated NLL is below ``base``'s by more than ``margin`` standard errors.
 
-    ``base`` and ``other`` are ``(sq, lv)`` of the same held-out values in the same order (one
-    source with two added variances), so the per-value differences are paired. The gain is
-    the mean over variables (or of variable ``only``) of each variable's mean drop in NLL;
-    its standard error combines the variables' standard errors. A variance that only wins by
-    the noise of a few held-out values (a small survey) is not adopted.
+    The gain is the mean over variables of each one's mean paired drop in NLL.
 
     Parameters
     ----------
     base, other : tuple
-        ``(sq, lv)`` per variable, as for :func:`value_nlls`.
+        ``(sq, lv)`` per variable of the same held-out values, as for :func:`value_nlls`.
     margin : float
-        Standard errors the gain must exceed (and at least 1e-6 nats, so that identical
-        predictives never count).
+        Standard errors the gain must exceed (and at least 1e-6 nats).
     only : int, optional
         Judge this variable alone.
 
@@ -289,16 +251,14 @@ def choose_factors(
     Parameters
     ----------
     stats : dict
-        ``stats[(regime, source)] = (sq, lv)``: per variable, lists of squared standardised
-        errors and of log predictive variances (uncalibrated).
+        ``stats[(regime, source)] = (sq, lv)`` of :func:`score_hidden`.
     candidates : dict
         The sources scored in each regime; the first wins when none has a score.
 
     Returns
     -------
     factors : ndarray, shape (2, K)
-        Row 0 for locations with observed values, row 1 without. A variable whose factor
-        stayed 1 in one regime borrows the other regime's.
+        Rows: with and without observed values; a factor left at 1 borrows the other regime's.
     chosen : dict
         The source of each regime.
     nll : dict
@@ -334,8 +294,7 @@ class Calibration:
     factors : ndarray, shape (2, K)
         Variance factors for locations with (row 0) and without (row 1) observed values.
     predict_mode : dict or None
-        The latent source chosen per regime (and ``"deep"`` in clustered gaps), None unless
-        ``predict_mode="auto"``.
+        The source chosen per regime (and ``"deep"``); None unless ``predict_mode="auto"``.
     noise : dict
         Per regime, the variance added to each variable's decoded spread (empty: the model's).
     nll : dict
@@ -358,33 +317,17 @@ def calibrate(
 ) -> Calibration:
     """Variance factors, and for ``predict_mode="auto"`` the latent sources, from held-out values.
 
-    In each round some observed values, plus every value of a random ``whole`` fraction of
-    the locations, are hidden. Where no variable's gaps cluster, round ``r`` hides group ``r``
-    of :func:`calibration_groups`, so every observed value is hidden once over the rounds.
-    Where some do (``post.clustered``), each round hides a ``fraction`` of the values in gaps
-    shaped like the missing ones. They are hidden (from the locations' own inputs, their
-    neighbours' context and the anchors alike), the field is predicted by ``post``, and the
-    standardised errors of the hidden values are collected, separately for targets that
-    keep observed values of their own and targets that keep none. For each of these two
-    regimes and each variable the factor is the mean squared standardised error (the
-    factor that minimises the Gaussian negative log-likelihood of the hidden values, so
-    that calibrated standardised errors have unit variance). With ``predict_mode="auto"``
-    every candidate source (encoder, neighbours, combined) is scored in each regime and
-    the one with the lowest calibrated negative log-likelihood is kept. Where the model
-    estimated a hidden-value variance (``mask_rate > 0``), each source is also scored with
-    each added variance of :func:`noise_choices` (``"source|noise"``): the source is chosen on
-    the first of them (so the predictive mean is the one the choice of variance leaves
-    alone), then each variable's variance for that source (:func:`choose_noises`). Cells with
-    fewer than :data:`MIN_VALUES` hidden values keep factor 1 (or the other regime's factor).
+    Each round hides a group of :func:`calibration_groups` (where gaps cluster, values in gaps
+    shaped like the missing ones) plus every value of a ``whole`` share of the locations, and
+    collects their z-scores per regime; a factor is the mean squared z-score. Sources and added
+    variances are chosen by calibrated NLL (:func:`choose_sources`).
 
     Parameters
     ----------
     post : Posterior
         The trained model's posterior, uncalibrated, with its training field.
     progress : bool or str
-        Progress display of the rounds.
     rounds : int
-        Calibration rounds.
     fraction : float
         Share of the observed values hidden one by one in a round where gaps cluster.
     whole : float
@@ -436,13 +379,11 @@ def empty_stats(candidates: dict[str, list[str]], noises: tuple[str, ...], k: in
     noises : tuple of str
         The added variances scored (:func:`noise_choices`); empty for none.
     k : int
-        Number of variables.
 
     Returns
     -------
     dict
-        ``{(regime, "source|noise") or (regime, source): (squared z-scores, log variances)}``,
-        each a list of ``k`` empty lists.
+        ``{(regime, "source|noise") or (regime, source): (squared z-scores, log variances)}``.
     """
     return {(r, f"{m}|{n}" if noises else m): ([[] for _ in range(k)], [[] for _ in range(k)])
             for r in candidates for m in candidates[r] for n in noises or (None,)}
@@ -453,22 +394,18 @@ def choose_sources(
 ) -> tuple[np.ndarray, dict[str, str], dict[str, list[str]], dict[str, float]]:
     """The factors, the source of each regime, each variable's added variance, and the NLLs.
 
-    Without ``noises``, :func:`choose_factors` over the sources. With them, the source is
-    chosen as if only the first variance existed (so the predictive mean never depends on
-    the variance chosen), then each variable's variance for that source
-    (:func:`choose_noises`); the NLLs of every ``"regime:source|noise"`` are returned.
+    The source is chosen on the first variance alone (so the mean does not depend on the
+    variance), then each variable's variance for it (:func:`choose_noises`).
 
     Parameters
     ----------
     stats : dict
-        ``stats[(regime, "source|noise")]`` (or ``(regime, source)`` without ``noises``): per
-        variable, squared standardised errors and log variances (:func:`score_hidden`).
+        ``stats[(regime, "source|noise")]`` (``(regime, source)`` without ``noises``).
     candidates : dict
         The sources scored in each regime.
     noises : tuple of str
         The added variances scored (:func:`noise_choices`); empty for none.
     k : int
-        Number of variables.
 
     Returns
     -------
@@ -496,16 +433,9 @@ def choose_noises(
 ) -> tuple[dict[str, list[str]], Stats]:
     """The added variance of each variable in each regime, for the chosen sources.
 
-    The variances that predict a variable's held-out values as well as the best one (none
-    :func:`clearly_better`-beaten by the lowest calibrated NLL) differ only in how much
-    calibration must correct them. The choice keeps ``noises[0]`` (the
-    likelihood variance, the paper's predictive) among them while its calibration factor lies
-    within ``[1 / FACTOR_BAND, FACTOR_BAND]``; else the one whose factor is nearest 1
-    (``|log factor|`` smallest; ties to the earlier in ``noises``), so that the predictive is
-    right before calibration too (a hidden porosity predicted from its cell's
-    permeabilities, say, gets the per-pattern variance rather than the likelihood's, far too
-    small). Returns the choice and the ``stats`` of the chosen variances under
-    ``(regime, "picked")``, for :func:`choose_factors`.
+    Among those not :func:`clearly_better`-beaten by the best, ``noises[0]`` while its factor lies
+    within ``[1 / FACTOR_BAND, FACTOR_BAND]``, else the one whose factor is nearest 1. Returns
+    the choice and the chosen variances' ``stats`` under ``(regime, "picked")``.
     """
     chosen: dict[str, list[str]] = {}
     picked: Stats = {}
@@ -519,7 +449,7 @@ def choose_noises(
             best = int(np.argmin([nll for _, nll in nlls]))
             fit = [i for i in range(len(noises)) if i == best or not clearly_better(options[i], options[best], only=j)]
             if 0 in fit and abs(np.log(nlls[0][0][0])) <= np.log(FACTOR_BAND):
-                continue  # the first variance predicts as well and needs no more than the band's correction
+                continue  # the first variance predicts as well, within the band
             chosen[r][j] = noises[min(fit, key=lambda i: (abs(np.log(nlls[i][0][0])), i))]
         parts = [stats[(r, f"{sources[r]}|{n}")] for n in chosen[r]]
         picked[(r, "picked")] = ([p[0][j] for j, p in enumerate(parts)], [p[1][j] for j, p in enumerate(parts)])
@@ -529,26 +459,19 @@ def choose_noises(
 def noise_choices(model: GPVAE) -> tuple[str, ...]:
     """The added variances (:data:`NOISES`) calibration scores; empty: only the model's default.
 
-    By the model's ``hidden_variance``: ``"auto"``, all four, the likelihood variance first
-    (kept for a variable while it predicts the held-out values as well as the others and its
-    calibration factor stays within the band; see :func:`choose_noises`); True, the
-    hidden-value ones (pooled or by pattern); False, or no values hidden from the encoder in
-    training (``mask_rate=0``), none. One variable: no patterns.
+    With the model's ``hidden_variance``, all four, the likelihood variance first (kept while
+    it predicts as well and its factor stays within the band; see :func:`choose_noises`);
+    without (``mask_rate=0``), none. One variable: no patterns.
     """
     if not model.hidden_variance:
         return ()
-    noises = [n for n in NOISES if n != "patterns" or model.n_patterns > 1]
-    if model.hidden_variance != "auto":
-        noises = [n for n in noises if n in ("hidden", "patterns")]
-    return tuple(noises)
+    return tuple(n for n in NOISES if n != "patterns" or model.n_patterns > 1)
 
 
 def calibration_candidates(post: Posterior) -> dict[str, list[str]]:
     """The latent sources scored in each regime: all for ``"auto"``, else the fixed one.
 
-    Locations without values of their own also get the stretched neighbours (kernels that can
-    be stretched): :data:`STRETCHES`, or :data:`CLUSTERED_STRETCHES` where some variable's gaps
-    cluster.
+    Without values of their own, also :data:`STRETCHES` (:data:`CLUSTERED_STRETCHES` where gaps cluster).
     """
     if post.config.predict_mode != "auto":
         fixed = post.regime_modes(post.config.predict_mode)
@@ -567,12 +490,9 @@ def score_hidden(
 ) -> None:
     """Predict the hidden values of ``rows`` from the rest; append their squared z-scores.
 
-    ``stats[(regime, mode)]`` holds, per variable, lists of squared standardised errors
-    and of log predictive variances (uncalibrated); with ``noises`` given,
-    ``stats[(regime, mode + "|" + noise)]`` instead, one per added variance (see
-    :data:`NOISES`). ``tick(part)`` is told the share of the work done
-    (progress inside long rounds). ``scored`` (bool, shape (N, K)): only these of the hidden
-    values are scored (default: every one).
+    Into ``stats[(regime, mode)]`` (``mode + "|" + noise`` with ``noises``): per variable, squared
+    z-scores and log variances. ``tick(part)``: share of the work done; ``scored`` (N, K): only
+    these hidden values are scored (default: all).
     """
     cfg = post.config
     visible = post.train_observed & ~hide
@@ -588,7 +508,7 @@ def score_hidden(
     own = visible[rows].any(1)
     truth = post.loc + post.scale * post.train_y[rows]
     deep = np.zeros(len(rows), dtype=bool)
-    if "deep" in candidates and (~own).any():  # which of them lie deep in a gap (score_deep)
+    if "deep" in candidates and (~own).any():  # which of them lie deep in a gap
         far = post.deep_rows(target.x, anchor, torch.as_tensor(np.flatnonzero(~own), device=post.device))
         deep[far.cpu().numpy()] = True
     for regime, in_regime in (("observed", own), ("unobserved", ~own)):

@@ -1,11 +1,7 @@
-"""Observed values held out from training, and the score of their predictive fit.
+"""Observed values held out from training (the *check* values), and their predictive NLL.
 
-A small share of the observed values (the *check* values) is taken out of the field before
-``beta="auto"``'s candidates train: the likelihood never sees them, the encoder never sees them
-(neither as a location's own input nor in its neighbours' context summaries). Each candidate's
-(weight-averaged) predictive distribution of those values is then scored by its Gaussian
-negative log-likelihood (:func:`predictive_nll`). The check values are observed values of the
-training field itself; which ones are held out is decided in :mod:`~geogpvae.engine.holdout`.
+Neither the likelihood nor the encoder (own inputs or context) sees them; which ones are held
+out is decided in :mod:`~geogpvae.engine.holdout`.
 """
 
 from __future__ import annotations
@@ -31,12 +27,10 @@ def check_entries(
     fraction : float
         Share of each variable's observed values held out (0 holds out nothing).
     seed : int
-        Seed of the random choice.
     max_values : int
-        At most this many values in all (large fields need no more to score the fit).
+        At most this many values in all.
     min_left : int
-        Every variable keeps at least this many observed values for training (or all of
-        them when it has fewer than twice as many): nothing is held out of sparse variables.
+        Values each variable keeps (all where it has fewer than twice as many).
 
     Returns
     -------
@@ -72,8 +66,7 @@ class CheckValues:
     y : Tensor, shape (M, K)
         The standardised held-out values (0 elsewhere).
     weights : Tensor, shape (K,), optional
-        Weight of each variable in the score (renormalised over the variables with held-out
-        values); equal weights when None.
+        Weight of each variable in the score (renormalised over those scored); None: equal.
     """
 
     rows: torch.Tensor
@@ -84,8 +77,7 @@ class CheckValues:
     @classmethod
     def from_arrays(cls, held: np.ndarray, y: np.ndarray, *, device: torch.device, dtype: torch.dtype,
                     weights: np.ndarray | None = None) -> CheckValues:
-        """Tensors of the held-out values ``held`` (N, K) of the standardised field ``y``, with
-        per-variable ``weights`` (K,) of the score."""
+        """Tensors of the held-out values ``held`` (N, K) of ``y``, with score ``weights`` (K,)."""
         rows = np.flatnonzero(held.any(1))
         return cls(
             rows=torch.as_tensor(rows, dtype=torch.int64, device=device),
@@ -111,32 +103,25 @@ def predictive_nll(
     ----------
     model : GPVAE
     inputs : tuple
-        ``(y, visible, context)`` of the check locations as the encoder sees them in training
-        (held-out values hidden).
+        ``(y, visible, context)`` of the check locations, held-out values hidden.
     check : CheckValues
     eps : Tensor, shape (S, M, L)
-        Standard normal draws (fixed across calls, so that scores differ by the model only).
+        Standard normal draws (fixed across calls).
     calibrated : bool
-        Score each variable after scaling its predictive variances by the factor that
-        minimises its NLL (the mean squared standardised error), as the engine's calibration
-        does after training: the score then judges the predictive mean and the shape of the
-        uncertainty, not a miscalibrated overall spread that calibration removes anyway.
+        Scale each variable's variances by the factor minimising its NLL (its mean squared z) first.
     shape : bool or Tensor of bool, shape (K,)
-        Which variables are scored with their predictive variances as the model gives them.
-        The others get one variance each, their mean squared error, so that only the
-        predictive mean is judged: ``0.5 log(2 pi e MSE)`` nats per value.
+        Variables scored with the model's variances; the others with their MSE: ``0.5 log(2 pi e MSE)``.
 
     Returns
     -------
     float
-        Nats per held-out value, averaged per variable and then over the variables (weighted by
-        ``check.weights`` when set), with the predictive moment-matched over ``S`` latent draws
-        plus the likelihood noise.
+        Nats per held-out value, per variable then over the variables (``check.weights``), the
+        predictive moment-matched over ``S`` latent draws plus the likelihood noise.
     """
     mean, var = model.encode(*inputs)
     pred = model.decode(mean + var.sqrt() * eps)  # (S, M, K)
     mu = pred.mean(0)
-    v = pred.var(0, unbiased=False) + model.hidden_var
+    v = pred.var(0, unbiased=False) + model.noise_var
     mask = check.mask.to(v.dtype)
     count = mask.sum(0)
     used = count > 0

@@ -1,9 +1,5 @@
-"""Options of the GPVAE engines, with defaults that work without tuning.
-
-One flat, JSON-serialisable dataclass: it is stored inside saved models and checkpoints, and
-the command line reads it from TOML files. ``None`` means "choose from the data" (see
-:meth:`GPVAEConfig.batch_for`, :meth:`GPVAEConfig.lr_for` and :meth:`GPVAEConfig.n_epochs`).
-"""
+"""Options of the GPVAE engines: one flat, JSON-serialisable dataclass, stored in saved models
+and read from TOML by the command line. ``None`` means "choose from the data"."""
 
 from __future__ import annotations
 
@@ -30,15 +26,11 @@ DTYPES = ("float32", "float64")
 FULL_BATCH = 1024  # fields up to this many locations train on full batches by default
 STEP_BUDGET = 1000  # optimiser steps of the default training budget
 #: Mini-batch fits of up to ``MIN_EPOCHS_UP_TO`` locations train at least ``MIN_EPOCHS`` epochs
-#: by default, or three times the step budget's epochs where that is fewer (see
-#: docs/design-decisions.md); larger fields keep the step budget.
 MIN_EPOCHS = 120
 MIN_EPOCHS_UP_TO = 50_000
 #: An explicit ``epochs`` below this share of the default budget's is warned about
-#: (:meth:`GPVAEConfig.short_of_default`).
 SHORT_EPOCHS_SHARE = 0.5
-#: Options of earlier versions that are no longer settable, with the value every model now
-#: uses: a saved model or checkpoint that holds them at that value still loads.
+#: Options of earlier versions and the value every model now uses (saved at it, a file loads)
 RETIRED_OPTIONS = {
     "outputscale": 1.0, "learn_kernel": True, "learn_noise": True, "jitter": 1e-4,
     "hidden_variance": "auto", "holdout": 0.0, "kernel_lr": 10.0, "lr_schedule": "cosine",
@@ -64,78 +56,57 @@ class GPVAEConfig:
     encoder_hidden, decoder_hidden : tuple of int
         Widths of the hidden layers of the encoder and decoder MLPs (ReLU).
     context : int or tuple of int
-        Neighbourhood sizes whose observed values the encoder sees, besides the location's own
-        values: for each size k, the mean of each variable's observed values among the k
-        nearest locations and the fraction observed. ``(8, 32)`` gives a near and a wider ring.
-        0 gives the paper's encoder, which sees the location alone.
+        Neighbourhood sizes k whose summary the encoder also sees: per variable, the mean of
+        the observed values among the k nearest locations and the fraction observed. 0 gives
+        the paper's encoder, which sees the location alone.
     kernel : str or gpytorch.kernels.Kernel
         Covariance family of the latent GPs, one of ``rbf, matern12, matern32, matern52, cauchy``,
-        or any stationary gpytorch kernel instance (for example
-        ``ScaleKernel(MaternKernel(nu=1.5, active_dims=[0, 1]) * PeriodicKernel(active_dims=[2]))``
-        over space and time): each latent channel then trains its own copy, starting from the
-        instance's hyperparameters (see :mod:`geogpvae.gp.user_kernels`).
+        or a stationary gpytorch kernel instance, copied for each latent channel
+        (:mod:`geogpvae.gp.user_kernels`).
     lengthscale : float or None
         Initial lengthscale, in coordinate units. ``None``: the median distance from a point to
         its H-th nearest neighbour.
     noise : float or None
-        Initial variance of the Gaussian likelihood of every variable, in standardised units.
-        ``None``: each variable's empirical nugget (its semivariance extrapolated to distance
-        0 from nearest-neighbour pairs, between 0.01 and 0.5; see
-        :mod:`geogpvae.engine.nugget`).
+        Initial likelihood variance of every variable, in standardised units. ``None``: each
+        variable's empirical nugget (:mod:`geogpvae.engine.nugget`).
     beta : float, "auto" or None
-        Weight of the KL term. ``"auto"`` (default): chosen for the field being fitted from
-        held-out observed values between 1 and 0.2 times the base weight (see
-        :mod:`geogpvae.engine.selection`; a fit then costs about 1.2-1.35 times one with a
-        fixed weight; fields with fewer than 20 observed values per variable keep the base
-        weight). ``None``: the base weight, 1 for SPA; for HPA, whose estimator (paper eq. 8)
-        weighs one neighbourhood KL against N likelihood terms, ``N / H``. A number: that weight.
+        Weight of the KL term. ``"auto"``: chosen on held-out observed values among 1 to 0.2
+        times the base weight (:mod:`geogpvae.engine.selection`). ``None``: the base weight,
+        1 for SPA and ``N / H`` for HPA (paper eq. 8). A number: that weight.
     ordering : {"auto", "random", "maxmin", "sorted", "none"}
-        Ordering of the points for SPA's Vecchia factorisation. ``"auto"``: ``"sorted"``
-        (coordinate order) on a regular lattice, where the conditioning geometries repeat and
-        each is factorised once per mini-batch, else ``"random"``.
+        Point ordering of SPA's Vecchia factorisation. ``"auto"``: ``"sorted"`` on a regular
+        lattice (repeated geometries are factorised once), else ``"random"``.
     mask_rate : float
-        During training, the fraction of observed values hidden from the encoder (they still
-        count in the likelihood). It teaches the encoder to infer missing variables, and the
-        hidden values measure the variance a value the model did not see needs on top of the
-        decoded latent spread (calibration chooses which variance each variable uses; see
-        :mod:`geogpvae.engine.calibration`). 0 gives the paper's predictive.
+        Fraction of observed values hidden from the encoder in training (they still count in
+        the likelihood): it teaches the encoder to infer missing variables and measures the
+        variance an unseen value needs. 0 gives the paper's predictive.
     epochs : int or None
-        Passes over the data. ``None``: a budget of optimiser steps (see :meth:`step_budget`
-        and :meth:`n_epochs`). An explicit number trains exactly that many epochs; under half
-        of the default budget's (:meth:`short_of_default`) the fit raises a
-        :class:`~geogpvae.errors.TrainingWarning`.
+        Passes over the data. ``None``: a budget of optimiser steps (:meth:`n_epochs`). Under
+        half of the default budget's, a :class:`~geogpvae.errors.TrainingWarning`.
     batch_size : int or None
-        Locations per mini-batch (capped at N). ``None``: the whole field in one batch up to
-        ``FULL_BATCH`` (1024) locations; larger fields take about N/32 (a power of two
-        between 256 and 4096), so an epoch is about 32 steps.
+        Locations per mini-batch. ``None``: the whole field up to ``FULL_BATCH`` (1024)
+        locations, else about N/32 (a power of two between 256 and 4096).
     lr : float or None
-        Adam learning rate, with a short warm-up and a cosine decay. ``None``: 0.01 for
-        full-batch training (whole-field gradients are exact), else 0.003.
+        Adam learning rate (warm-up, cosine decay). ``None``: 0.01 full-batch, else 0.003.
     samples : int
         Monte Carlo samples of z per location at prediction.
     predict_mode : {"auto", "encoder", "neighbours", "combined"}
-        Latent posterior at prediction for locations with observations: the encoder's, the GP
-        conditional on the H nearest observed locations (paper section 3.3), or their
-        combination. Locations without any observation use the neighbours, except under
-        ``"auto"``, which scores every source on held-out values during calibration and keeps
-        the best for each regime (``"combined"`` when ``calibrate=False``); for locations
-        without any observation that includes the neighbours' conditional with the latent
-        lengthscales stretched or shrunk (``"neighbours*2"``, ``"neighbours*0.5"``...).
+        Latent posterior at locations with observations: the encoder's, the GP conditional on
+        the H nearest observed locations (paper section 3.3), or both combined; locations
+        without any use the neighbours. ``"auto"``: calibration scores every source (and
+        stretched neighbours, ``"neighbours*2"``...) on held-out values and keeps the best per
+        regime (``"combined"`` when ``calibrate=False``).
     calibrate : bool
         After training, rescale each variable's predictive variance so that values hidden from
-        the model are covered at their nominal rate: five rounds hide every observed value
-        once, plus every value of a twentieth of the locations each round (where some
-        variable's gaps cluster, each round hides a tenth in gaps shaped like the missing ones).
+        the model are covered at their nominal rate (:mod:`geogpvae.engine.calibration`).
     seed : int
         Seed of every random choice (ordering, batches, initial weights, Monte Carlo).
     device : str
-        ``"auto"`` (CUDA when available, except for fields small enough that every training
-        step takes the whole field, which are faster on the CPU), ``"cpu"``, ``"cuda"`` or
-        ``"cuda:N"``.
+        ``"auto"`` (CUDA when available, but whole-field fits on the CPU), ``"cpu"``,
+        ``"cuda"`` or ``"cuda:N"``.
     threads : int or None
-        CPU threads for torch. ``None`` chooses from what the process may use: a count set
-        with :func:`torch.set_num_threads`, ``OMP_NUM_THREADS``, else the CPU affinity mask
-        capped by ``SLURM_CPUS_PER_TASK`` (see :mod:`geogpvae.engine.threads`).
+        CPU threads for torch. ``None``: from the process's allowance
+        (:mod:`geogpvae.engine.threads`).
     dtype : {"float32", "float64"}
         Floating-point type of the model.
     neighbour_backend : {"auto", "kdtree", "faiss"}
@@ -263,9 +234,6 @@ class GPVAEConfig:
     def check_locations(self, n_points: int) -> None:
         """Raise :class:`~geogpvae.errors.InputError` unless there are at least H + 1 locations.
 
-        The one place of this rule: the imputer checks it before training (and so the
-        command line), the engine again on plain arrays.
-
         Parameters
         ----------
         n_points : int
@@ -318,24 +286,16 @@ class GPVAEConfig:
         return max(32, batch_size // 8)
 
     def step_budget(self, n_points: int) -> int:
-        """Optimiser steps of the default budget for ``n_points`` locations.
-
-        ``STEP_BUDGET`` (1000) full-batch steps; with mini-batches, as many steps as about a
-        million location visits in batches of 256 would take (4000), in proportion fewer for
-        larger batches, and never fewer than ``STEP_BUDGET``.
-        """
+        """Optimiser steps of the default budget: ``STEP_BUDGET`` full-batch, else about a million
+        location visits' worth in batches of 256, fewer for larger batches, never under it."""
         batch = self.batch_for(n_points)
         if batch >= n_points:
             return STEP_BUDGET
         return max(STEP_BUDGET, math.ceil(4 * STEP_BUDGET * 256 / batch))
 
     def n_epochs(self, n_points: int) -> int:
-        """Epochs run for ``n_points`` locations.
-
-        An explicit ``epochs``; else the step budget's epochs (at least 5), and on mini-batch
-        fits of up to ``MIN_EPOCHS_UP_TO`` locations at least ``MIN_EPOCHS``, or three times
-        the step budget's epochs where that is fewer.
-        """
+        """Epochs run: ``epochs``, else the step budget's (at least 5; mini-batch fits of up to
+        ``MIN_EPOCHS_UP_TO`` locations at least ``MIN_EPOCHS`` or 3x the budget's epochs)."""
         if self.epochs is not None:
             return self.epochs
         steps_per_epoch = math.ceil(n_points / self.batch_for(n_points))

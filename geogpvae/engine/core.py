@@ -1,13 +1,8 @@
-"""The engine as users of plain arrays see it: NumPy in, NumPy out, no xarray.
+"""The engine on plain arrays: NumPy in, NumPy out, no xarray.
 
-:class:`GPVAEEngine` checks the inputs, transforms and standardises the variables, chooses the
-data-dependent defaults, trains the model and predicts every variable at every location (or at
-new locations, or on a new field) with its standard deviation, in the original units.
-
-Its state (options, standardisation, weights, calibration and, optionally, the training field)
-is a dictionary of tensors and plain Python values (:mod:`geogpvae.engine.state`): it saves
-with :func:`torch.save` and loads with ``torch.load(..., weights_only=True)``, which never
-unpickles arbitrary objects.
+:class:`GPVAEEngine` runs the pipeline standardise -> metric -> train (choosing beta) ->
+calibrate, and predicts every variable with its standard deviation in the original units.
+Its state is a dictionary of tensors and plain values (:mod:`geogpvae.engine.state`).
 """
 
 from __future__ import annotations
@@ -62,17 +57,15 @@ from .threads import configure_threads
 from .data import CONTEXT_HIDING_SHARE, FieldData, context_index, context_radius, field_data, resolve_device, with_context_hiding
 from .training import TrainState, distributed, train
 
-__all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT"]
+__all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT", "build_model"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
-#: the fewest observed values, all equal, that make a variable constant (filled with that
-#: value, standard deviation 0); one or two values say nothing about a variable's spread
+#: the fewest observed values, all equal, that make a variable constant (filled, std 0)
 MIN_CONSTANT_VALUES = 3
 
-#: locations predicted at a time (a multiple of the chunks of :mod:`geogpvae.engine.predict`,
-#: so that a field of up to this many locations is one pass); progress is reported after each
+#: locations predicted at a time (a multiple of :mod:`geogpvae.engine.predict`'s chunks)
 PREDICT_CHUNK = 65536
 
 
@@ -123,9 +116,7 @@ class GPVAEEngine:
         self.predict_mode_: str | dict | None = None
         self.context_radius_: float = float("inf")
         self.calibration_nll_: dict[str, float] = {}
-        #: per regime (``"observed"``, ``"unobserved"``), the variance the predictive adds to
-        #: the decoded spread of each variable, one of :data:`~geogpvae.engine.calibration.NOISES`
-        #: (calibration chooses); a regime absent: the model's ``hidden_var``
+        #: per regime, the variance added to each variable's decoded spread (calibration chooses)
         self.noise_: dict[str, list[str]] = {}
         #: the KL weight as a multiple of the engine's base weight (``beta="auto"`` chooses it)
         self.kl_factor_: float | None = 1.0
@@ -143,11 +134,8 @@ class GPVAEEngine:
     def device(self) -> torch.device:
         """The torch device the model lives on.
 
-        ``device="auto"`` is the first CUDA device when there is one, except for a field whose
-        every training step takes the whole field (up to ``FULL_BATCH`` locations by default)
-        in a single process: such a fit is bound by kernel launches on a GPU and runs faster on
-        the CPU (see docs/design-decisions.md, "Small fields on the CPU"). An explicit
-        ``"cuda"`` is always honoured.
+        ``device="auto"``: CUDA when there is one, except for whole-field fits in one process,
+        which are faster on the CPU (see docs/design-decisions.md); ``"cuda"`` is honoured.
         """
         n = self.n_points_
         if (self.config.device == "auto" and n and self.config.batch_for(n) >= n
@@ -283,17 +271,12 @@ class GPVAEEngine:
         self.n_points_ = n
         return x, y, observed
 
-    #: whether a fit learns its metric first (:mod:`geogpvae.engine.metric`), and the
-    #: learning-rate schedule of its training (:func:`~geogpvae.engine.training.train`)
+    #: whether a fit learns its metric first, and its learning-rate schedule
     learns_metric = True
     schedule = "cosine"
 
     def _metric(self, x: np.ndarray, y: np.ndarray, observed: np.ndarray, resume: dict | None) -> np.ndarray:
-        """The coordinates in the metric the model will train in (see :mod:`geogpvae.engine.metric`).
-
-        A resumed fit keeps the factors of its checkpoint; :attr:`x_scale_` holds them and
-        :attr:`metric_trace_` the spread of the metric after each warm-up round run.
-        """
+        """The coordinates in the metric the model trains in (a resumed fit keeps its checkpoint's)."""
         self.metric_trace_ = []
         if resume is not None:
             self.x_scale_ = saved_scale(resume["engine"])
@@ -344,11 +327,7 @@ class GPVAEEngine:
             self.lengthscale_ = float(cfg.lengthscale)
 
     def _train(self, x, y, observed, resume, callback, should_stop) -> None:
-        """Prepare the tensors, build (or restore) the model and train it.
-
-        With ``beta="auto"``, a share of the observed values is held out while the candidates
-        train (see :mod:`geogpvae.engine.selection`); afterwards the field has them all.
-        """
+        """Prepare the tensors, build (or restore) the model and train it (``beta="auto"``: the candidates)."""
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         self.noise_start_ = (
             nugget(x, y, observed, seed=cfg.seed, backend=cfg.neighbour_backend)
@@ -408,8 +387,7 @@ class GPVAEEngine:
         return dataclasses.replace(self._data, y=full.y, observed=full.observed, context=full.context, check=None)
 
     def _select_kl_factor(self, x, y, observed, should_stop, callback, resume) -> tuple[Any, TrainState | None]:
-        """``beta="auto"``: train the candidates, keep the best (the check values then go back).
-        Interrupted: ``(None, None)``, ``selection_`` kept for :meth:`checkpoint`."""
+        """``beta="auto"``: train the candidates and keep the best; ``(None, None)`` if interrupted."""
         cfg, n, k = self.config, x.shape[0], y.shape[1]
         factors, epochs = KL_FACTORS, selection_epochs(cfg.n_epochs(n), selection_share(cfg, n))
 
@@ -439,26 +417,10 @@ class GPVAEEngine:
     deep_distance_ = None  # beyond it from the data a target is deep in a gap (Posterior.deep_rows)
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None,
-                     hidden_variance: bool | str | None = None) -> GPVAE:
-        cfg = self.config
-        if hidden_variance is None:
-            hidden_variance = "auto" if cfg.mask_rate > 0 else False
-        torch.manual_seed(cfg.seed)
-        model = GPVAE(
-            n_vars,
-            n_dims,
-            cfg.latent_size(n_vars),
-            engine=cfg.engine,
-            context_dim=2 * n_vars * len(cfg.context_scales),
-            encoder_hidden=cfg.encoder_hidden,
-            decoder_hidden=cfg.decoder_hidden,
-            kernel=cfg.kernel,
-            lengthscale=self.lengthscale_,
-            noise=self.noise_start_.tolist() if self.noise_start_ is not None else 0.1,
-            beta=cfg.kl_weight(n_points, kl_factor or 1.0),
-            hidden_variance=hidden_variance,
-        )
-        return model.to(device=self.device, dtype=self.dtype)
+                     hidden_variance: bool | None = None) -> GPVAE:
+        noise = self.noise_start_.tolist() if self.noise_start_ is not None else 0.1
+        return build_model(self.config, n_vars, n_dims, n_points, lengthscale=self.lengthscale_, noise=noise,
+                           kl_factor=kl_factor, hidden_variance=hidden_variance, device=self.device)
 
     @property
     def training_locations(self) -> np.ndarray | None:
@@ -478,11 +440,8 @@ class GPVAEEngine:
         Returns
         -------
         ndarray of int, shape (N,), or None
-            A permutation ``rows`` such that ``predict().take(rows)`` is the training
-            field's prediction at ``x``, when ``(x, values)`` is the training field in
-            another row order or rounded to float32 (see
-            :func:`~geogpvae.engine.same_field.matching_rows`); None otherwise, or when
-            the engine was saved without its training field.
+            ``rows`` such that ``predict().take(rows)`` is the prediction at ``x`` when
+            ``(x, values)`` is the training field reordered or rounded to float32; else None.
         """
         if self._x is None or self._data is None:
             return None
@@ -493,14 +452,7 @@ class GPVAEEngine:
 
     # ------------------------------------------------------------------ posterior
     def posterior(self) -> Posterior:
-        """What the fitted engine predicts with (see :mod:`geogpvae.engine.posterior`).
-
-        Returns
-        -------
-        Posterior
-            The model (None before training), options, standardisation, training field and
-            calibration's choices.
-        """
+        """What the fitted engine predicts with: model, options, standardisation, field, calibration."""
         return Posterior(
             model=self.model, config=self.config, loc=self.loc, scale=self.scale, log=self.log,
             train_x=self._x, train_y=self._y, train_observed=self._observed, context_index=self._context_index,
@@ -595,13 +547,8 @@ class GPVAEEngine:
 
     def _predict_in_chunks(self, post: Posterior, targets: Callable[[slice], Targets], n: int, anchor: dict,
                            self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:
-        """Predict ``n`` targets, :data:`PREDICT_CHUNK` at a time, reporting the progress.
-
-        ``targets(rows)`` gives the target field of a slice of rows; ``self_index`` the anchor
-        row of each target that is itself an anchor (else -1), or None for new locations.
-        Every target is predicted on its own: the chunks change nothing beyond float round-off
-        (the decoder sees other batches).
-        """
+        """Predict ``n`` targets, :data:`PREDICT_CHUNK` at a time; ``targets(rows)`` gives a slice's
+        targets, ``self_index`` each one's own anchor row (-1: none; None: new locations)."""
         parts = []
         with Progress(self.progress, n, "prediction", unit="locations") as bar:
             for start in range(0, max(n, 1), PREDICT_CHUNK):
@@ -635,8 +582,7 @@ class GPVAEEngine:
         Returns
         -------
         dict
-            Tensors, NumPy-free plain Python values and nested dicts only
-            (:func:`geogpvae.engine.state.engine_state`).
+            Tensors and plain Python values only (:func:`geogpvae.engine.state.engine_state`).
         """
         self._require_fit()
         return engine_state(self, include_data=include_data)
@@ -676,9 +622,44 @@ class GPVAEEngine:
         return eng
 
 
+def build_model(config: GPVAEConfig, n_vars: int, n_dims: int, n_points: int, *, lengthscale: float,
+                noise: float | list[float] = 0.1, kl_factor: float | None = None,
+                hidden_variance: bool | None = None, device: torch.device | str = "cpu") -> GPVAE:
+    """A freshly initialised model for a field, seeded by ``config.seed``.
+
+    Parameters
+    ----------
+    config : GPVAEConfig
+    n_vars, n_dims, n_points : int
+        K variables, D coordinates, N locations.
+    lengthscale : float
+        Initial latent lengthscale, in model coordinate units.
+    noise : float or list of float
+        Initial likelihood variance (standardised units), one for all or one per variable.
+    kl_factor : float, optional
+        The KL weight as a multiple of the base weight (default 1).
+    hidden_variance : bool, optional
+        Estimate the hidden-value variance (default: where ``mask_rate > 0``).
+    device : torch.device or str
+
+    Returns
+    -------
+    GPVAE
+    """
+    if hidden_variance is None:
+        hidden_variance = config.mask_rate > 0
+    torch.manual_seed(config.seed)
+    model = GPVAE(
+        n_vars, n_dims, config.latent_size(n_vars), engine=config.engine,
+        context_dim=2 * n_vars * len(config.context_scales), encoder_hidden=config.encoder_hidden,
+        decoder_hidden=config.decoder_hidden, kernel=config.kernel, lengthscale=lengthscale, noise=noise,
+        beta=config.kl_weight(n_points, kl_factor or 1.0), hidden_variance=hidden_variance,
+    )
+    return model.to(device=device, dtype=_DTYPES[config.dtype])
+
+
 class _WarmUp(GPVAEEngine):
-    """The warm-up fits of the metric: no metric of their own, a constant learning rate (a
-    decaying one would stop the short warm-up before the lengthscales move)."""
+    """The metric's warm-up fits: no metric of their own, a constant learning rate."""
 
     learns_metric = False
     schedule = "constant"

@@ -1,9 +1,4 @@
-"""The training field as tensors: neighbour sets, encoder context, layout and mini-batches.
-
-:func:`field_data` turns a standardised field into a :class:`FieldData` on one device (the
-prior's neighbour sets, the encoder's context summaries, the spatial order of the batches);
-:func:`gather_batch` cuts one mini-batch out of it as a :class:`~geogpvae.engine.model.Batch`.
-"""
+"""The training field as tensors: neighbour sets, encoder context, layout and mini-batches."""
 
 from __future__ import annotations
 
@@ -63,30 +58,22 @@ class FieldData:
     context : Tensor, shape (N, C) or None
         Neighbourhood summaries for the encoder.
     nbr : Tensor of int64, shape (N, H)
-        Training neighbour sets: earlier neighbours (SPA) or neighbourhoods including the
-        location itself (HPA); -1 padded.
+        Neighbour sets: earlier ones (SPA) or including the location itself (HPA); -1 padded.
     order : Tensor of int64, shape (N,) or None
-        Spatial (Z-order) order of the batches where they are spatial (see
-        :func:`resolve_layout`).
+        Z-order of the batches where they are spatial (:func:`resolve_layout`).
     stencil : Tensor of int64, shape (N,) or None
-        Shared-stencil id of every location (see
-        :func:`geogpvae.gp.neighbours.shared_stencils`), when neighbour sets repeat (grids).
+        Shared-stencil id of every location, when neighbour sets repeat (grids).
     stencil_offsets : Tensor, shape (S, H, D) or None
     stencil_valid : Tensor of bool, shape (S, H) or None
     check : CheckValues or None
-        Observed values held out of ``y``/``observed``/``context`` to score the fit (the
-        ``beta="auto"`` selection).
+        Observed values held out of ``y``/``observed``/``context`` to score the fit.
     context_index : Tensor of int64, shape (N, max(context_scales)) or None
-        The context neighbours of every location (:func:`context_index`), N where fewer exist;
-        set (with ``context_scales``) only where ``context_hiding`` is.
+        Context neighbours (:func:`context_index`), N where fewer exist; set with ``context_hiding``.
     context_scales : tuple of int
-        The context's neighbourhood sizes.
     context_hiding : Tensor of bool, shape (K,) or None
-        Variables whose values hidden from the encoder in a training step are also taken out
-        of the encoded locations' context in that step (:func:`visible_context`); None: none.
+        Variables whose encoder-hidden values also leave the context (:func:`visible_context`).
     context_hiding_share : float
-        The share of those hidden values, drawn at random each step, that leave the context
-        (the engine passes :data:`CONTEXT_HIDING_SHARE`).
+        Share of those hidden values, drawn each step, that leave it (:data:`CONTEXT_HIDING_SHARE`).
     """
 
     x: torch.Tensor
@@ -116,20 +103,15 @@ class FieldData:
         return cache[name]
 
 
-#: Share of the values hidden from the encoder in a training step that also leave the encoded
-#: locations' context (see :func:`visible_context`); see docs/design-decisions.md, "Values hidden
-#: from the encoder".
+#: share of a step's encoder-hidden values that also leave the context (:func:`visible_context`)
 CONTEXT_HIDING_SHARE = 0.5
 
 
 def context_radius(x: np.ndarray, scales: int | tuple[int, ...], backend: str = "auto") -> float:
     """How far the encoder's context may reach before it stops being trusted.
 
-    1.5 times the largest distance from a training location ``x`` (N, D) to its farthest
-    context neighbour (the largest of ``scales``); ``inf`` without a context or with fewer
-    than two locations. New locations whose context lies farther out than anything seen in
-    training are predicted from the GP conditional alone, which relaxes to the prior far
-    from the data, as it should.
+    1.5 times the largest distance from a location of ``x`` (N, D) to its farthest context
+    neighbour (largest of ``scales``); ``inf`` without a context or with fewer than two locations.
     """
     if not scales or len(x) < 2:
         return float("inf")
@@ -141,22 +123,16 @@ def context_radius(x: np.ndarray, scales: int | tuple[int, ...], backend: str = 
 def context_index(
     x: np.ndarray, scales: int | tuple[int, ...], *, query: np.ndarray | None = None, backend: str = "auto"
 ) -> np.ndarray:
-    """The neighbours :func:`neighbourhood_context` summarises.
-
-    They depend on the locations only, so a caller that summarises several fields at the same
-    locations (calibration rounds) computes them once and passes them as ``index``.
+    """The neighbours :func:`neighbourhood_context` summarises (computed once for several fields).
 
     Parameters
     ----------
     x : array, shape (N, D)
-        Locations of the field.
     scales : int or tuple of int
         Neighbourhood sizes; the largest is searched.
     query : array, shape (M, D), optional
-        Search around these locations instead (nothing excluded); default: ``x`` itself, each
-        location without itself.
+        Search around these instead (nothing excluded); default ``x``, each location without itself.
     backend : str
-        Neighbour search backend.
 
     Returns
     -------
@@ -185,7 +161,6 @@ def neighbourhood_context(
     Parameters
     ----------
     x : array, shape (N, D)
-        Locations of the field.
     y : array, shape (N, K)
         Standardised values (anything where missing).
     observed : array of bool, shape (N, K)
@@ -194,12 +169,10 @@ def neighbourhood_context(
     query : array, shape (M, D), optional
         Summarise around these locations instead (new locations: nothing excluded).
     backend : str
-        Neighbour search backend.
     index : array of int, shape (M, max(scales)), optional
-        The neighbours, from :func:`context_index` with the same ``x``, ``scales`` and
-        ``query``; searched here when not given.
+        :func:`context_index` of the same ``x``, ``scales`` and ``query``; searched when not given.
     chunk : int
-        Locations summarised at a time (bounds the memory to a few (chunk, k, K) arrays).
+        Locations summarised at a time (bounds the memory).
 
     Returns
     -------
@@ -227,21 +200,9 @@ def neighbourhood_context(
 
 
 def is_lattice(x: np.ndarray) -> bool:
-    """Whether the locations lie on a regular lattice (a full or partly masked grid).
+    """Whether ``x`` (N, D) lies on a regular lattice, up to half of its cells masked.
 
-    True when :func:`geogpvae.gp.lattice.find_lattice` finds one: at most twice as many
-    lattice cells as locations (so a grid with up to half of its cells masked counts), equally
-    spaced distinct values along every axis, and no two locations in one cell. Scattered
-    locations have nearly N distinct values per axis and fail the first test.
-
-    Parameters
-    ----------
-    x : ndarray, shape (N, D)
-        Locations, in the engine's coordinate units.
-
-    Returns
-    -------
-    bool
+    See :func:`geogpvae.gp.lattice.find_lattice`.
     """
     return find_lattice(x) is not None
 
@@ -249,16 +210,12 @@ def is_lattice(x: np.ndarray) -> bool:
 def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:
     """The SPA ordering and the batching actually used for these locations.
 
-    ``"auto"`` ordering resolves to ``"sorted"`` on a regular lattice (shared conditioning
-    geometries) and to ``"random"`` otherwise; an explicit ordering is kept. The batching is
-    ``"spatial"`` (compact batches, whose neighbours overlap) on a lattice and wherever the
-    fit trains in mini-batches, and ``"random"`` for whole-field steps on scattered
-    locations, where the batch order only changes the order of a sum.
+    ``"auto"`` ordering is ``"sorted"`` on a regular lattice, else ``"random"``. Batching is
+    ``"spatial"`` on a lattice or with mini-batches, else ``"random"``.
 
     Parameters
     ----------
     x : ndarray, shape (N, D)
-        Locations, in the engine's coordinate units.
     config : GPVAEConfig
 
     Returns
@@ -274,11 +231,7 @@ def resolve_layout(x: np.ndarray, config: GPVAEConfig) -> tuple[str, str]:
 
 
 def training_neighbours(x: np.ndarray, config: GPVAEConfig, ordering: str | None = None) -> np.ndarray:
-    """The neighbour sets the KL term uses: (N, H) indices, -1 padded.
-
-    ``ordering`` is SPA's resolved ordering (see :func:`resolve_layout`); by default it is
-    resolved here.
-    """
+    """The neighbour sets the KL term uses: (N, H) indices, -1 padded (``ordering``: SPA's)."""
     h = config.neighbours
     if config.engine == "spa":
         ordering = ordering if ordering is not None else resolve_layout(x, config)[0]
@@ -331,20 +284,17 @@ def field_data(
     ----------
     x : array, shape (N, D)
     y : array, shape (N, K)
-        Standardised values; NaN or anything where missing.
+        Standardised values; anything where missing.
     observed : array of bool, shape (N, K)
     config : GPVAEConfig
     device, dtype
         Where and in which precision the tensors live.
     use_stencils : bool
-        Share prior factorisations between locations with identical neighbour geometry
-        (regular grids); exact, and used only when it saves work.
+        Share prior factorisations between identical neighbour geometries (grids; exact).
     check : array of bool, shape (N, K), optional
-        Observed values to hold out of training (likelihood, encoder inputs and context) and
-        keep aside to score the fit (see :func:`geogpvae.engine.check_values.check_entries`).
+        Observed values held out of training to score the fit.
     check_weights : array, shape (K,), optional
-        Weight of each variable in the check score (see :func:`geogpvae.engine.holdout.task_weights`);
-        equal weights by default.
+        Weight of each variable in the check score; equal by default.
     context_idx : array of int, optional
         The context neighbours of ``x`` (:func:`context_index`), when the caller has them.
     """
@@ -391,23 +341,19 @@ def visible_context(
     Parameters
     ----------
     context : Tensor, shape (U, 2 K len(scales))
-        :func:`neighbourhood_context` of the encoded locations, built from every observed value.
+        :func:`neighbourhood_context` of the encoded locations, from every observed value.
     neighbours : Tensor of int64, shape (U, max(scales))
-        Rows among the U of each location's context neighbours, nearest first; U where the
-        neighbour is not encoded in this step (none of its values is hidden) or absent.
+        Rows among the U of the context neighbours, nearest first; U where not encoded or absent.
     y : Tensor, shape (U, K)
-        Standardised values of the encoded locations (0 where missing).
+        Standardised values (0 where missing).
     hidden : Tensor of bool, shape (U, K)
         Observed values to take out.
     scales : tuple of int
-        The context's neighbourhood sizes.
 
     Returns
     -------
     Tensor, shape (U, 2 K len(scales))
-        Per scale and variable, the mean of the values still in among the ``k`` nearest
-        locations (0 when none is left) and the fraction of them still in: the context each
-        location would have if the hidden values were missing.
+        The context each location would have if the hidden values were missing.
     """
     u, k = y.shape
     gone = hidden.to(y.dtype)
@@ -435,19 +381,17 @@ def with_context_hiding(
     data : FieldData
         With a context.
     index : array of int, shape (N, max(scales))
-        The context neighbours of ``data``'s locations (:func:`context_index`, -1 where fewer exist).
+        Context neighbours (:func:`context_index`), -1 where fewer exist.
     scales : tuple of int
-        The context's neighbourhood sizes.
     variables : array of bool, shape (K,)
-        Whose hidden values leave the context (see :func:`visible_context`).
+        Whose hidden values leave the context (:func:`visible_context`).
     share : float
-        The share of those hidden values, drawn each step, that leave it.
+        Share of those hidden values, drawn each step, that leave it.
 
     Returns
     -------
     FieldData
-        A copy; ``data`` itself when no variable is named or there is no context (the
-        neighbours are kept on the device only where they are used).
+        A copy; ``data`` itself when no variable is named or there is no context.
     """
     if data.context is None or not np.any(variables):
         return data
@@ -461,7 +405,7 @@ def with_context_hiding(
 def _encoded_rows(data: FieldData, uniq: torch.Tensor | None) -> torch.Tensor:
     """Rows among the U encoded locations of their context neighbours (U: not encoded or absent)."""
     if uniq is None:
-        return data.context_index  # every location encoded; N marks an absent neighbour
+        return data.context_index  # N marks an absent neighbour
     u = uniq.shape[0]
     where = torch.full((data.n + 1,), u, dtype=torch.int64, device=uniq.device)
     where[uniq] = torch.arange(u, device=uniq.device)
@@ -474,12 +418,10 @@ def gather_batch(
 ) -> Batch:
     """Gather the tensors of one mini-batch; every location is encoded once.
 
-    Where ``data.context_hiding`` names variables, their values hidden from the encoder are
-    also taken out of the encoded locations' context (:func:`visible_context`).
-
     Parameters
     ----------
     data : FieldData
+        Its ``context_hiding`` variables' hidden values also leave the context.
     idx : Tensor of int64, shape (B,)
         The batch's locations.
     mask_rate : float

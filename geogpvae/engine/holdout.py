@@ -1,13 +1,8 @@
 """Which observed values stand in for the missing ones when a fit scores itself.
 
-``beta="auto"`` and the calibration hold a share of the observed values out of training and
-score the model on them (the *check* values). The score weighs each variable by its share of
-the missing values (:func:`task_weights`: when only cadmium is missing, cadmium decides), and
-where a variable's missing values *cluster* beyond chance (:func:`clustered_gaps`: outages,
-clouds), its check values are held out in gaps of the same shape (:func:`matched_entries`):
-balls around random observed values, with radii drawn from the missing values' distances to
-their nearest observed value. Elsewhere the check values are a random share of every variable,
-all weighted the same. See docs/design-decisions.md, "Held-out values shaped like the gaps".
+Where a variable's gaps cluster (:func:`clustered_gaps`) its check values are held out in gaps
+of the same shape (:func:`matched_entries`) and weighted by :func:`task_weights`; elsewhere a
+random share (see docs/design-decisions.md, "Held-out values shaped like the gaps").
 """
 
 from __future__ import annotations
@@ -20,8 +15,7 @@ from .check_values import check_entries
 
 __all__ = ["task_weights", "clustered_gaps", "matched_entries", "held_out", "CLUSTER_MARGIN"]
 
-#: gaps count as clustered when the share of missing values with no observed value at the
-#: nearest location exceeds the share expected by chance by more than this
+#: gaps cluster when their share of *deep* missing values exceeds chance's by more than this
 CLUSTER_MARGIN = 0.1
 
 
@@ -35,8 +29,7 @@ def task_weights(observed: np.ndarray) -> np.ndarray:
     Returns
     -------
     ndarray, shape (K,)
-        Missing values of each variable over all missing values (sums to 1); ``1 / K`` each
-        when nothing is missing.
+        Missing values of each variable over all missing values; ``1 / K`` when none is missing.
     """
     observed = np.asarray(observed, dtype=bool)
     missing = (~observed).sum(0).astype(float)
@@ -52,8 +45,7 @@ def _nearest(points: np.ndarray, query: np.ndarray, backend: str) -> np.ndarray:
 
 
 def _deep_share(x: np.ndarray, missing: np.ndarray, d_loc: np.ndarray, backend: str) -> float:
-    """Share of the ``missing`` rows whose nearest observed row is over 1.5 times farther than
-    their nearest location."""
+    """Share of ``missing`` rows whose nearest observed row is over 1.5 times their nearest location."""
     gaps = np.flatnonzero(missing)
     if gaps.size == 0 or gaps.size == missing.size:
         return 0.0
@@ -70,19 +62,17 @@ def clustered_gaps(x: np.ndarray, observed: np.ndarray, *, seed: int, backend: s
     x : array, shape (N, D)
     observed : array of bool, shape (N, K)
     seed : int
-        Seed of the random comparison (and of the subsample beyond ``max_points`` locations).
+        Seed of the random comparison and subsample.
     backend : {"auto", "kdtree", "faiss"}
     margin : float
-        How far above chance the share of *deep* missing values (no observed value of the
-        variable at the distance of the nearest location) must be.
+        How far above chance the share of *deep* missing values (none observed nearby) must be.
     max_points : int
         Larger fields are judged on a random subsample of locations.
 
     Returns
     -------
     ndarray of bool, shape (K,)
-        True where the share of deep missing values exceeds, by more than ``margin``, the share
-        found with the same number of values missing at random locations.
+        True where that share beats the same number of values missing at random by ``margin``.
     """
     x = np.asarray(x, dtype=float)
     observed = np.asarray(observed, dtype=bool)
@@ -102,11 +92,7 @@ def clustered_gaps(x: np.ndarray, observed: np.ndarray, *, seed: int, backend: s
 
 
 def _gaps(points: np.ndarray, radii: np.ndarray, take: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of at least ``take`` points (or all): balls around random points, one radius each.
-
-    Ball ``i`` holds the points closer than ``radii[i]`` to a random point (the point itself
-    always); balls are added until ``take`` points are covered.
-    """
+    """Indices of at least ``take`` points (or all): balls of ``radii`` around random points."""
     tree = cKDTree(points)
     held = np.zeros(len(points), dtype=bool)
     count = 0
@@ -138,31 +124,24 @@ def matched_entries(
     Parameters
     ----------
     x : array, shape (N, D)
-        Locations (the model's coordinates).
+        Locations (model coordinates).
     observed : array of bool, shape (N, K)
     fraction : float
         Share of each scored variable's observed values held out (0 holds out nothing).
     seed : int
-        Seed of the random choice.
     max_values : int
         At most this many values in all.
     min_left : int
-        Every variable keeps at least this many observed values for training (or all of them
-        when it has fewer than twice as many).
+        Values each variable keeps (all where it has fewer than twice as many).
     backend : {"auto", "kdtree", "faiss"}
-        Nearest-neighbour search.
     shaped : array of bool, shape (K,), optional
-        The variables held out in gaps (default: every variable with missing values); the
-        others give a random share.
+        The variables held out in gaps (default: all with missing values); the others at random.
 
     Returns
     -------
     ndarray of bool, shape (N, K)
-        True at the held-out values (a subset of ``observed``). Variables with no missing values
-        get none when another variable has some (their :func:`task_weights` are 0). A variable
-        with missing values gets gaps whose radii follow its missing values' distances to the
-        nearest observed value (about ``fraction`` of its values, a gap more at most); without
-        missing values anywhere, a random share of every variable.
+        The held-out values. Gap radii follow the missing values' distances to the nearest
+        observed value; variables with no missing values get none (unless none has any).
     """
     x = np.asarray(x, dtype=float)
     observed = np.asarray(observed, dtype=bool)
@@ -207,10 +186,8 @@ def held_out(
         Share of the observed values held out (0: none).
     seed : int
     shaped : bool or array of bool, shape (K,)
-        Which variables' check values are held out in gaps shaped like their missing values
-        (:func:`matched_entries`; see :func:`clustered_gaps`), the score then weighted by
-        :func:`task_weights`. False or none True: a random share of every variable
-        (:func:`geogpvae.engine.check_values.check_entries`), every variable weighted the same.
+        Variables held out in gaps (:func:`matched_entries`, weighted by :func:`task_weights`);
+        none: a random share of every variable, equally weighted.
     backend : {"auto", "kdtree", "faiss"}
 
     Returns

@@ -1,8 +1,6 @@
 """Checks of the engine's inputs and their standardisation (NumPy only).
 
-Every refusal is an :class:`~geogpvae.errors.InputError` that names the problem and the fix:
-non-finite coordinates, complex or non-numeric values, values too large for float64's range,
-and values far outside the training field's range.
+Every refusal is an :class:`~geogpvae.errors.InputError` that names the problem and the fix.
 """
 
 from __future__ import annotations
@@ -66,9 +64,7 @@ def standardisation(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and standard deviation (1 where 0) of each variable's observed, transformed values.
 
-    Both are computed on the values divided by their largest magnitude, so that neither tiny
-    values (squares below 1e-308 underflow to 0) nor huge ones (squares above 1.8e308
-    overflow) lose their spread.
+    Computed on the values divided by their largest magnitude, so that squares neither under- nor overflow.
 
     Raises
     ------
@@ -92,8 +88,7 @@ def standardisation(
 def constant_values(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
     """Each variable's one observed value where all of them are equal, else NaN; shape (K,).
 
-    Such a variable has nothing to learn: its gaps are filled with that value, with standard
-    deviation 0 (see :meth:`~geogpvae.engine.core.GPVAEEngine.predict`).
+    Such a variable's gaps are filled with that value, standard deviation 0.
     """
     out = np.full(values.shape[1], np.nan)
     for j in range(values.shape[1]):
@@ -103,14 +98,10 @@ def constant_values(values: np.ndarray, observed: np.ndarray) -> np.ndarray:
     return out
 
 
-#: the largest magnitude of a variable's observed (transformed) values: its predictions,
-#: some standard deviations away, must stay below float64's maximum, about 1.8e308
+#: the largest magnitude of a variable's observed (transformed) values (float64 ends near 1.8e308)
 MAX_MAGNITUDE = 1e300
 
-#: the smallest ratio of a variable's typical spread (median absolute deviation) to its
-#: standard deviation: below it, a few outlying values set the scale and the model's float32
-#: arithmetic (a resolution of about 1.2e-7) flattens the rest to a handful of levels. Real
-#: data in linear units stay far above it: SPE10's kz (6.7e-8 to 6,000 mD) has 8e-6
+#: the smallest ratio of median absolute deviation to standard deviation (float32 flattens the rest)
 MIN_SPREAD_RATIO = 1e-7
 
 
@@ -119,9 +110,11 @@ def check_spread(
 ) -> None:
     """Refuse variables that overflow float64 or whose outliers would flatten the rest.
 
-    That is, observed (transformed) values larger in magnitude than :data:`MAX_MAGNITUDE`, or
-    a median absolute deviation below :data:`MIN_SPREAD_RATIO` times the standard deviation
-    (where it is not 0: a variable with mostly equal values, e.g. zeros, is fine).
+    Raises
+    ------
+    InputError
+        Values beyond :data:`MAX_MAGNITUDE`, or a nonzero median absolute deviation below
+        :data:`MIN_SPREAD_RATIO` times the standard deviation.
     """
     for j, name in enumerate(names):
         v = mod[observed[:, j], j]
@@ -155,25 +148,20 @@ def check_standardised(y: np.ndarray, names: list[str]) -> None:
         )
 
 
-#: Magnitudes that files use to mark a missing value (999, 9999, ... 999999999 and the ends
-#: of the 16- and 32-bit integers), with either sign; 9 and 99 are too often real values
+#: Magnitudes files use to mark a missing value (999 ... 999999999, ends of 16- and 32-bit integers)
 MISSING_CODES = frozenset([10.0**k - 1 for k in range(3, 10)] + [32767.0, 32768.0, 65535.0,
                                                                     2147483647.0, 2147483648.0])
 
 def missing_code_warnings(values: np.ndarray, observed: np.ndarray, names: list[str]) -> list[str]:
     """Texts of warnings about values that look like a missing-value code taken for data.
 
-    That is a value such as -999 or 9999 (:data:`MISSING_CODES`) lying beyond the variable's
-    other values (codes left out) by more than their whole range: the file does not say it
-    marks a missing value (no ``_FillValue`` or ``missing_value`` attribute), so it counts as
-    data.
+    A code (:data:`MISSING_CODES`, either sign) beyond the other values by more than their range.
 
     Parameters
     ----------
     values : ndarray of float64, shape (N, K)
         The variables' values in their own units.
     observed : ndarray of bool, shape (N, K)
-        Where ``values`` are observed.
     names : list of str, length K
 
     Returns

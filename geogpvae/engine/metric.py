@@ -1,15 +1,8 @@
 """Neighbours in the metric the model learnt: coordinates divided by the learnt lengthscales.
 
-Every neighbour set (the prior's conditioning sets, the encoder's context, the GP conditional
-at prediction) is chosen by Euclidean distance in the model's coordinates, an arbitrary choice
-when the axes carry different units (days and km). :func:`learn_metric` trains the model
-briefly (a *warm-up*), reads the latent lengthscales, rescales every axis by the inverse of
-its lengthscale (geometric mean over channels), and repeats this for a few rounds. Unless the
-learnt axes differ by more than ``min_ratio`` the coordinates are kept as they are; the rounds
-stop early once the remaining ones, each moving the axes :data:`ROUND_GROWTH` times as far as
-the last, could not get there. The result is a per-axis factor: the engine models
-``(x - offset) * scale`` and applies it to new locations too (see docs/design-decisions.md,
-"Learnt metric: the warm-up").
+:func:`learn_metric` runs short warm-up fits and rescales every axis by its inverse lengthscale
+(geometric mean over channels); the engine then models ``(x - offset) * scale`` (see
+docs/design-decisions.md, "Learnt metric: the warm-up").
 """
 
 from __future__ import annotations
@@ -26,16 +19,15 @@ if TYPE_CHECKING:
 __all__ = ["axis_scales", "learn_metric", "warmup_epochs", "uses_learnt_metric", "warm_lengthscales", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
            "WARMUP_ROUNDS", "MIN_RATIO", "ROUND_GROWTH"]
 
-#: optimiser steps of each warm-up round at most (see docs/design-decisions.md) ...
+#: optimiser steps of each warm-up round at most ...
 WARMUP_STEPS = 250
-#: ... and at most this share of the fit's own steps (1000 full-batch steps: 63 per round)
+#: ... and at most this share of the fit's own steps
 WARMUP_SHARE = 1 / 16
 #: warm-up rounds (each re-selects the neighbours in the metric learnt so far)
 WARMUP_ROUNDS = 3
 #: the learnt metric is used when its axes differ from the starting ones by more than this factor
 MIN_RATIO = 3.0
-#: the remaining rounds are skipped unless they could reach MIN_RATIO moving the axes this many
-#: times as far (log units) each as the last round did
+#: the remaining rounds are skipped unless, each moving the axes this many times as far, they reach MIN_RATIO
 ROUND_GROWTH = 2.0
 
 
@@ -50,8 +42,7 @@ def axis_scales(lengthscale: np.ndarray) -> np.ndarray:
     Returns
     -------
     ndarray, shape (D,)
-        ``1 / geometric mean over channels`` of each axis's lengthscale (inverse coordinate
-        units), so that distances in ``x * scale`` count lengthscales.
+        ``1 / geometric mean over channels`` of each axis's lengthscale (inverse coordinate units).
     """
     ls = np.asarray(lengthscale, dtype=float)
     if ls.ndim == 1:
@@ -68,17 +59,14 @@ def spread(scale: np.ndarray) -> float:
 
 
 def _may_reach(total: np.ndarray, step: np.ndarray, remaining: int, min_ratio: float) -> bool:
-    """Whether ``remaining`` more rounds could take the metric ``total`` beyond ``min_ratio``,
-    each moving the axes :data:`ROUND_GROWTH` times as far (log units) as the last ``step``
-    (with none left: whether it is beyond already)."""
+    """Whether ``remaining`` rounds, each :data:`ROUND_GROWTH` times the last ``step``, pass ``min_ratio``."""
     return spread(total * step ** (ROUND_GROWTH * remaining)) > min_ratio
 
 
 def warmup_epochs(config: GPVAEConfig, n_points: int, steps: int | None = None) -> int:
-    """Epochs of one warm-up round, in whole epochs (at least one).
+    """Epochs of one warm-up round (at least one): ``steps``, by default :data:`WARMUP_STEPS`.
 
-    ``steps`` optimiser steps when given; by default :data:`WARMUP_STEPS`, but at most
-    :data:`WARMUP_SHARE` of the fit's own steps.
+    But at most :data:`WARMUP_SHARE` of the fit's own steps.
     """
     per_epoch = math.ceil(n_points / config.batch_for(n_points))
     if steps is None:
@@ -119,24 +107,19 @@ def learn_metric(
     Parameters
     ----------
     warm_fit : callable
-        ``warm_fit(x, values)`` trains a short warm-up fit on locations ``x`` (values NaN where
-        missing) and returns its latent lengthscales (L, D), checked by
-        :func:`warm_lengthscales` (None: no lengthscale per axis).
+        ``warm_fit(x, values)`` (values NaN where missing) returns the latent lengthscales (L, D) or None.
     x : array, shape (N, D)
         Centred coordinates (model units).
     y : array, shape (N, K)
         Standardised values (anything where not observed).
     observed : array of bool, shape (N, K)
     rounds : int
-        Warm-up rounds.
     min_ratio : float
-        Keep the coordinates (factors of one) unless some pair of axes is rescaled relative
-        to each other by more than this factor. The rounds stop early once the remaining
-        ones cannot get there (see the module docstring).
+        Keep the coordinates unless two axes are rescaled apart by more than this (:func:`spread`).
     trace : list, optional
-        Receives the :func:`spread` of the metric learnt after each round that ran.
+        Receives the :func:`spread` of the metric after each round that ran.
     progress : bool or str
-        Where the rounds are announced (:class:`~geogpvae.engine.progress.Progress`).
+        Where the rounds are announced.
 
     Returns
     -------

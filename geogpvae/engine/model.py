@@ -1,17 +1,11 @@
 """The neighbour-driven GPVAE: encoder, decoder, latent GP prior and the mini-batch ELBO.
 
-Shapes: N locations with D-dimensional coordinates, K variables, L latent channels, H
-neighbours, B locations in a mini-batch and U distinct locations that the batch needs encoded
-(the batch and its neighbours).
-
-The ELBO estimators are those of the paper (eq. 8 for HPA, eq. 10 for SPA), with the
-likelihood and KL mini-batches equal (I = J):
+Shapes: N locations, D coordinates, K variables, L latent channels, H neighbours, B batch
+locations, U locations encoded (batch and neighbours). The loss is the negative ELBO / N
+(paper eq. 10 for SPA, eq. 8 for HPA, I = J):
 
 * SPA: ``N/B sum_i E_q[log p(y_i | z_i)] - beta N/B sum_i E_q KL[q(z_i) || p(z_i | Z_n(i))]``
 * HPA: ``N/B sum_i E_q[log p(y_i | z_i)] - beta 1/B sum_i KL[q(Z_n(i)) || p(Z_n(i))]``
-
-The module returns the *negative ELBO divided by N* as its loss, so that the learning rate does
-not depend on the size of the field.
 """
 
 from __future__ import annotations
@@ -52,7 +46,6 @@ class Batch(NamedTuple):
     y : Tensor, shape (U, K)
         Standardised values of the locations to encode (0 where missing).
     observed : Tensor of bool, shape (U, K)
-        Which values exist.
     visible : Tensor of bool, shape (U, K)
         Which values the encoder may see (a subset of ``observed``).
     context : Tensor, shape (U, C) or None
@@ -64,16 +57,14 @@ class Batch(NamedTuple):
     nbr_valid : Tensor of bool, shape (B, H)
         False at padded slots.
     x_batch : Tensor, shape (B, D)
-        Coordinates of the batch locations.
     x_nbr : Tensor, shape (B, H, D)
-        Coordinates of the neighbours.
     n_total : int
         N, the number of locations in the field.
     stencil_offsets : Tensor, shape (S, H, D), optional
-        When neighbour geometries repeat (grids): the distinct neighbour offsets in this batch.
+        The batch's distinct neighbour offsets, where geometries repeat (grids).
     stencil_valid : Tensor of bool, shape (S, H), optional
     stencil_index : Tensor of int64, shape (B,), optional
-        The stencil of every batch location; its neighbours are listed in stencil order.
+        The stencil of every batch location (neighbours listed in stencil order).
     """
 
     y: torch.Tensor
@@ -91,13 +82,11 @@ class Batch(NamedTuple):
     stencil_index: torch.Tensor | None = None
 
 
-#: the least moving-average count of hidden values per step behind a pattern's own hidden-value
-#: variance (fewer: the variable's pooled one); see :meth:`GPVAE.hidden_var_at`
+#: the least moving-average count per step behind a pattern's own variance (:meth:`GPVAE.hidden_var_at`)
 PATTERN_MIN_COUNT = 5.0
 #: seed of the generator behind the hidden-value moments' latent draws
 MOMENT_SEED = 20_240_531
-#: the hidden-value moments are updated every this many training steps (each update decodes
-#: two latent draws of the batch, too slow to do at every step)
+#: the hidden-value moments are updated every this many training steps (each decodes two draws)
 MOMENT_EVERY = 4
 #: up to this many variables the hidden-value variance is also kept per pattern of the others seen
 MAX_PATTERN_VARS = 10
@@ -106,8 +95,7 @@ _MIN_RATIO = 1e-3
 
 
 def pattern_count(n_vars: int) -> int:
-    """Patterns of the other variables seen kept per variable: 2^(K-1), or one (pooled) beyond
-    :data:`MAX_PATTERN_VARS` variables."""
+    """Patterns of the other variables seen kept per variable: 2^(K-1), one beyond :data:`MAX_PATTERN_VARS`."""
     return 2 ** (n_vars - 1) if n_vars <= MAX_PATTERN_VARS else 1
 
 
@@ -126,12 +114,8 @@ class GPVAE(nn.Module):
 
     Parameters
     ----------
-    n_vars : int
-        K, the number of variables.
-    n_dims : int
-        D, the number of coordinates.
-    latent_dim : int
-        L, the number of latent GP channels.
+    n_vars, n_dims, latent_dim : int
+        K variables, D coordinates, L latent GP channels.
     engine : {"spa", "hpa"}
         Which prior approximation the KL term uses.
     context_dim : int
@@ -142,25 +126,14 @@ class GPVAE(nn.Module):
         Latent kernel family, or a stationary gpytorch kernel copied for each channel.
     lengthscale, outputscale : float
         Initial kernel hyperparameters.
-    learn_kernel : bool
-        Whether they are trained.
     noise : float or sequence of float
-        Initial likelihood variance of every variable (standardised units): one value for
-        all, or one per variable.
-    learn_noise : bool
-        Whether the K likelihood variances are trained.
-    beta : float
-        KL weight.
-    jitter : float
-        Relative nugget of the prior.
-    hidden_variance : bool or "auto"
-        Estimate, beside the likelihood variance, the variance a value *hidden from the
-        encoder* needs on top of the decoded latent spread (:attr:`hidden_estimate`, and per
-        pattern of other variables seen :meth:`hidden_var_at`; see
-        :meth:`update_hidden_moments`). True: use it in the predictive of values the model did
-        not see (:attr:`hidden_var`). ``"auto"``: estimate it but keep the likelihood variance
-        as :attr:`hidden_var` (the engine's calibration chooses). False: nothing is estimated;
-        the predictive adds the likelihood variance, as in the paper.
+        Initial likelihood variance (standardised units), one for all or one per variable.
+    beta, jitter : float
+        KL weight; relative nugget of the prior.
+    hidden_variance : bool
+        Also estimate the variance a value *hidden from the encoder* needs on top of the
+        decoded latent spread (:attr:`hidden_estimate`, per pattern :meth:`hidden_var_at`),
+        for the engine's calibration to choose from. False: the paper's predictive only.
     """
 
     def __init__(
@@ -176,12 +149,10 @@ class GPVAE(nn.Module):
         kernel: Any = "matern32",
         lengthscale: float = 1.0,
         outputscale: float = 1.0,
-        learn_kernel: bool = True,
         noise: float | Sequence[float] = 0.1,
-        learn_noise: bool = True,
         beta: float = 1.0,
         jitter: float = 1e-4,
-        hidden_variance: bool | str = False,
+        hidden_variance: bool = False,
     ) -> None:
         super().__init__()
         if engine not in ("spa", "hpa"):
@@ -195,60 +166,37 @@ class GPVAE(nn.Module):
         self.decoder = mlp([self.latent_dim, *decoder_hidden, self.n_vars])
         if isinstance(kernel, str):
             self.kernel = LatentKernel(
-                kernel, self.latent_dim, self.n_dims, lengthscale=lengthscale, outputscale=outputscale,
-                learn_lengthscale=learn_kernel, learn_outputscale=learn_kernel,
-            )
+                kernel, self.latent_dim, self.n_dims, lengthscale=lengthscale, outputscale=outputscale)
         else:  # a gpytorch kernel: its own initial hyperparameters
             self.kernel = GPyTorchLatentKernel(kernel, self.latent_dim, self.n_dims)
-            self.kernel.requires_grad_(learn_kernel)
         start = torch.as_tensor(noise, dtype=torch.float64).expand(self.n_vars)
         raw_noise = (start + torch.log(-torch.expm1(-start))).to(torch.get_default_dtype())
-        if learn_noise:
-            self.raw_noise = nn.Parameter(raw_noise)
-        else:
-            self.register_buffer("raw_noise", raw_noise)
-        if hidden_variance not in (True, False, "auto"):
-            raise ValueError(f"hidden_variance must be True, False or 'auto', not {hidden_variance!r}")
-        self.hidden_variance: bool | str = hidden_variance
+        self.raw_noise = nn.Parameter(raw_noise)
+        self.hidden_variance = bool(hidden_variance)
         # the draws behind the moments come from a generator of their own, so that keeping
-        # them changes nothing else in training (hidden_variance="auto" fits as False does)
+        # them changes nothing else in training (a fit with hidden_variance is one without)
         self._moment_generator: torch.Generator | None = None
-        # training steps seen (the moments are updated every MOMENT_EVERY, each from draws seeded
-        # by the step): a checkpoint resumes them as they would have gone on
+        # training steps seen (they seed the moments' draws): a checkpoint resumes them as they were
         self.register_buffer("moment_steps", torch.zeros((), dtype=torch.int64))
         self._steps_on_host = 0  # the same count, read without a device sync every step
         self.register_load_state_dict_post_hook(_read_moment_steps)
-        # running moments of the encoder-hidden values: sum of squared errors of the predictive
-        # mean, sum of decoded latent spreads, count (per variable), as moving averages
+        # moving averages of the encoder-hidden values' squared errors, decoded spreads and count
         self.register_buffer("hidden_moments", torch.zeros(3, self.n_vars))
-        # the same moments per pattern of the *other* variables the encoder saw (see
-        # :meth:`hidden_var_at`): 2^(K-1) patterns per variable, one pooled pattern beyond
-        # MAX_PATTERN_VARS variables
+        # the same per pattern of the other variables seen (hidden_var_at)
         self.n_patterns = pattern_count(self.n_vars)
         self.register_buffer("pattern_moments", torch.zeros(3, self.n_vars, self.n_patterns))
 
-    # ------------------------------------------------------------------ pieces
     @property
     def noise_var(self) -> torch.Tensor:
         """Likelihood variance of each variable, shape (K,), standardised units."""
         return F.softplus(self.raw_noise) + _MIN_VAR
 
     @property
-    def hidden_var(self) -> torch.Tensor:
-        """Variance added by default to the decoded latent spread in the predictive of a value
-        the model did not see, shape (K,), standardised units: :attr:`hidden_estimate` with
-        ``hidden_variance=True``, else the likelihood variance (the paper's predictive; with
-        ``"auto"`` the engine's calibration chooses between them per regime)."""
-        if self.hidden_variance is not True:
-            return self.noise_var
-        return self.hidden_estimate
-
-    @property
     def hidden_estimate(self) -> torch.Tensor:
-        """The moment estimate, from the values hidden from the encoder in training (see
-        :meth:`update_hidden_moments`), of the variance a hidden value needs on top of the
-        decoded latent spread, shape (K,), standardised units; the likelihood variance where
-        there is none."""
+        """The variance a hidden value needs on top of the decoded spread (:meth:`update_hidden_moments`).
+
+        Shape (K,), standardised units; the likelihood variance where there is none.
+        """
         sq, spread, count = self.hidden_moments
         est = _moment_estimate(sq, spread, count)
         return torch.where(count > 0, est.to(self.noise_var.dtype), self.noise_var.detach())
@@ -257,13 +205,8 @@ class GPVAE(nn.Module):
     def hidden_ratio(self) -> torch.Tensor:
         """How much wider the likelihood's predictive must be for values hidden from the encoder.
 
-        The ratio, over the values hidden from the encoder in training (the moments of
-        :meth:`update_hidden_moments`), of their mean squared error to the mean predictive
-        variance the likelihood gives them (decoded latent spread plus likelihood variance):
-        ``mean((y - m)^2) / (mean(s) + sigma^2)``, shape (K,); 1 where there is none. Scaling
-        the likelihood's predictive variance by it (the added variance ``"scaled"`` of
-        :mod:`geogpvae.engine.calibration`) keeps that predictive's shape, which follows the
-        spread from location to location, and gives it the width the hidden values showed.
+        ``mean((y - m)^2) / (mean(s) + sigma^2)`` over the values hidden in training, shape (K,);
+        1 where there is none. The ``"scaled"`` variance of :mod:`geogpvae.engine.calibration`.
         """
         sq, spread, count = self.hidden_moments
         lik = self.noise_var.detach().to(sq.dtype)
@@ -280,9 +223,8 @@ class GPVAE(nn.Module):
         Returns
         -------
         Tensor of int64, shape (M, K)
-            Entry ``(i, j)`` in ``[0, 2^(K-1))``: bit ``b`` set when the ``b``-th variable other
-            than ``j`` (in order) is seen at location ``i``. All zeros beyond
-            :data:`MAX_PATTERN_VARS` variables.
+            Bit ``b`` of ``(i, j)`` set when the ``b``-th variable other than ``j`` is seen at ``i``;
+            zeros beyond :data:`MAX_PATTERN_VARS` variables.
         """
         k = self.n_vars
         if self.n_patterns == 1:
@@ -296,11 +238,7 @@ class GPVAE(nn.Module):
     def hidden_var_at(self, visible: torch.Tensor) -> torch.Tensor:
         """:attr:`hidden_estimate` for each location, from the pattern of other variables seen there.
 
-        How well a hidden value is predicted depends on which other variables the encoder
-        sees at that location (a twin channel seen makes it nearly known; nothing seen leaves
-        only the neighbours). The moments behind :attr:`hidden_estimate` are therefore also kept
-        per pattern; a pattern with a moving-average count below :data:`PATTERN_MIN_COUNT`
-        hidden values per step falls back on the variable's pooled estimate.
+        A pattern with a count below :data:`PATTERN_MIN_COUNT` falls back on the pooled estimate.
 
         Parameters
         ----------
@@ -329,9 +267,8 @@ class GPVAE(nn.Module):
         Parameters
         ----------
         y : Tensor, shape (M, K)
-            Standardised values (anything at hidden entries: they are zeroed here).
+            Standardised values (anything at hidden entries).
         visible : Tensor of bool, shape (M, K)
-            Entries the encoder sees.
         context : Tensor, shape (M, C), optional
 
         Returns
@@ -368,7 +305,7 @@ class GPVAE(nn.Module):
         y : Tensor, shape (B, K)
         observed : Tensor of bool, shape (B, K)
         mean, var : Tensor, shape (B, L)
-            The encoder posterior of each location.
+            The encoder posterior.
         n_samples : int
 
         Returns
@@ -391,15 +328,10 @@ class GPVAE(nn.Module):
         self, y: torch.Tensor, hidden: torch.Tensor, mean: torch.Tensor, var: torch.Tensor, n_samples: int = 2,
         visible: torch.Tensor | None = None, seed: int = MOMENT_SEED,
     ) -> None:
-        """Fold one batch's encoder-hidden values into the moments behind :attr:`hidden_var`.
+        """Fold one batch's encoder-hidden values into the moments behind :attr:`hidden_estimate`.
 
-        The predictive of a value the encoder did not see is the decoded latent posterior
-        (mean ``m``, spread ``s``) plus a variance ``h``; moment matching over the hidden
-        values gives ``h = mean((y - m)^2) - mean(s)``. The likelihood variance cannot serve
-        here: it is learnt mostly from values the encoder saw, so it measures how well values
-        are reconstructed, not predicted. ``m`` and ``s`` come from ``n_samples`` latent draws
-        (the squared error of an S-sample mean exceeds that of the exact mean by ``s / S`` on
-        average, which is subtracted). Nothing here has a gradient: the ELBO is unchanged.
+        Moment matching: ``h = mean((y - m)^2) - mean(s)``, ``m`` and ``s`` from ``n_samples``
+        decoded draws (the S-sample mean's excess ``s / S`` subtracted). No gradient.
 
         Parameters
         ----------
@@ -409,16 +341,13 @@ class GPVAE(nn.Module):
         mean, var : Tensor, shape (B, L)
         n_samples : int
         visible : Tensor of bool, shape (B, K), optional
-            The entries the encoder saw: the moments are also folded in per pattern of the
-            other variables seen (:meth:`hidden_var_at`).
+            The entries the encoder saw: also folded in per pattern (:meth:`hidden_var_at`).
         seed : int
-            Of the latent draws (a generator of their own: the training's draws are untouched).
+            Of the latent draws (a generator of their own).
         """
         if not self.hidden_variance:
             return
-        # a batch without hidden values leaves the moments as they are: checked at once on the
-        # CPU; on an accelerator the check stays on the device (reading it back would stall
-        # every step that updates the moments) and selects the old moments there
+        # no hidden values, no change: on an accelerator checked on the device (no stall)
         keep = None if y.device.type == "cpu" else hidden.any()
         if keep is None and not bool(hidden.any()):
             return
@@ -443,26 +372,21 @@ class GPVAE(nn.Module):
             self._fold(self.pattern_moments, acc.view(3, k, n_pat), keep)
 
     def _fold(self, moments: torch.Tensor, batch: torch.Tensor, keep: torch.Tensor | None) -> None:
-        """``moments <- decay * moments + (1 - decay) * batch`` in place; where ``keep`` (a
-        0-d bool tensor on the device) is False, the moments stay as they are."""
+        """``moments <- decay * moments + (1 - decay) * batch`` in place, unless ``keep`` is False."""
         if keep is None:
             moments.mul_(self.HIDDEN_DECAY).add_(batch, alpha=1 - self.HIDDEN_DECAY)
         else:
             moments.copy_(torch.where(keep, moments.mul(self.HIDDEN_DECAY).add(batch, alpha=1 - self.HIDDEN_DECAY),
                                       moments))
 
-    # ------------------------------------------------------------------ ELBO
     def forward(self, batch: Batch) -> dict[str, torch.Tensor]:
         """Mini-batch ELBO terms.
 
         Returns
         -------
         dict
-            ``loss`` (negative ELBO estimate / N, the quantity minimised), ``expected_nll``
-            (minus the mean expected log-likelihood per location) and ``kl`` (the KL
-            estimate / N, unweighted), all scalars. In training mode (every :data:`MOMENT_EVERY`
-            steps) the values hidden from the encoder also update the moments behind
-            :attr:`hidden_estimate` and :meth:`hidden_var_at` (no gradient).
+            Scalars ``loss`` (negative ELBO / N, minimised), ``expected_nll`` (per location) and
+            ``kl`` (/ N, unweighted). Training also updates the hidden-value moments.
         """
         mean_u, var_u = self.encode(batch.y, batch.visible, batch.context)
         pos = batch.batch_pos

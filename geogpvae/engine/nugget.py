@@ -1,10 +1,7 @@
 """A data-driven starting value of the likelihood variance: the variogram nugget near distance 0.
 
-The likelihood variance of a GPVAE stays close to where it starts, so the engine starts it at
-each variable's empirical nugget (see docs/design-decisions.md, "Starting noise"). For every
-observed value, the semivariances ``(y_i - y_j)^2 / 2`` with its few nearest observed
-neighbours (same variable) and their distances; a least-squares line of semivariance against
-distance over the pairs gives the intercept at distance 0, the nugget.
+Semivariances ``(y_i - y_j)^2 / 2`` of each observed value with its nearest observed neighbours;
+a least-squares line against distance gives the nugget at 0 (see docs/design-decisions.md).
 """
 
 from __future__ import annotations
@@ -15,8 +12,7 @@ from ..gp.neighbours import knn
 
 __all__ = ["NUGGET_BOUNDS", "nugget"]
 
-#: Range of the starting likelihood variance (standardised units), as the engine uses it; a
-#: lower floor lets nearly redundant channels collapse (see docs/design-decisions.md).
+#: Range of the starting likelihood variance (standardised units)
 NUGGET_BOUNDS = (0.01, 0.5)
 
 
@@ -38,7 +34,7 @@ def nugget(
     x : ndarray, shape (N, D)
         Locations, model units.
     y : ndarray, shape (N, K)
-        Values (standardised: unit variance over the observed ones), anything where missing.
+        Standardised values, anything where missing.
     observed : ndarray of bool, shape (N, K)
     k : int
         Neighbours per value in the semivariance cloud.
@@ -47,15 +43,12 @@ def nugget(
     bounds : (float, float)
         The estimate is clipped to this range (units of ``y`` squared).
     seed : int
-        Seed of the subset.
     backend : str
-        Neighbour search backend.
 
     Returns
     -------
     ndarray, shape (K,)
-        Variance at distance 0 of every variable; ``bounds[1]`` when a variable has too few
-        observed values to estimate it.
+        Variance at distance 0; ``bounds[1]`` where a variable has too few observed values.
     """
     rng = np.random.default_rng(seed)
     out = np.full(y.shape[1], bounds[1])

@@ -1,22 +1,9 @@
 """Posterior predictive of a trained GPVAE: latent posteriors, then the decoder's moments.
 
-The latent posterior of a location comes from the **encoder**, ``q(z | y)``, where it has
-observed values (or neighbours' values as context), from its **neighbours** (paper section
-3.3), or from both. The neighbour posterior reads each neighbour's encoder posterior
-``N(mu_j, v_j)`` as "marginal prior ``N(0, s)`` times a likelihood ``N(u_j; z_j, e_j)``", with
-``1/e_j = 1/v_j - 1/s`` and ``u_j = e_j mu_j / v_j`` (:func:`pseudo_observations`), and does
-Gaussian-process regression on them per channel:
-``q(z_*) = N(k_*n (K_nn + E)^{-1} u_n, k_** - k_*n (K_nn + E)^{-1} k_n*)``, so a confident
-neighbour is interpolated almost exactly and an unsure one smoothed over (the paper's
-``N(b' mu_n, Sigma_p + b' S_n b)`` interpolates every neighbour's mean exactly). The
-**combination** (:func:`combine_posteriors`) multiplies the two and divides by the prior
-marginal once: precision ``1/v_e + 1/v_g - 1/s``, precision-weighted mean.
-
-:func:`predictive_moments` decodes S samples of z (the same standard-normal draws at every
-location, so Monte Carlo error does not speckle maps): the mean of the decoded means, and their
-variance plus the added variance (law of total variance over the Gaussian mixture). For a
-variable modelled in log space, ``E[y] = mean_s exp(m_s + v/2)`` and
-``E[y^2] = mean_s exp(2 m_s + 2 v)``.
+Latent posteriors come from the encoder ``q(z | y)``, the neighbours (:func:`neighbour_posterior`,
+paper section 3.3) or both (:func:`combine_posteriors`). :func:`predictive_moments` decodes S
+draws of z: mean of the decoded means, their variance plus the added variance; in log space
+``E[y] = mean_s exp(m_s + v/2)`` and ``E[y^2] = mean_s exp(2 m_s + 2 v)``.
 """
 
 from __future__ import annotations
@@ -67,10 +54,10 @@ def neighbour_posterior(
     chunk: int = 16384,
     toward_anchors: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Latent posterior at target locations from their nearest anchors (see the module notes).
+    """Latent posterior at target locations from their H nearest anchors.
 
-    Per channel, Gaussian-process regression on the H nearest anchors' pseudo-observations
-    (:func:`pseudo_observations`), each with its own noise variance.
+    Per channel, GP regression on the anchors' pseudo-observations ``u``, ``E`` (:func:`pseudo_observations`):
+    ``q(z_*) = N(k_*n (K_nn + E)^{-1} u_n, k_** - k_*n (K_nn + E)^{-1} k_n*)``.
 
     Parameters
     ----------
@@ -82,17 +69,10 @@ def neighbour_posterior(
     neighbours : int
         H.
     self_index : array of int, shape (M,), optional
-        For targets that are themselves anchors, their anchor row (else -1); it is left out
-        of their own neighbour set.
+        Each target's own anchor row (else -1), left out of its neighbour set.
     backend : str
-        Neighbour search backend.
     toward_anchors : bool
-        Away from the anchors the conditional goes to the anchors' spread instead of the
-        prior's (what the engine uses; False, the default here, gives the plain GP
-        conditional): its mean is drawn toward the anchors' mean by the weight the neighbours
-        leave (a constant-mean GP), and its variance capped at the anchors' total variance
-        (the variance of their means plus their mean variance), per channel, so that far from
-        the data the decoder sees latents like those it was trained on, not the wider prior.
+        Relax to the anchors' mean and total variance (per channel) far from them, not the prior.
 
     Returns
     -------
@@ -145,13 +125,8 @@ def neighbour_posterior(
 
 
 def _tabulated_blocks(kernel, xa: np.ndarray, xt: np.ndarray, idx: np.ndarray, like: torch.Tensor) -> torch.Tensor | None:
-    """Kernel blocks (M, L, H+1, H+1) of the targets' neighbour sets (target last), gathered from
-    a table of the covariances between their distinct offsets; None when the offsets are too
-    varied to tabulate (scattered points: the caller evaluates the kernel directly).
-
-    On a lattice a few hundred offsets describe every set, so one gather replaces the
-    elementwise kernel evaluation. Same values up to float round-off.
-    """
+    """Kernel blocks (M, L, H+1, H+1) of the targets' neighbour sets (target last), from a table of
+    their distinct offsets; None when the offsets are too varied to tabulate (scattered points)."""
     found = distinct_offsets(xa, idx, xt)
     if found is None:
         return None
@@ -167,12 +142,9 @@ def pseudo_observations(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The Gaussian likelihood of z that an encoder posterior adds to the marginal prior.
 
-    ``N(mean, var) = N(0, prior_var) x N(u; z, e) / const`` gives ``1/e = f / var`` and
-    ``u = mean / f``, with ``f = 1 - var / prior_var`` the share of the posterior precision
-    that is not the prior's. A posterior nearly as wide as the prior says almost nothing, and
-    the division would blow its mean up: below ``f = floor`` the likelihood's natural mean
-    ``u / e`` is scaled down linearly to 0 at ``f = 0`` (and is 0 for posteriors wider than
-    the prior), and ``f`` is floored at ``floor**2`` in the precision.
+    ``N(mean, var) = N(0, prior_var) x N(u; z, e) / const``: ``1/e = f / var``, ``u = mean / f``,
+    ``f = 1 - var / prior_var``. Below ``f = floor`` the natural mean ``u / e`` shrinks linearly
+    to 0; ``f`` is floored at ``floor**2`` in the precision.
 
     Parameters
     ----------
@@ -219,8 +191,7 @@ def combine_posteriors(
 
 
 def _decode(model: GPVAE, z: torch.Tensor) -> torch.Tensor:
-    """``model.decode(z)`` without a gradient, its ReLUs in place (the same numbers, half the
-    memory traffic of the large sample batches)."""
+    """``model.decode(z)`` without a gradient, its ReLUs in place (the same numbers, less memory traffic)."""
     if type(model).decode is not GPVAE.decode or not isinstance(model.decoder, torch.nn.Sequential):
         return model.decode(z)  # a decoder of its own
     for i, layer in enumerate(model.decoder):  # (never in place on the caller's z)
@@ -258,34 +229,28 @@ def predictive_moments(
         Monte Carlo samples of z per location.
     seed : int
     var_factor : array, shape (K,), optional
-        Calibration: the predictive mixture of each variable is widened about its mean so that
-        its variance is multiplied by this factor (decoded means spread by its square root,
-        likelihood variance multiplied by it); log-space moments follow exactly.
+        Calibration: each variable's modelled predictive variance is multiplied by it.
     hidden_var : Tensor, shape (M, K), optional
-        The variance added to the decoded spread at each location (standardised units), e.g.
-        :meth:`GPVAE.hidden_var_at` of the pattern of variables seen there; default the
-        model's :attr:`GPVAE.hidden_var` everywhere.
+        Variance added to the decoded spread (standardised units), e.g. :meth:`GPVAE.hidden_var_at`;
+        default the likelihood variance :attr:`GPVAE.noise_var`.
 
     Returns
     -------
     mean, std : ndarray, shape (M, K)
         In original units.
     mean_model, std_model : ndarray, shape (M, K)
-        In the modelled (log for log variables) but unstandardised units: the Gaussian
-        mixture's moments there.
+        The Gaussian mixture's moments in modelled (log for log variables), unstandardised units.
     """
     gen = torch.Generator(device=mean.device).manual_seed(int(seed))
-    # variables in very small or very large units (variances beyond float64's range) are
-    # computed in a power of two of their units, exact, and scaled back at the end
+    # units whose variances leave float64's range: computed in a power of two of them, exact
     unit = _power_of_two_units(scale, log)
     loc, scale = np.asarray(loc) / unit, np.asarray(scale) / unit
-    # moments in float64 whatever the model's precision: exp() of log-space mixtures
-    # overflows float32 long before float64
+    # float64 moments: exp() of log-space mixtures overflows float32 long before
     f64 = torch.float64
     loc_t = torch.as_tensor(loc, dtype=f64, device=mean.device)
     scale_t = torch.as_tensor(scale, dtype=f64, device=mean.device)
     log_t = torch.as_tensor(np.asarray(log, dtype=bool), device=mean.device)
-    noise = model.hidden_var.detach().to(f64) * scale_t.square()  # modelled units, a value not seen
+    noise = model.noise_var.detach().to(f64) * scale_t.square()  # modelled units, a value not seen
     if hidden_var is not None:
         if hidden_var.shape != (mean.shape[0], len(loc)):
             raise ValueError(f"hidden_var has shape {tuple(hidden_var.shape)}; expected {(mean.shape[0], len(loc))}")
@@ -294,12 +259,9 @@ def predictive_moments(
     if var_factor is not None:
         factor = torch.as_tensor(np.asarray(var_factor), dtype=f64, device=mean.device)
         noise = noise * factor
-    # common random numbers: every location uses the same S standard-normal draws, so Monte
-    # Carlo error varies smoothly in space (no speckle in maps) and results do not depend on
-    # the order or chunking of the locations
+    # the same S draws at every location: no speckle in maps, independent of order and chunking
     eps = torch.randn((samples, 1, mean.shape[-1]), generator=gen, dtype=mean.dtype, device=mean.device)
-    # written in place chunk by chunk: small per-chunk results kept between the large transient
-    # decoder buffers would fragment the heap and grow the resident memory with M
+    # filled in place: small per-chunk results between large decoder buffers fragment the heap
     out = tuple(np.empty((mean.shape[0], len(loc))) for _ in range(4))
     for s in range(0, mean.shape[0], chunk):
         mu, v = mean[s : s + chunk], var[s : s + chunk]
@@ -333,15 +295,11 @@ def added_variance(model: GPVAE, kind: str | list[str] | None, visible: torch.Te
     Parameters
     ----------
     model : GPVAE
-        The fitted model.
     kind : str, list of str or None
-        One of :data:`~geogpvae.engine.calibration.NOISES` for every variable, one per
-        variable, or None (the model's ``hidden_var``). ``"scaled"`` adds the likelihood
-        variance (its scaling is :func:`variance_scale`'s).
+        One of :data:`~geogpvae.engine.calibration.NOISES`, for all or per variable; None: the likelihood's.
     visible : Tensor of bool, shape (n, K), optional
         The variables seen at each target; needed for ``"patterns"``.
     n : int
-        Number of targets.
 
     Returns
     -------
@@ -351,7 +309,7 @@ def added_variance(model: GPVAE, kind: str | list[str] | None, visible: torch.Te
     if "patterns" in kinds and visible is None:
         raise ValueError("pattern variances need the variables seen at each target")
     table = {"likelihood": model.noise_var, "scaled": model.noise_var, "hidden": model.hidden_estimate,
-             None: model.hidden_var}
+             None: model.noise_var}
     cols = {c: (model.hidden_var_at(visible) if c == "patterns" else table[c].expand(n, -1)) for c in set(kinds)}
     if len(cols) == 1:
         return cols[kinds[0]]
@@ -364,15 +322,13 @@ def variance_scale(model: GPVAE, kind: str | list[str] | None) -> np.ndarray | N
     Parameters
     ----------
     model : GPVAE
-        The fitted model.
     kind : str, list of str or None
         As for :func:`added_variance`.
 
     Returns
     -------
     ndarray, shape (K,), or None
-        The model's ``hidden_ratio`` where the variable's kind is ``"scaled"``, else 1; None
-        when no variable is scaled.
+        ``model.hidden_ratio`` where the kind is ``"scaled"``, else 1; None when none is scaled.
     """
     kinds = kind if isinstance(kind, (list, tuple)) else [kind] * model.n_vars
     if "scaled" not in kinds:

@@ -1,15 +1,8 @@
 """Choosing the KL weight from the field being fitted (``beta="auto"``).
 
-The weight of the prior term that predicts best depends on the data, so ``fit`` finds it from
-the field itself: a share of each variable's observed values (the *check* values,
-:func:`geogpvae.engine.holdout.held_out`) is held out of the likelihood and the encoder's
-inputs; one model per candidate weight (:data:`KL_FACTORS`), all from the same initial weights,
-trains on the rest for the first share of the budget (:func:`selection_share`, at least
-:data:`MIN_SELECTION_EPOCHS` epochs); each is scored by the calibrated predictive NLL of the
-check values with its moving-average weights (:func:`check_score`), and the best carries on
-with every observed value. Where a variable's gaps cluster the score takes the predictive
-variances as the model gives them; elsewhere it ranks the candidates by their predictive means.
-See docs/design-decisions.md, "KL weight".
+One model per candidate weight (:data:`KL_FACTORS`) trains with the check values held out
+(:func:`geogpvae.engine.holdout.held_out`) for a share of the budget; the one with the lowest
+calibrated check NLL (:func:`check_score`) carries on (see docs/design-decisions.md, "KL weight").
 """
 
 from __future__ import annotations
@@ -37,11 +30,11 @@ __all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION
 
 #: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
 KL_FACTORS = (1.0, 0.2)
-#: Share of the epoch budget each candidate trains for before the choice ...
+#: Share of the epoch budget each candidate trains for before the choice, with mini-batches
 SELECTION_SHARE = 0.35
-#: ... where every step takes the whole field (fields of up to ``FULL_BATCH`` locations)
+#: The same where every step takes the whole field
 WHOLE_FIELD_SELECTION_SHARE = 0.2
-#: The fewest epochs each candidate trains (fewer only where the budget leaves no epoch after them).
+#: The fewest epochs each candidate trains (fewer only where the budget leaves none after them).
 MIN_SELECTION_EPOCHS = 3
 #: Share of each variable's observed values held out to score the candidates.
 SELECTION_HOLDOUT = 0.1
@@ -61,6 +54,8 @@ class Selection:
         The chosen candidate, ready to carry on training.
     state : TrainState
         Its training state after the selection epochs.
+    progress : SelectionProgress or None
+        Where an interrupted selection stood.
     """
 
     factor: float | None
@@ -79,11 +74,10 @@ class SelectionProgress:
     scores : dict of float to float
         Check NLLs of the candidates already scored.
     best : tuple (factor, model, TrainState) or None
-        The best of them, ready to carry on training.
+        The best of them.
     factor : float
         The candidate in training.
     model : torch.nn.Module
-        Its model.
     state : TrainState
         Its training state (``state.epoch`` of ``epochs`` done).
     epochs : int
@@ -107,27 +101,21 @@ def selection_share(config: GPVAEConfig, n_points: int) -> float:
     Parameters
     ----------
     config : GPVAEConfig
-        The fit's settings (its batch size rule).
     n_points : int
-        Number of locations in the field.
 
     Returns
     -------
     float
-        :data:`WHOLE_FIELD_SELECTION_SHARE` where every step takes the whole field
-        (``config.batch_for(n_points) >= n_points``), :data:`SELECTION_SHARE` with mini-batches.
+        :data:`WHOLE_FIELD_SELECTION_SHARE` for whole-field steps, else :data:`SELECTION_SHARE`.
     """
     whole = config.batch_for(n_points) >= n_points
     return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE
 
 
 def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
-    """Epochs each candidate trains before the choice.
+    """Epochs each candidate trains: ``ceil(share * total_epochs)``, at least 1.
 
-    ``share`` of the budget of ``total_epochs``, rounded up, and at least
-    :data:`MIN_SELECTION_EPOCHS` where the budget leaves the chosen candidate an epoch on
-    every observed value after them (so at least 1, and at most ``total_epochs - 1`` through
-    the floor).
+    And at least :data:`MIN_SELECTION_EPOCHS` where that leaves an epoch after them.
     """
     floor = min(MIN_SELECTION_EPOCHS, total_epochs - 1)
     return max(1, floor, math.ceil(share * total_epochs))
@@ -138,9 +126,8 @@ def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, s
                 shape: bool | np.ndarray = True) -> float:
     """Calibrated predictive NLL of ``data.check`` with the moving-average weights of ``state``.
 
-    The live weights are restored afterwards. Nats per held-out value (mean over variables).
-    ``shape``: per variable, whether its predictive variances keep their shape or are replaced
-    by one, its mean squared error (see :func:`geogpvae.engine.check_values.predictive_nll`).
+    Nats per held-out value (mean over variables); the live weights are restored afterwards.
+    ``shape`` as for :func:`geogpvae.engine.check_values.predictive_nll`.
     """
     core = model.module if hasattr(model, "module") else model
     inputs, eps = check_inputs(data, core.latent_dim, seed=seed)
@@ -175,41 +162,32 @@ def select_kl_factor(
     Parameters
     ----------
     build : callable
-        ``build(factor)`` returns a freshly initialised model (same initial weights for every
-        factor) whose KL weight is ``factor`` times the base weight.
+        ``build(factor)``: a fresh model (same initial weights) with ``factor`` times the base KL weight.
     data : FieldData
-        The training field with ``data.check`` set (values held out of ``y``, ``observed``
-        and ``context``).
+        The training field with ``data.check`` set.
     config : GPVAEConfig
-        Training options (the epoch budget is ``config``'s; each candidate stops after
-        ``epochs`` of it).
+        Training options (the epoch budget is ``config``'s).
     epochs : int
         Epochs each candidate trains.
     factors : tuple of float
     should_stop : callable, optional
-        Polled after every epoch; when it says True the selection ends with ``factor=None``.
+        Polled after every epoch; True ends the selection with ``factor=None``.
     progress : bool or {"bar", "log", "none"}
-        Display of the candidates' epochs (see :mod:`geogpvae.engine.progress`).
+        Display of the candidates' epochs.
     shape : bool or array of bool, shape (K,)
-        Which variables are scored with the shape of their predictive variances (the engine:
-        those whose gaps cluster; True: every one).
+        Which variables are scored with the shape of their predictive variances.
     resume : SelectionProgress, optional
-        Where an interrupted selection stood (from a checkpoint): candidates already scored
-        are not trained again, and the one in training carries on from its state, so the
-        outcome is the uninterrupted selection's.
+        Where an interrupted selection stood: the outcome is the uninterrupted selection's.
     on_epoch : callable, optional
-        Called with the :class:`SelectionProgress` after every epoch of a candidate
-        (checkpointing).
+        Called with the :class:`SelectionProgress` after every epoch (checkpointing).
     then : int
-        Epochs the chosen candidate trains after the selection; the progress lines estimate
-        the end of the whole training with them (:class:`~geogpvae.engine.progress.Progress`).
+        Epochs the chosen candidate trains after the selection (for the progress estimate).
 
     Returns
     -------
     Selection
-        Ties go to the earlier candidate (the stronger prior). A candidate whose training
-        diverges scores ``inf`` (if every one diverges, the error of the last is raised).
-        Interrupted: ``factor`` None, and ``progress`` says where it stood.
+        Ties go to the earlier candidate; a diverging candidate scores ``inf`` (if every one
+        diverges, the last error is raised). Interrupted: ``factor`` None, ``progress`` set.
     """
     fitting = dataclasses.replace(data, check=None)  # the check values only score, after training
     best = Selection(factor=None)
@@ -250,7 +228,7 @@ def select_kl_factor(
                     raise
                 best.scores[factor] = math.inf  # diverged: not a candidate
                 continue
-            # a candidate that ends the whole budget (epochs=1) left train() without asking: ask here
+            # a candidate that ends the whole budget left train() without asking: ask here
             if (state.done and stop()) or asked or (state.epoch < epochs and not state.done):  # interrupted
                 return Selection(factor=None, scores=best.scores, progress=where(factor, model, state))
             score = check_score(model, data, state, seed=config.seed, shape=shape)

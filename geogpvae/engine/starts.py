@@ -1,9 +1,4 @@
-"""Starting value of the latent lengthscales.
-
-The lengthscales are learnt as the log of their ratio to where they start, and move slowly from
-there, so the start matters: one value for every channel and axis, the median distance from a
-location to its H-th nearest other location (H = ``neighbours``).
-"""
+"""Starting value of the latent lengthscales: the median distance to the H-th nearest location."""
 
 from __future__ import annotations
 
@@ -24,13 +19,11 @@ def start_lengthscale(x: np.ndarray, neighbours: int, backend: str = "auto") -> 
     neighbours : int
         H.
     backend : str
-        Neighbour search backend.
 
     Returns
     -------
     float
-        The median distance to the H-th neighbour, in the units of ``x`` (the largest extent
-        of ``x`` where that distance is 0).
+        Units of ``x``; the largest extent of ``x`` where that distance is 0.
     """
     n = x.shape[0]
     start = median_neighbour_distance(x, max(1, min(neighbours, n - 1)), backend=backend)

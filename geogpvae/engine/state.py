@@ -1,11 +1,6 @@
-"""Saving and restoring an engine: its state as a dictionary of tensors and plain values.
-
-The state holds the options, the standardisation, the weights, the calibration and,
-optionally, the training field. It saves with :func:`torch.save` and loads with
-``torch.load(..., weights_only=True)``, which never unpickles arbitrary objects. States
-written by older versions load with their missing parts filled in as those versions trained
-(:func:`with_hidden_moments`); a state from a newer version is refused.
-"""
+"""An engine's state as a dictionary of tensors and plain values, for ``torch.save`` and
+``torch.load(..., weights_only=True)``. Older states load with what they lack filled in as
+they trained; a newer one is refused."""
 
 from __future__ import annotations
 
@@ -34,25 +29,8 @@ STATE_VERSION = 1
 
 
 def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, Any]:
-    """The state of a fitted engine (see :meth:`GPVAEEngine.state_dict`).
-
-    Parameters
-    ----------
-    eng : GPVAEEngine
-        Fitted.
-    include_data : bool
-        Also store the training field (coordinates, standardised values, mask).
-
-    Returns
-    -------
-    dict
-        Tensors, plain Python values and nested dicts only.
-
-    Raises
-    ------
-    RuntimeError
-        ``eng`` is not fitted.
-    """
+    """The state of a fitted engine, with the training field if ``include_data`` (see
+    :meth:`GPVAEEngine.state_dict`)."""
     state: dict[str, Any] = {
         "format": STATE_FORMAT,
         "version": STATE_VERSION,
@@ -91,21 +69,9 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
 
 
 def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
-    """A resumable snapshot: the state without data, plus optimiser, epoch and averages.
-
-    Parameters
-    ----------
-    eng : GPVAEEngine
-        Training or trained.
-
-    Returns
-    -------
-    dict
-        ``{"format", "engine": engine_state(eng, include_data=False), "train": {...}}``; during
-        the KL-weight selection also ``"selection"`` (the candidates scored, the best one's
-        weights and train state, the factor in training; ``"engine"`` and ``"train"`` then hold
-        the candidate in training), which :func:`selection_from` reads back.
-    """
+    """A resumable snapshot: ``{"format", "engine": engine_state(eng, include_data=False),
+    "train": {...}}``, plus ``"selection"`` during ``beta="auto"``'s selection (the scores, the
+    best candidate so far; ``"engine"`` and ``"train"`` then hold the one in training)."""
     state = {
         "format": STATE_FORMAT + "-checkpoint",
         "engine": engine_state(eng, include_data=False),
@@ -137,20 +103,8 @@ def selection_from(
     resume: dict[str, Any] | None, build: Callable[[float], torch.nn.Module], n_vars: int, epochs: int,
     factors: tuple[float, ...],
 ) -> SelectionProgress | None:
-    """The :class:`~geogpvae.engine.selection.SelectionProgress` a checkpoint holds, if any.
-
-    Parameters
-    ----------
-    resume : dict or None
-        :func:`checkpoint_state` output; None or one without a ``"selection"`` entry gives None.
-    build : callable
-        ``build(factor)``: a fresh model of that KL factor, into which the saved weights load.
-    n_vars : int
-    epochs : int
-        Epochs each candidate trains.
-    factors : tuple of float
-        The candidates.
-    """
+    """The :class:`~geogpvae.engine.selection.SelectionProgress` a checkpoint holds, or None;
+    ``build(factor)`` makes the fresh model each saved candidate's weights load into."""
     saved = None if resume is None else resume.get("selection")
     if saved is None:
         return None
@@ -168,28 +122,9 @@ def selection_from(
                              epochs, tuple(factors))
 
 
-def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVAEConfig, bool | str]:
-    """The options of a saved engine state and the hidden-value variance its model trained with.
-
-    Parameters
-    ----------
-    state : dict
-        :func:`engine_state` output.
-    device : str, optional
-        Override the saved device (e.g. load a GPU-trained model on a CPU).
-
-    Returns
-    -------
-    config : GPVAEConfig
-    hidden_variance : bool or "auto"
-        The model's ``hidden_variance`` (False for states saved before it existed).
-
-    Raises
-    ------
-    ValueError
-        Not an engine state, one written by a newer version, or one that holds several
-        models (written by earlier versions).
-    """
+def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVAEConfig, bool]:
+    """The options of a saved state (``device`` overriding its device) and its model's
+    ``hidden_variance``; ValueError for a state that is not an engine's, or a newer one's."""
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError("not a geogpvae engine state (format tag missing or different)")
     if int(state.get("version", 0)) > STATE_VERSION:
@@ -201,7 +136,7 @@ def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVA
                          "longer available); refit it with this version")
     cfg = GPVAEConfig.from_dict(state["config"])
     hidden = state.get("hidden_variance", state["config"].get("hidden_variance", False))
-    return (cfg if device is None else cfg.replace(device=device)), hidden
+    return (cfg if device is None else cfg.replace(device=device)), hidden in (True, "auto")
 
 
 def saved_attributes(state: dict[str, Any]) -> dict[str, Any]:
@@ -236,23 +171,8 @@ def saved_attributes(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
-    """Weights saved before the hidden-value moments existed get empty ones (the predictive
-    then adds the likelihood variance, as those models did; empty pattern moments fall back
-    on the pooled ones).
-
-    Parameters
-    ----------
-    weights : dict of str to Tensor
-        A model's saved ``state_dict``.
-    n_vars : int
-        Number of variables K.
-
-    Returns
-    -------
-    dict of str to Tensor
-        A new dict: ``weights`` plus, where absent, ``hidden_moments`` (3, K) and
-        ``pattern_moments`` (3, K, patterns) of zeros and ``moment_steps`` 0.
-    """
+    """``weights`` (a model's ``state_dict``) with zero hidden-value moments where they were
+    saved without (older models, which predict with the likelihood variance)."""
     dtype = weights["raw_noise"].dtype
     out = dict(weights)
     if "hidden_moments" not in out:
@@ -265,18 +185,7 @@ def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[s
 
 
 def train_state_from(saved: dict[str, Any]) -> TrainState:
-    """A :class:`TrainState` from a checkpoint's ``"train"`` entry.
-
-    Parameters
-    ----------
-    saved : dict
-        ``checkpoint_state(eng)["train"]``, possibly from an older version (missing entries
-        default to none).
-
-    Returns
-    -------
-    TrainState
-    """
+    """A :class:`TrainState` from a checkpoint's ``"train"`` entry (entries an older one lacks: none)."""
     return TrainState(
         epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
         optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),

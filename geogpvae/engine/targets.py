@@ -1,9 +1,4 @@
-"""Target fields of a prediction: the tensors of the locations to predict.
-
-Shared by prediction (:meth:`geogpvae.engine.core.GPVAEEngine.predict`) and calibration
-(:mod:`geogpvae.engine.calibration`): a field's tensors, a slice of its rows, and where
-each location sits among the anchors.
-"""
+"""Target fields of a prediction and calibration: the tensors of the locations to predict."""
 
 from __future__ import annotations
 

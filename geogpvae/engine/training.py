@@ -1,9 +1,7 @@
 """Mini-batch training of a :class:`~geogpvae.engine.model.GPVAE` on preloaded tensors.
 
-No DataLoader: the whole field lives in a few tensors (on the GPU when there is one), and a
-mini-batch is a set of row indices. Every epoch's batches and random numbers are seeded from
-``(seed, epoch)``, so a run resumed from the end of any epoch continues exactly as the
-uninterrupted run would have (same device and dtype).
+A mini-batch is a set of row indices; every epoch is seeded from ``(seed, epoch)``, so a run
+resumed after any epoch continues exactly as the uninterrupted one (same device and dtype).
 """
 
 from __future__ import annotations
@@ -44,15 +42,11 @@ class TrainState:
     done: bool = False
 
 
-#: Decay of the exponential moving average of the weights that becomes the final model: it
-#: removes most of the step-to-step noise of stochastic training.
+#: Decay of the moving average of the weights that becomes the final model
 WEIGHT_AVERAGE = 0.995
-#: Learning rate of the kernel hyperparameters as a multiple of ``lr``: the latent GP's
-#: lengthscales drift slowly under the noisy gradients of mini-batch training (see
-#: docs/design-decisions.md).
+#: Learning rate of the kernel hyperparameters as a multiple of ``lr`` (docs/design-decisions.md)
 KERNEL_LR = 10.0
-#: The learning rate warms up linearly over this share of the steps, then decays along a
-#: cosine to ``LR_FLOOR`` times ``lr`` at the last step.
+#: Linear warm-up over this share of the steps, then a cosine decay to ``LR_FLOOR`` x ``lr``
 LR_WARMUP = 0.02
 LR_FLOOR = 0.05
 
@@ -87,36 +81,29 @@ def train(
     Parameters
     ----------
     model : GPVAE
-        On the same device and dtype as ``data``. May be wrapped in
-        ``torch.nn.parallel.DistributedDataParallel``; each rank then trains on its share of
-        every epoch's batches.
+        On the device and dtype of ``data``; in ``DistributedDataParallel`` each rank trains
+        on its share of every epoch's batches.
     data : FieldData
-        The training field (its ``check`` values, if any, are not used here).
+        The training field (its ``check`` values are not used here).
     config : GPVAEConfig
-        ``epochs``, ``batch_size``, ``lr``, ``mask_rate``, ``seed``.
     state : TrainState, optional
-        Resume from here (completed epochs, optimiser state, history).
+        Resume from here.
     progress : bool or {"bar", "log", "none"}
-        ``True`` chooses a bar on a terminal and plain log lines otherwise (see
-        :mod:`geogpvae.engine.progress`); log lines also come from inside long epochs.
+        See :mod:`geogpvae.engine.progress`.
     callback : callable, optional
         Called as ``callback(state, model, optimizer)`` after every epoch (checkpointing).
     should_stop : callable, optional
         Polled after every epoch; training returns early when it says True (signals).
     pause_at : int, optional
-        Return once this many epochs of the budget are complete, as an interrupted run would
-        (not done, live weights kept): a later call with the returned state carries on, on
-        the same or on another :class:`FieldData` of the same locations.
+        Return, as an interrupted run would, once this many epochs are complete.
     schedule : {"cosine", "constant"}
-        The learning-rate schedule (:func:`learning_rate`), or ``lr`` throughout (the short
-        warm-up fits that learn the metric, whose lengthscales must move before a decay).
+        :func:`learning_rate`'s schedule, or ``lr`` throughout (the metric's warm-up fits).
 
     Returns
     -------
     TrainState
-        With the loss history per epoch: ``loss`` (negative ELBO / N), ``expected_nll``,
-        ``kl`` (per location) and ``elapsed`` (seconds since this call started); ``done``
-        is True when the budget is spent.
+        Per epoch ``loss`` (negative ELBO / N), ``expected_nll``, ``kl`` and ``elapsed`` (s);
+        ``done`` once the budget is spent.
     """
     state = state or TrainState()
     core = model.module if hasattr(model, "module") else model

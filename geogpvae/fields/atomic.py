@@ -1,11 +1,4 @@
-"""Atomic output: a file appears complete at its target, or not at all.
-
-Every output (NetCDF files, saved models, checkpoints) is first written to a hidden temporary
-file beside its target and flushed to disk; :func:`_commit` then moves it there, replacing the
-target or creating it exclusively (of two processes writing the same new target, exactly one
-wins). Temporary files of killed processes are removed by the next write to the same target,
-and :func:`abort_partial_writes` removes those of this process (for a signal handler).
-"""
+"""Atomic output: a file appears complete at its target (moved from a hidden temporary file), or not at all."""
 
 from __future__ import annotations
 
@@ -46,9 +39,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 # --------------------------------------------------------------------------- temporary files
-# Temporary files are named ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a later run on the
-# same target can tell a leftover of a killed process on this host (pid no longer running)
-# from a write in progress. Earlier versions named them ``.<target name>.<12 hex>.tmp``.
+# ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a killed process's leftover is told from a write in progress
 _PARTIAL: set[Path] = set()  # temporary files this process is writing now
 _PARTIAL_LOCK = threading.RLock()
 # Errors of os.link on file systems without hard links (then O_EXCL + rename is used).
@@ -77,11 +68,7 @@ def _pid_running(pid: int) -> bool:
 
 
 def _leftovers(target: Path) -> None:
-    """Remove temporary files of ``target`` left by killed processes on this host.
-
-    A leftover of a process that still runs, of another host or of the earlier naming is
-    kept and named in a :class:`UserWarning` (it may belong to a write in progress).
-    """
+    """Remove temporary files of ``target`` left by killed processes on this host; warn about others."""
     prefix = re.escape(f".{target.name}.")
     ours = re.compile(prefix + r"(\d+)@([A-Za-z0-9-]*)\.[0-9a-f]{12}\.tmp$")
     older = re.compile(prefix + r"[0-9a-f]{12}\.tmp$")
@@ -123,11 +110,7 @@ def _leftovers(target: Path) -> None:
 
 
 def _create_temp(target: Path) -> Path:
-    """Create (exclusively) an empty temporary file beside ``target`` and return its path.
-
-    Created with mode 0o666 so the process umask applies, as for a normal new file. The
-    path is registered so that :func:`abort_partial_writes` can remove it.
-    """
+    """Create an empty temporary file beside ``target`` (mode 0o666 under the umask) and register it."""
     for _ in range(100):
         tmp = _temp_name(target)
         try:
@@ -156,13 +139,7 @@ def _exists_message(target: Path) -> str:
 
 
 def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished ``tmp`` to ``target``: replace it, or create it exclusively.
-
-    Without ``overwrite`` the target is made a hard link of ``tmp`` (``link(2)`` fails when
-    the name exists, atomically, also on NFS), so of two processes finishing at the same time
-    exactly one wins. Where hard links are not supported, the name is first reserved with
-    ``O_CREAT | O_EXCL`` and then replaced.
-    """
+    """Move the finished ``tmp`` to ``target``: replace it, or create it exclusively (hard link)."""
     with _PARTIAL_LOCK:
         _check_not_aborted(tmp, target)
         if overwrite:
@@ -193,15 +170,11 @@ def _check_not_aborted(tmp: Path, target: Path) -> None:
 
 
 def abort_partial_writes() -> list[Path]:
-    """Remove the temporary files of every write in progress in this process.
-
-    For a signal handler that stops the process at once: afterwards no write of this process
-    can complete (its final step sees the temporary file gone and raises).
+    """Remove the temporary files of this process's writes in progress (for a signal handler).
 
     Returns
     -------
     list of Path
-        The files removed.
     """
     with _PARTIAL_LOCK:
         removed = sorted(_PARTIAL)

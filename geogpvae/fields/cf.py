@@ -1,30 +1,7 @@
-"""CF metadata for imputation results.
+"""CF metadata of imputation results: ``v`` filled, ``v_std`` and the ``v_imputed`` flag.
 
-This module turns the raw arrays an imputation engine produces (filled values, predictive
-standard deviations, an "imputed" mask) into the three CF-annotated variables a user gets
-back for every imputed variable ``v``, and reads them back (flags, log-space moments). It is
-pure xarray/numpy: no torch, no I/O. The attributes of the whole Dataset (provenance, the
-point ``featureType``, coordinate labels) are :mod:`~geogpvae.fields.labelling`'s job.
-
-For an imputed variable ``v`` the conventions are:
-
-``v``
-    Holes filled; observed values copied bit-for-bit from the input. Attributes of the input
-    are kept (minus ``_FillValue``/``missing_value``, which xarray keeps in ``encoding``);
-    ``ancillary_variables`` lists ``v_std`` and ``v_imputed``.
-``v_std``
-    Predictive standard deviation in the units of ``v``. Observed cells hold ``0.0`` (they
-    are known exactly); cells with no value hold NaN. ``standard_name`` is
-    ``"<sn> standard_error"`` when ``v`` has ``standard_name`` ``sn`` (a CF standard-name
-    modifier).
-``v_imputed``
-    ``int8`` flag: ``0`` observed, ``1`` imputed, ``-127`` (the ``_FillValue`` kept in
-    ``encoding``) where ``v`` has no value. ``flag_values``/``flag_meanings`` follow CF
-    section 3.5; ``standard_name`` is ``"status_flag"`` (the standard name CF 1.7+ gives
-    ancillary status variables; the older ``"<sn> status_flag"`` modifier is deprecated).
-
-Everywhere, ``isnan(v) == isnan(v_std) == (v_imputed == -127)``: a cell either has a value
-(observed or imputed) with its uncertainty and flag, or it has nothing.
+``v_std`` is 0.0 at observed cells; ``v_imputed`` is 0 observed, 1 imputed, -127 where ``v``
+has no value, so that ``isnan(v) == isnan(v_std) == (v_imputed == -127)``.
 """
 
 from __future__ import annotations
@@ -57,21 +34,16 @@ IMPUTED_SUFFIX = "_imputed"
 
 
 def already_imputed(ds: xr.Dataset, names: Sequence[str]) -> list[str]:
-    """The variables of ``names`` whose ``v_imputed`` flags in ``ds`` mark filled cells.
-
-    Their holes hold predictions, not data: :func:`geogpvae.impute` refuses them, and
-    ``geogpvae info`` says so.
+    """The variables of ``names`` whose ``v_imputed`` in ``ds`` marks filled cells (holding a 1).
 
     Parameters
     ----------
     ds : xarray.Dataset
     names : sequence of str
-        Variable names ``v``.
 
     Returns
     -------
     list of str
-        Those with a data variable ``v_imputed`` holding at least one 1, in the given order.
     """
     return [n for n in names if f"{n}{IMPUTED_SUFFIX}" in ds.data_vars
             and bool((ds[f"{n}{IMPUTED_SUFFIX}"] == 1).any())]
@@ -89,13 +61,9 @@ FLAG_MEANINGS = "observed imputed"
 # CF standard-name modifiers (CF appendix C). A name already carrying one gets no other.
 _MODIFIERS = ("detection_minimum", "number_of_observations", "standard_error", "status_flag")
 
-# Attributes describing how values are stored or which values are valid; they belong to the
-# stored form of ``v`` and must not be copied onto the derived variables.
+# Attributes of the stored form of ``v``, not copied onto the derived variables.
 _STORAGE_ATTRS = ("_FillValue", "missing_value")
-# Encoding keys describing a packed / integer on-disk form. Imputed values are continuous
-# predictions, so writing them back through a plain integer dtype would truncate them: these
-# keys are dropped for ``v``, and a packing (int16 + scale_factor) is put back only where
-# rounding to its step is negligible (:func:`geogpvae.fields.packing.kept_packing`).
+# Encoding keys of a packed / integer on-disk form, dropped for ``v``: integers would truncate fills.
 _PACKING_ENCODING = ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value",
                      "_Unsigned")
 # Attributes that describe *where* a value sits, shared by ``v`` and its ancillaries.
@@ -143,7 +111,16 @@ def _as_mask(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
 
 
 def output_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype of an imputed variable: a float keeps its own, integers and booleans float64."""
+    """The dtype of an imputed variable: a float keeps its own, integers and booleans float64.
+
+    Parameters
+    ----------
+    dtype : numpy.dtype
+
+    Returns
+    -------
+    numpy.dtype
+    """
     if np.issubdtype(dtype, np.floating):
         return dtype
     if np.issubdtype(dtype, np.integer) or dtype == bool:
@@ -167,64 +144,32 @@ def imputation_variables(
     Parameters
     ----------
     name : str
-        Name of the imputed variable ``v`` in the Dataset.
-    values : xarray.DataArray
-        The original variable, any shape ``S`` with dims ``D``; NaN marks a hole. Its dims,
-        coordinates, attributes and encoding are carried over.
-    filled_values : array_like, shape ``S``
-        Model predictions (in the units of ``v``). Only read at imputed cells; anything
-        (NaN included) may stand elsewhere. A DataArray with the dims ``D`` in any order is
-        accepted.
-    std : array_like, shape ``S``
-        Predictive standard deviation (units of ``v``, >= 0). Only read at imputed cells.
-    imputed : array_like of bool, shape ``S``, optional
-        True where a hole was filled. Default: every hole inside ``domain``. Must be False
-        at observed cells and outside ``domain``. A hole left False stays missing.
-    domain : array_like of bool, shape ``S``, optional
-        True inside the modelling domain (default: everywhere). Holes outside stay NaN.
-        Observed cells outside the domain are still observed and kept unchanged.
+    values : xarray.DataArray, shape S
+        The original variable, NaN in holes; dims, coordinates, attrs and encoding are kept.
+    filled_values : array_like, shape S
+        Predictions in the units of ``v``, read at imputed cells only.
+    std : array_like, shape S
+        Predictive standard deviation (units of ``v``, >= 0), read at imputed cells only.
+    imputed : array_like of bool, shape S, optional
+        Where a hole was filled; default every hole in ``domain``.
+    domain : array_like of bool, shape S, optional
+        The modelling domain (default everywhere); holes outside stay NaN.
     attrs : mapping, optional
-        Attributes to use for ``v`` instead of ``values.attrs`` (e.g. when ``values`` is a
-        transformed working copy).
+        Attributes for ``v`` instead of ``values.attrs``.
     transform : str, optional
-        Transform used for modelling, e.g. ``"log"``; stored as attribute
-        ``geogpvae_transform`` on ``v`` and ``v_std`` (plots then use a log colour scale).
-        ``filled_values`` and ``std`` must already be back in the units of ``v``.
+        E.g. ``"log"``, stored as ``geogpvae_transform`` (values already in units of ``v``).
 
     Returns
     -------
     dict of str to xarray.DataArray
-        ``{name: v, name + "_std": v_std, name + "_imputed": v_imputed}``, all with dims
-        ``D`` and the coordinates of ``values``.
-
-        * ``v``: observed cells are copied bit-for-bit from ``values``; imputed cells hold
-          ``filled_values`` cast to the dtype of ``v``; other cells NaN. A float ``values``
-          keeps its dtype (float32 stays float32). An integer or boolean ``values`` gives
-          float64, because imputed values are continuous predictions and unfilled cells must
-          be NaN; float64 holds every integer up to 2**53 exactly (checked). A packed input
-          (integer codes with ``scale_factor``, e.g. ERA5's int16) keeps its packing in
-          ``encoding`` where :func:`~geogpvae.fields.packing.kept_packing` finds its step far
-          below the fills' std (files then hold the fills rounded to that step); else its
-          encoding has no packing and files hold the decoded float type, with the input's
-          fill value (e.g. ``_FillValue = -999``) kept in ``encoding`` where it had one
-          (:func:`~geogpvae.fields.packing.kept_fill`; ``v_std`` gets the same).
-        * ``v_std``: same dtype as ``v`` (written as float32 where ``v`` keeps a packing);
-          ``std`` at imputed cells, ``0.0`` at observed
-          cells (known exactly), NaN where ``v`` is NaN. Attributes: ``long_name``,
-          ``standard_name`` (``"<sn> standard_error"``), ``units`` (of ``v``),
-          ``grid_mapping``, ``geogpvae_transform``, and ``units_metadata =
-          "temperature: difference"`` when ``v`` has a CF-1.11 temperature
-          ``units_metadata`` (a spread of temperatures is a difference).
-        * ``v_imputed``: int8, 0 observed / 1 imputed / -127 where ``v`` is NaN, with
-          ``encoding["_FillValue"] = -127`` so files mark those cells missing.
+        ``v`` (observed cells bit for bit, integers as float64, packing kept where
+        :func:`~geogpvae.fields.packing.kept_packing` allows), ``v_std`` and int8 ``v_imputed``.
 
     Raises
     ------
     ValueError
-        Shape mismatch; ``imputed`` True at an observed cell or outside ``domain``;
-        non-finite ``filled_values`` or non-finite / negative ``std`` at an imputed cell.
-    TypeError
-        Non-numeric ``values``.
+        Shape mismatch, ``imputed`` at an observed cell or outside ``domain``, non-finite fills,
+        non-finite or negative std, integers beyond 2**53.
     """
     if not isinstance(values, xr.DataArray):
         raise TypeError(f"values must be an xarray.DataArray, got {type(values).__name__}")
@@ -316,8 +261,7 @@ def _output_arrays(
     filled: np.ndarray, sd: np.ndarray, out_dtype: np.dtype,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The arrays of ``v``, ``v_std`` and ``v_imputed``."""
-    # v: observed cells straight from the original array (no float32 round trip), imputed
-    # ones from the model, the rest NaN.
+    # observed cells straight from the original array: no float32 round trip
     data = np.full(original.shape, np.nan, dtype=out_dtype)
     data[observed] = original[observed]
     if original.dtype != out_dtype and observed.any():
@@ -367,7 +311,7 @@ def _std_attrs(
         s_attrs["units"] = src_attrs["units"]
     metadata = src_attrs.get("units_metadata")
     if isinstance(metadata, str) and metadata.strip().startswith("temperature:"):
-        # CF 1.11: a spread of temperatures is a temperature difference.
+        # CF 1.11: a spread of temperatures is a temperature difference
         s_attrs["units_metadata"] = "temperature: difference"
     s_attrs.update(location)
     if transform is not None:
@@ -376,23 +320,17 @@ def _std_attrs(
 
 
 def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:
-    """Give decoded integer flag variables back their integer form.
-
-    On read, xarray turns an integer variable with a ``_FillValue`` into floats with NaN
-    (``int8`` -> ``float32``). For variables carrying ``flag_values`` or ``flag_meanings``
-    this undoes that: NaN becomes the ``_FillValue`` again and the dtype the stored one, so a
-    write/read round trip of ``v_imputed`` is exact (int8 with -127 in memory, as produced
-    by :func:`imputation_variables`). Lazy (dask) variables stay lazy.
+    """Give decoded integer flag variables (``flag_values``) back their stored dtype and fill value.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        Dataset as opened by xarray with ``mask_and_scale=True``.
+        As opened by xarray with ``mask_and_scale=True``; lazy variables stay lazy.
 
     Returns
     -------
     xarray.Dataset
-        A new Dataset; ``ds`` is not modified. Closing it closes ``ds``.
+        A new Dataset; closing it closes ``ds``.
     """
     out = ds.copy(deep=False)
     for key, var in ds.variables.items():
@@ -412,7 +350,6 @@ def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:
         fixed.attrs = dict(var.attrs)
         fixed.encoding = dict(enc)
         out[key] = fixed
-    # closing the result closes the files ``ds`` reads from
     out.set_close(ds.close)
     return out
 
@@ -423,16 +360,13 @@ def log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndar
     Parameters
     ----------
     value, std : ndarray
-        The point estimate (``v``) and the standard deviation (``v_std``) of a log-modelled
-        variable, in its units; any shape.
+        ``v`` and ``v_std`` of a log-modelled variable, any shape.
     point : {"median", "mean"}
-        What ``value`` is: ``exp(mu)`` (the median) or ``exp(mu + s**2 / 2)`` (the mean, what
-        :func:`geogpvae.impute` writes, ``geogpvae_point_estimate = "mean"``).
+        What ``value`` is: ``exp(mu)`` or ``exp(mu + s**2 / 2)`` (what :func:`geogpvae.impute` writes).
 
     Returns
     -------
     mu, s : ndarray
-        The log-space mean and standard deviation, the shape of ``value``.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         r2 = (std / value) ** 2
@@ -450,16 +384,14 @@ def log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndar
 
 
 def is_log_variable(da: xr.DataArray) -> bool:
-    """Whether a variable was modelled in log space.
+    """Whether a variable was modelled in log space (its ``geogpvae_transform`` is ``"log"``).
 
     Parameters
     ----------
     da : xarray.DataArray
-        The imputed variable.
 
     Returns
     -------
     bool
-        True when ``da.attrs["geogpvae_transform"]`` is ``"log"`` (any case).
     """
     return str(da.attrs.get("geogpvae_transform", "")).strip().lower() == "log"

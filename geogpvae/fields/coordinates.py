@@ -1,25 +1,4 @@
-"""Coordinate roles: which coordinates form the model's ``x``, and what each stands for.
-
-Which coordinates form ``x``
-----------------------------
-``coords=[...]`` names them (coordinate or data variables, or dims without a coordinate
-variable, whose integer positions are then used). Otherwise the *coordinate* variables
-(``ds.coords``; data variables never, unless named) on the variables' dims are classified by
-their CF ``standard_name``, ``units`` (``degrees_east``/``degrees_north``), ``axis`` and
-dtype, and by the common names ``x``, ``y``, ``z``, ``lon``/``longitude``,
-``lat``/``latitude``, ``depth`` and ``time``:
-
-* when both projected ``x`` and ``y`` and ``lon``/``lat`` exist (e.g. Jura), the projected
-  ones are used: they are what the data were surveyed in, and distances in them are exact;
-* two coordinates with the same role (e.g. ``z`` and ``depth``) are not both used: the dim's
-  own coordinate, else the first, is kept (with a warning);
-* a dim of a grid (variables on two or more dims) that no detected coordinate spans uses
-  its coordinate variable whatever its name (e.g. ``layer``), or, when it has none, the
-  integer positions ``0..n-1`` with a :class:`CoordinateWarning`;
-* variables on one dim with no detected coordinate are refused (pass ``coords=``).
-
-How the chosen coordinates become numbers is :mod:`~geogpvae.fields.geometry`'s job.
-"""
+"""Coordinate roles: which coordinates form the model's ``x``, and what each stands for."""
 
 from __future__ import annotations
 
@@ -35,8 +14,7 @@ __all__ = ["choose_coordinates", "coordinate_role"]
 _STANDARD_NAME_ROLES = {
     "longitude": "lon",
     "latitude": "lat",
-    # rotated-pole grids (CORDEX's rlon/rlat): positions on the same sphere, the pole moved;
-    # great-circle distances do not change with the rotation
+    # rotated-pole grids (CORDEX's rlon/rlat): the same sphere, the pole moved
     "grid_longitude": "lon",
     "grid_latitude": "lat",
     "time": "time",
@@ -62,14 +40,17 @@ def _warn(message: str) -> None:
 def coordinate_role(name: str, var: xr.DataArray) -> str | None:
     """What a coordinate variable stands for: ``x``, ``y``, ``z``, ``time``, ``lon``, ``lat``.
 
-    Checked in this order: CF ``standard_name``; ``units`` ``degrees_east``/
-    ``degrees_north``; the names ``lon``/``longitude``/``lat``/``latitude``; CF ``axis``
-    (X, Y, Z, T); a datetime dtype (time); the names ``x``, ``y``, ``z``, ``depth``, ``time``.
+    By CF ``standard_name``, degree ``units``, lon/lat names, CF ``axis``, a time dtype, then
+    the names ``x``, ``y``, ``z``, ``depth``, ``time``.
+
+    Parameters
+    ----------
+    name : str
+    var : xarray.DataArray
 
     Returns
     -------
     str or None
-        None when nothing identifies it.
     """
     attrs = var.attrs
     sn = attrs.get("standard_name")
@@ -167,11 +148,7 @@ def _cover_dims(
 
 
 def _unused_note(ds: xr.Dataset, dims: Sequence[str], d: str, chosen: list[tuple[str, str]]) -> str:
-    """How to give dim ``d`` real distances, naming the coordinates on it left unrecognised.
-
-    A measured depth stored as a 2-D ``(well, depth)`` coordinate spans ``depth`` but is not
-    ``depth``'s own coordinate: the warning names it and the ``coords=`` that would use it.
-    """
+    """How to give dim ``d`` real distances, naming the coordinates on it left unrecognised."""
     unused = [n for n in _candidates(ds, dims) if d in ds[n].dims and all(n != c for c, _ in chosen)]
     if not unused:
         return " (give it one, e.g. ds.assign_coords, for real distances)"
@@ -222,11 +199,7 @@ def _warn_unrecognised(ds: xr.Dataset, dim: str, unused: list[str], chosen: list
 
 
 def _coordinate_like_advice(ds: xr.Dataset, dims: Sequence[str]) -> str:
-    """How to name the coordinates, naming data variables that look like them (a table's lon, lat).
-
-    ``pandas.DataFrame.to_xarray`` makes every column, ``lon`` and ``lat`` too, a data
-    variable: detection never takes those, so the advice names them.
-    """
+    """How to name the coordinates, naming data variables that look like them (a table's lon, lat)."""
     like = [
         str(n)
         for n, v in ds.data_vars.items()
@@ -276,28 +249,28 @@ def _named(ds: xr.Dataset, dims: Sequence[str], coords: Sequence[str]) -> list[t
 def choose_coordinates(
     ds: xr.Dataset, dims: Sequence[str], coords: str | Sequence[str] | None = None
 ) -> list[tuple[str, str]]:
-    """The coordinates that form ``x``, with their roles (see the module docstring).
+    """The coordinates that form ``x``, with their roles.
+
+    Without ``coords``, coordinate variables (never data variables) on ``dims`` are classified by
+    :func:`coordinate_role`; projected ``x``/``y`` win over ``lon``/``lat``, one per role is kept,
+    and a grid dim nothing spans uses its coordinate or its positions (with a warning).
 
     Parameters
     ----------
     ds : xarray.Dataset
     dims : sequence of str
-        The variables' dims.
     coords : str or sequence of str, optional
         Names given by the user (variables, or dims without coordinate variable).
 
     Returns
     -------
     list of (name, role)
-        Roles are ``x``, ``y``, ``z``, ``time``, ``lon``, ``lat``, ``other`` (a coordinate
-        used as a plain number) or ``index`` (a dim's integer positions).
+        Roles as :func:`coordinate_role`, or ``other`` (a plain number), ``index`` (positions).
 
     Raises
     ------
     InputError
-        An unknown or misplaced coordinate name, or no coordinates for scattered data.
-    TypeError
-        A named coordinate that is neither numbers nor times.
+        An unknown or misplaced name, or no coordinates for scattered data.
     """
     if coords is not None:
         return _named(ds, dims, coords)

@@ -1,10 +1,4 @@
-"""How a Dataset is laid out in a written NetCDF file: CF-tidy attributes and encodings.
-
-:func:`_prepare` gives :func:`~geogpvae.fields.io.to_netcdf` a shallow copy of the Dataset
-with attributes netCDF can hold, the ``Conventions`` it declares, fill values, compression,
-chunks and time types (the list is in :func:`~geogpvae.fields.io.to_netcdf`'s docstring);
-the data are never changed.
-"""
+"""How a Dataset is laid out in a written NetCDF file: CF-tidy attributes and encodings."""
 
 from __future__ import annotations
 
@@ -23,14 +17,11 @@ from .packing import kept_fill
 
 __all__ = ["CF_VERSION"]
 
-#: The CF version written files declare, unless the input declares a later one or the file
-#: holds 64-bit or unsigned integers (first allowed by CF-1.9, which is then declared).
+#: The CF version written files declare, unless the input's is later or CF-1.9 types are held.
 CF_VERSION = "CF-1.8"
 _CF_TOKEN = re.compile(r"^CF-(\d+)\.(\d+)$")
-# Chunks of compressed variables hold at most about this many bytes.
 _CHUNK_BYTES = 1 << 20
-# Encoding keys that describe how a variable was *read* (or how another file was laid out)
-# and that we recompute for the written file.
+# Encoding keys of how a variable was read, recomputed for the written file.
 _LAYOUT_KEYS = ("zlib", "complevel", "shuffle", "compression", "compression_opts",
                 "chunksizes", "contiguous", "szip", "bzip2", "blosc", "zstd",
                 "blosc_shuffle", "szip_coding", "szip_pixels_per_block", "fletcher32",
@@ -39,12 +30,7 @@ _LAYOUT_KEYS = ("zlib", "complevel", "shuffle", "compression", "compression_opts
 
 # --------------------------------------------------------------------------- conventions
 def _conventions(value: Any, minimum: tuple[int, int] = (1, 8)) -> str:
-    """Merge ``CF-<minimum>`` into an existing ``Conventions`` attribute.
-
-    A CF version at least ``minimum`` already present is kept (the latest if several);
-    earlier ones are replaced; other conventions (``ACDD-1.3``, ...) are kept after it.
-    Names are blank separated, or comma separated when a name contains a blank (CF 2.6.1).
-    """
+    """Merge ``CF-<minimum>`` into a ``Conventions`` attribute, keeping a later CF and other names."""
     text = "" if value is None else str(value)
     tokens = [t.strip() for t in (text.split(",") if "," in text else text.split())]
     tokens = [t for t in tokens if t]
@@ -80,10 +66,7 @@ def _clean_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- encodings
 def _chunksizes(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Chunk shape of at most ~1 MiB: whole trailing (spatial) planes kept as long as possible.
-
-    Leading dimensions (time, z, ...) are halved first, down to 1, then the next ones.
-    """
+    """Chunk shape of at most ~1 MiB, halving leading dims first (whole trailing planes kept)."""
     chunks = list(shape)
     for i in range(len(chunks)):
         while math.prod(chunks) * itemsize > _CHUNK_BYTES and chunks[i] > 1:
@@ -124,12 +107,7 @@ def _is_cftime(var: xr.Variable) -> bool:
 
 
 def _time_encoding(var: xr.Variable, enc: dict[str, Any]) -> dict[str, Any]:
-    """Store times as int32 when that is exact and in range.
-
-    xarray writes times as int64 by default, a type CF allows only from version 1.9 on.
-    Units and calendar given in the encoding are kept; otherwise they are fixed to the ones
-    xarray chooses, so that the int32 values are exact and the decoded times unchanged.
-    """
+    """Store times as int32 when that is exact and in range (int64 needs CF-1.9)."""
     stored = enc.get("dtype")
     if stored is not None and np.dtype(stored) != np.int64:
         return enc
@@ -174,8 +152,7 @@ def _stored_dtype(var: xr.Variable) -> np.dtype | None:
 
 
 def _needs_cf19(ds: xr.Dataset) -> bool:
-    """CF-1.8 allows byte, short, int, float, double, char and string only; 64-bit and
-    unsigned integers came with CF-1.9."""
+    """Whether a variable is stored as a 64-bit or unsigned integer, types CF-1.8 lacks."""
     for var in ds.variables.values():
         dtype = _stored_dtype(var)
         if dtype is not None and (dtype.kind == "u" or (dtype.kind == "i" and dtype.itemsize > 4)):
@@ -205,8 +182,7 @@ def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
 
     packed = stored is not None and stored.kind != "f" and kind == "f"
     if is_coord:
-        # CF 2.5.1: coordinate variables should not hold missing values; no fill value on
-        # coordinates unless they really have gaps (auxiliary coordinates may).
+        # CF 2.5.1: no fill value on coordinates unless they really have gaps
         if not packed and not _has_nan(var):
             enc["_FillValue"] = None
             enc.pop("missing_value", None)
@@ -228,11 +204,7 @@ def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
 
 
 def _prepare(ds: xr.Dataset, complevel: int) -> xr.Dataset:
-    """A shallow copy of ``ds`` with tidy attributes and encodings; ``ds`` is untouched.
-
-    ``Dataset.copy(deep=False)`` gives new Variable objects sharing the data; their
-    ``attrs``/``encoding`` are replaced by new dicts, never mutated.
-    """
+    """A shallow copy of ``ds`` with tidy attributes and encodings (new dicts); ``ds`` is untouched."""
     out = ds.copy(deep=False)
     coord_names = set(ds.coords)
     for name, var in out.variables.items():

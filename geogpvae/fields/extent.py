@@ -1,12 +1,4 @@
-"""Whether new locations lie anywhere near the data a model was trained on.
-
-A grid in metres given to a model trained in kilometres (with no ``units`` attribute to tell
-them apart), or longitude and latitude swapped, puts every location far from every training
-site: the prediction there is the model's prior, the same value everywhere, with nothing to
-say that it is not an interpolation. :func:`warn_if_far` says so.
-
-Pure numpy: no torch, no I/O.
-"""
+"""Whether new locations lie anywhere near the data a model was trained on (metres for km?)."""
 
 from __future__ import annotations
 
@@ -44,18 +36,14 @@ def far_axes(x_new: np.ndarray, x_train: np.ndarray, geometry: Geometry) -> list
     Parameters
     ----------
     x_new : ndarray, shape (M, D)
-        The new locations, in the geometry's columns (before the engine's offset and scale).
     x_train : ndarray, shape (N, D)
-        The training locations, in the same columns.
     geometry : Geometry
-        The model's; only ``linear`` and ``sphere`` axes are checked (a forecast beyond the
-        training times is deliberate).
+        Only its ``linear`` and ``sphere`` axes are checked.
 
     Returns
     -------
     list of str
-        For each such axis, the locations' and the training data's ranges (empty when some
-        location lies within the training data's extent of it along every axis).
+        Each axis's new and training ranges.
     """
     found, start = [], 0
     for axis in geometry.axes:
@@ -78,8 +66,7 @@ def warn_if_far(x_new: np.ndarray, x_train: np.ndarray | None, geometry: Geometr
     Parameters
     ----------
     x_new, x_train, geometry
-        As in :func:`far_axes`; nothing is checked when ``x_train`` is None (a model saved
-        without its training field).
+        As in :func:`far_axes`; ``x_train`` None checks nothing.
     """
     if x_train is None:
         return

@@ -1,34 +1,4 @@
-"""Geometry: how the chosen coordinates become the model's ``x``.
-
-Which coordinates are chosen: :mod:`~geogpvae.fields.coordinates`; their values at given
-locations as the columns of ``x``: :mod:`~geogpvae.fields.positions`.
-
-How coordinates become numbers
-------------------------------
-* Plain numbers are used as they are (in their units).
-* Times (``datetime64`` or cftime) become days since the earliest time of the training
-  data (fractional days; the origin is kept, so new data use the same one); time
-  differences (``timedelta64``) become days.
-* Longitude/latitude (degrees) become positions on a sphere of the Earth's mean radius in
-  km, ``R (cos lat cos lon, cos lat sin lon, sin lat)`` (three columns of ``x``), so
-  neighbours are found across the dateline and near the poles: at neighbour scale the
-  chordal distance equals the great-circle distance to within 0.1 % below 500 km. A lone
-  longitude or latitude (without the other) is used as a plain number in degrees.
-* ``coord_scale={"z": 10.0}`` multiplies a coordinate, in its units, before modelling
-  (vertical exaggeration, anisotropy; time in days). For longitude/latitude the scale
-  applies to the sphere positions as a whole and may be given under the name of either.
-  Coordinates not named keep their default: cell steps on a regular grid (below), their
-  units otherwise.
-* Without ``coord_scale`` (``None``, the default), a **regular grid in plain numbers** (every
-  coordinate of ``x`` a 1-D dimension coordinate with equal steps, none of them time or
-  lon/lat) is modelled in cell steps: each coordinate is divided by its step, so that one
-  cell counts the same along every axis (reservoir cells are often tens of times wider than
-  thick: in metres a cell's nearest neighbours would all sit in its own column).
-  ``coord_scale={}`` keeps the units of every coordinate, and ``coord_scale={"z": 5.0}``
-  changes ``z`` only. Every other case (scattered data, time, lon/lat, uneven steps) keeps
-  its units. The kernels learn one lengthscale per axis either way; the choice matters for
-  which locations are neighbours.
-"""
+"""Geometry: how the chosen coordinates become the model's ``x`` (numbers, days, km on the Earth's sphere)."""
 
 from __future__ import annotations
 
@@ -63,21 +33,13 @@ class Axis:
     Attributes
     ----------
     kind : {"linear", "index", "time", "cftime", "duration", "sphere"}
-        ``linear``: the values times ``scale``; ``index``: the dim's positions ``0..n-1``
-        times ``scale``; ``time``/``cftime``: days since ``origin`` times ``scale``;
-        ``duration``: days times ``scale``; ``sphere``: three columns, positions in km on
-        the Earth's sphere times ``scale``.
+        Values, positions 0..n-1, days since ``origin``, days, or three km columns on the sphere.
     names : tuple of str
-        The coordinate (or dim) name; for ``sphere``, ``(lon, lat)``.
+        The coordinate or dim; ``(lon, lat)`` for ``sphere``.
     scale : float
-        Multiplier applied before modelling.
-    origin : str, optional
-        Time origin, ISO 8601 (``time``, ``cftime``).
-    calendar : str, optional
-        Calendar of a cftime coordinate.
-    units : str, optional
-        The ``units`` attribute of a ``linear`` coordinate at training: new locations whose
-        coordinate says other units are refused.
+        Multiplier of the columns.
+    origin, calendar, units : str, optional
+        Time origin (ISO 8601) and calendar; ``units`` of a ``linear`` coordinate (checked later).
     """
 
     kind: str
@@ -149,7 +111,16 @@ class Geometry:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Geometry:
-        """Rebuild from :meth:`to_dict` output."""
+        """Rebuild from :meth:`to_dict` output.
+
+        Parameters
+        ----------
+        data : mapping
+
+        Returns
+        -------
+        Geometry
+        """
         return cls(
             tuple(
                 Axis(
@@ -219,12 +190,16 @@ def _make_axis(ds: xr.Dataset, name: str, role: str, scale: float) -> Axis:
 
 
 def grid_steps(ds: xr.Dataset, chosen: list[tuple[str, str]]) -> dict[str, float] | None:
-    """The step of each chosen coordinate when they form a regular grid in plain numbers.
+    """The step of each chosen coordinate when they form a regular grid in plain numbers, else None.
 
-    Returns ``{name: step}`` when every chosen coordinate is a 1-D dimension coordinate
-    (``ds[name].dims == (name,)``) of plain numbers (not time, not longitude/latitude) with
-    at least two values and equal steps (within 1e-6 relative); ``None`` otherwise.
-    Dimensions without a coordinate (role ``index``) count with step 1.
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    chosen : list of (name, role)
+
+    Returns
+    -------
+    dict of str to float or None
     """
     steps: dict[str, float] = {}
     for name, role in chosen:
@@ -252,12 +227,20 @@ def build_geometry(
 ) -> Geometry:
     """The :class:`Geometry` of the chosen coordinates.
 
-    A ``lon`` and a ``lat`` become one sphere axis (at the place of the first); time
-    coordinates get their origin (the earliest time of ``ds``). With ``coord_scale=None``,
-    a regular grid in plain numbers is put in cell steps (see :func:`grid_steps` and the
-    module docstring); a ``coord_scale`` that names some axes changes those and keeps the
-    default of the others, and ``coord_scale={}`` keeps every unit. The scales chosen are
-    part of the geometry, so new locations are scaled the same way.
+    With ``coord_scale=None`` a regular grid in plain numbers (:func:`grid_steps`) is put in
+    cell steps, so one cell counts the same along every axis; other data keep their units.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    chosen : list of (name, role)
+        From :func:`~geogpvae.fields.coordinates.choose_coordinates`.
+    coord_scale : mapping of str to float, optional
+        Multipliers of named coordinates (lon/lat: the sphere, under either name); ``{}``: no scaling.
+
+    Returns
+    -------
+    Geometry
 
     Raises
     ------
@@ -295,12 +278,11 @@ def sphere_positions(
     lon, lat : ndarray, shape (N,)
         Degrees east and north.
     radius : float
-        Sphere radius (default the Earth's mean radius, km).
+        Default the Earth's mean radius in km.
 
     Returns
     -------
     ndarray, shape (N, 3)
-        Cartesian positions, in the units of ``radius``.
     """
     lo, la = np.deg2rad(lon), np.deg2rad(lat)
     return radius * np.stack(

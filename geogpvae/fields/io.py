@@ -1,11 +1,4 @@
-"""Reading and writing NetCDF files.
-
-:func:`to_netcdf` writes a Dataset as a compressed, CF-tidy NetCDF-4 file, atomically: a
-failed or killed write leaves either no output or the complete previous file.
-:func:`open_dataset` opens one file, a glob pattern or a list of files with clear errors.
-How variables are laid out in the file is :mod:`~geogpvae.fields.encoding`'s job; the
-temporary file and its move into place are :mod:`~geogpvae.fields.atomic`'s.
-"""
+"""Reading and writing NetCDF files."""
 
 from __future__ import annotations
 
@@ -59,75 +52,32 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
               engine: str | None = None) -> Path:
     """Write a Dataset to a compressed, CF-tidy NetCDF-4 file, atomically.
 
-    The file is first written to a hidden temporary file beside the target
-    (``.<name>.<pid>@<host>.<random>.tmp``) and flushed to disk (fsync). Then, without
-    ``overwrite``, the target is created *exclusively* (a hard link to the finished file,
-    which fails if the name exists): when two processes write the same new target, exactly
-    one wins and the other raises :class:`FileExistsError`, never replacing the first's
-    result. With ``overwrite`` the finished file replaces the target (:func:`os.replace`).
-    If anything goes wrong, including ``KeyboardInterrupt``, the temporary file is removed
-    and the error re-raised: the target is then either absent or the complete previous
-    file. A process killed outright (SIGKILL, power loss) cannot clean up and may leave the
-    hidden temporary file, but never a partial target; the next write to the same target
-    removes such leftovers of dead processes on this host and warns about others.
-
-    What is written:
-
-    * numeric data variables with one or more dimensions: zlib (deflate) + shuffle at
-      ``complevel``, chunks of at most ~1 MiB (leading dims split first);
-    * float data variables: ``_FillValue`` NaN, unless their encoding carries an integer
-      packing (e.g. int16 + ``scale_factor``, kept with its fill value) or a finite fill value
-      (e.g. ``-999`` read from the input, kept, with its ``missing_value`` if equal);
-    * coordinate variables: no ``_FillValue`` (CF 2.5.1) unless they contain NaN;
-    * integer variables keep their encoded ``_FillValue`` (e.g. -127 of ``v_imputed``);
-    * time variables keep their ``units``/``calendar`` encoding and are stored as int32
-      when that is exact (xarray's default int64 is not a CF-1.8 type);
-    * strings (e.g. a ``split`` coordinate of "prediction"/"validation") as NetCDF-4
-      variable-length strings;
-    * global ``Conventions``: ``CF-1.8``, or the CF version of the input if it is later,
-      with other conventions of the input (e.g. ``ACDD-1.3``) kept. A file that holds
-      64-bit or unsigned integers (e.g. an int64 ``site`` index) declares ``CF-1.9``, the
-      first version to allow those types; dtypes are never changed to fit a version;
-    * scattered data (variables on one site dimension with auxiliary coordinates along it)
-      as a CF discrete sampling geometry, ``featureType = "point"`` (see
-      :func:`geogpvae.fields.labelling.point_geometry`), which cdo and other CF tools read;
-    * attribute values netCDF cannot hold: booleans become ints, ``None`` is dropped, dicts
-      are JSON-encoded.
+    A failed or killed write leaves no target or the complete previous file; of two processes
+    creating one new target, one raises :class:`FileExistsError`. Float fills are NaN unless the
+    input had a packing or fill value; scattered data become a CF ``featureType = "point"``.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The data; not modified. Lazy (dask or file-backed) data are computed during the
-        write.
+        Not modified; lazy data are computed during the write.
     path : str or os.PathLike
-        Target file. Its folder must exist.
+        Target file; its folder must exist.
     overwrite : bool, default False
-        Replace an existing target. Writing over the file ``ds`` was read from is safe: all
-        data are read before the new file replaces the old one. Afterwards ``ds`` should not
-        be used for further lazy reads (reopen the file).
+        Replace an existing target (also the file ``ds`` was read from).
     complevel : int, default 4
         Deflate level 0-9; 0 writes uncompressed.
     engine : {"netcdf4", "h5netcdf"}, optional
-        xarray backend; default: xarray's choice.
 
     Returns
     -------
     pathlib.Path
-        The path written.
 
     Raises
     ------
     FileExistsError
-        The target exists, or another process created it during the write, and
-        ``overwrite`` is False.
-    FileNotFoundError
-        The target's folder does not exist.
-    IsADirectoryError
-        The target is a folder.
+        The target exists (or appeared during the write) and ``overwrite`` is False.
     ValueError
         ``complevel`` outside 0-9.
-    TypeError
-        A variable holds objects that are not strings.
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
@@ -218,35 +168,21 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
                  **kwargs: Any) -> xr.Dataset:
     """Open one NetCDF file, a glob pattern or a list of files as one Dataset.
 
-    One file without ``chunks`` opens lazily through xarray's backend (values read on
-    access); with ``chunks``, or with several files, variables are dask arrays. Several
-    files are combined with :func:`xarray.open_mfdataset`: along ``concat_dim`` in the
-    given (or sorted-glob) order when it is given (``combine="nested"``), else by their
-    coordinates (``combine="by_coords"``). Indexes of other dimensions must match exactly
-    (``join="exact"``): tiles that do not line up raise instead of being padded with NaN.
-    A variable that is not joined (a station coordinate, a static field) must be the same
-    in every file, or an :class:`~geogpvae.errors.InputError` says which differs; a variable
-    missing from some files, and files joined out of order along ``concat_dim``, are warned
-    about (see :mod:`geogpvae.fields.joining`).
-
-    Integer flag variables (``flag_values``/``flag_meanings`` with an integer stored dtype
-    and a ``_FillValue``, such as ``v_imputed``) come back in their stored integer dtype
-    with the fill value in place of NaN, so a :func:`to_netcdf` round trip is exact.
+    Several files are joined with :func:`xarray.open_mfdataset`, along ``concat_dim`` or by
+    coordinates, after :func:`~geogpvae.fields.joining.check_files_agree`. Flag variables such as
+    ``v_imputed`` keep their integer dtype.
 
     Parameters
     ----------
     paths : str, os.PathLike or sequence of them
-        A file, a glob pattern (``"runs/*.nc"``; matches are sorted), a URL (OPeNDAP), or a
-        list of files or patterns.
+        Files, glob patterns (matches sorted) or URLs.
     concat_dim : str, optional
         Dimension to concatenate several files along (existing or new).
     chunks : int, dict, "auto" or {}, optional
-        Dask chunks, passed to xarray.
+        Dask chunks; without them one file opens lazily.
     mask_and_scale : bool, default True
-        Apply ``_FillValue``/``scale_factor`` decoding (passed to xarray).
     **kwargs
-        Further keyword arguments for :func:`xarray.open_dataset` /
-        :func:`xarray.open_mfdataset` (``engine``, ``decode_times``, ...).
+        For :func:`xarray.open_dataset` / :func:`xarray.open_mfdataset`.
 
     Returns
     -------
@@ -255,12 +191,11 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     Raises
     ------
     FileNotFoundError
-        A file does not exist, or a pattern matches nothing (the message names it).
+        A file does not exist, or a pattern matches nothing.
     NetCDFReadError
-        A file looks like NetCDF but cannot be read (truncated, damaged); both an
-        ``OSError`` and a ``ValueError``.
+        A damaged or truncated file (an ``OSError`` and a ``ValueError``).
     ValueError
-        A file is not NetCDF (the message names it), or no paths were given.
+        A file is not NetCDF, or no paths were given.
     InputError
         Several files disagree on a variable that is not joined.
     """

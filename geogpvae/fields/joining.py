@@ -1,14 +1,4 @@
-"""Several NetCDF files opened as one Dataset, and the checks that keep the join honest.
-
-:func:`xarray.open_mfdataset` with ``compat="override"`` keeps the *first* file's copy of
-every variable that is not joined along the concatenated dim, without comparing the others.
-That is fast, but wrong where the files disagree: station coordinates ``x(station)`` stored
-in another order in the second file would put every later value at the wrong station. So
-before joining, :func:`check_files_agree` compares what the join would take from the first
-file, and refuses files that differ; it warns where a variable is missing from some files
-(its values there become missing, and would be imputed) and where the joined coordinate
-comes out of order (files given out of order change the model's view of the grid).
-"""
+"""Several NetCDF files opened as one Dataset, once their shared, not joined variables agree."""
 
 from __future__ import annotations
 
@@ -63,34 +53,20 @@ def check_files_agree(files: Sequence[str], sets: Sequence[xr.Dataset], concat_d
     Parameters
     ----------
     files : sequence of str
-        The files, in the order they are joined.
     sets : sequence of xarray.Dataset
         The files opened lazily, in the same order.
     concat_dim : str or None
-        The dim named by the user (``combine="nested"``), or None when the files are
-        combined by their coordinates.
     joins_data_vars : bool
-        Whether every data variable is concatenated (along a new dim); otherwise data
-        variables without a joined dim are taken from the first file, as coordinates are.
+        Whether every data variable is concatenated (along a new dim).
 
     Raises
     ------
     InputError
-        A variable that the join would take from the first file differs in another, and it
-        places the field's values (it lies on dims of the joined data, such as station
-        coordinates ``x(station)``); floats are compared to float32's precision.
-
-    Warns
-    -----
-    UserWarning
-        Such a variable that differs but places nothing (a scalar, a per-file label); with
-        ``concat_dim``, a variable along it that some files lack (its values there become
-        missing, and would be imputed).
+        Such a variable places the field's values (e.g. ``x(station)``) and differs.
     """
     joined = _joined_dims(sets, concat_dim)
     first = sets[0]
-    # the dims that place the values of the field: those of data joined along the files
-    # (every data variable, along a new dim)
+    # the dims that place the field's values: those of the data joined along the files
     placing = {str(d) for v in first.data_vars.values() if joins_data_vars or joined & set(map(str, v.dims))
                for d in v.dims} - joined
     for name, var in first.variables.items():
@@ -141,28 +117,21 @@ def open_several(files: Sequence[str], *, concat_dim: str | None, chunks: Any,
     Parameters
     ----------
     files : sequence of str
-        Two or more NetCDF files, in the order they are joined.
     concat_dim : str or None
-        Join along this dim (existing or new, ``combine="nested"``), or by the files'
-        coordinates when None.
+        Join along this dim, or by coordinates when None.
     chunks : optional
-        Dask chunks (``{}`` when None: one chunk per file).
     mask_and_scale : bool
-        CF decoding of fill values and packing.
     kwargs : mapping
-        Further options of :func:`xarray.open_mfdataset`; ``drop_variables``,
-        ``preprocess`` and the decoding options also reach the check, and an explicit
-        ``compat`` or ``coords`` skips it.
+        For :func:`xarray.open_mfdataset`; ``compat`` or ``coords`` skips the check.
 
     Returns
     -------
     xarray.Dataset
-        Lazy (dask-backed) variables.
 
     Raises
     ------
     InputError
-        Files that disagree (see :func:`check_files_agree`), or tiles that do not line up.
+        Files that disagree, or tiles that do not line up.
     NetCDFReadError
         A damaged or truncated file.
     """

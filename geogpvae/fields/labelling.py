@@ -1,10 +1,4 @@
-"""CF attributes of a whole output Dataset: provenance, point geometry, coordinate labels.
-
-:func:`add_provenance` records a geogpvae run in ``history`` and ``geogpvae_*`` attributes;
-:func:`point_geometry` marks scattered data as a CF point collection; :func:`label_lon_lat`
-and :func:`label_units` give coordinates the ``standard_name`` and ``units`` they were taken
-with. The variables of each imputed variable are :mod:`~geogpvae.fields.cf`'s job.
-"""
+"""CF attributes of a whole output Dataset: provenance, point geometry, coordinate labels."""
 
 from __future__ import annotations
 
@@ -33,17 +27,11 @@ _ATTR_NAME = re.compile(r"[^0-9A-Za-z_]")
 
 
 def attr_value(value: Any) -> Any:
-    """Convert a Python value into something a netCDF attribute can hold.
-
-    Booleans become ints (``True`` -> 1), numpy scalars Python scalars, ``str``/``int``/
-    ``float`` pass through, and anything else (``None``, lists, dicts, arrays, paths, ...)
-    is JSON-encoded into a string (``None`` -> ``"null"``; objects JSON cannot encode are
-    written with ``str``).
+    """A Python value as a netCDF attribute: booleans as ints, scalars as they are, others as JSON.
 
     Parameters
     ----------
     value : object
-        The value to store.
 
     Returns
     -------
@@ -81,34 +69,23 @@ def _attr_name(key: str) -> str:
 
 def add_provenance(ds: xr.Dataset, call: str, options: Mapping[str, Any] | None = None, *,
                    now: datetime | None = None) -> xr.Dataset:
-    """Record a geogpvae run in the global attributes.
-
-    A line ``"<UTC time, ISO 8601>: geogpvae <version>: <call>"`` is prepended to the global
-    ``history`` (older lines kept after it, newest first as is customary), and
-    ``geogpvae_version`` plus one ``geogpvae_<key>`` attribute per option is set (e.g.
-    ``geogpvae_engine``, ``geogpvae_neighbours``, ``geogpvae_kernel``, ``geogpvae_epochs``,
-    ``geogpvae_seed``). Values are converted with :func:`attr_value`: booleans to ints,
-    ``None`` and non-scalars to JSON strings. Global ``geogpvae_*`` attributes left by an
-    earlier run are removed first, so they always describe the latest run; earlier runs
-    remain in ``history``.
+    """Record a geogpvae run in ``history`` and ``geogpvae_*`` global attributes (an earlier run's replaced).
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The Dataset; not modified.
+        Not modified.
     call : str
-        How the run was invoked, e.g. ``"impute(ds, vars=['Cd'], epochs=200)"``. Newlines
-        are replaced by spaces to keep one history line per run.
+        How the run was invoked, e.g. ``"impute(ds, vars=['Cd'])"``.
     options : mapping of str to object, optional
-        The run's options. Keys are used with a ``geogpvae_`` prefix (added if missing);
-        characters other than letters, digits and ``_`` become ``_``.
+        One ``geogpvae_<key>`` attribute each, values as :func:`attr_value`.
     now : datetime, optional
-        Time stamp to use (default: the current UTC time); a naive datetime is taken as UTC.
+        Time stamp (default now); a naive datetime is taken as UTC.
 
     Returns
     -------
     xarray.Dataset
-        A shallow copy of ``ds`` (data shared) with new global attributes.
+        A shallow copy with new global attributes.
     """
     now = datetime.now(timezone.utc) if now is None else now
     if now.tzinfo is None:
@@ -144,15 +121,9 @@ _POSITION_NAMES = frozenset({
 
 
 def point_geometry(ds: xr.Dataset) -> xr.Dataset:
-    """Mark scattered data as a CF discrete sampling geometry of ``featureType`` "point".
+    """Mark scattered data on one site dim as a CF ``featureType = "point"`` collection.
 
-    Data on one "site" dimension with auxiliary coordinate variables along it (a survey,
-    station values at one time) is what CF 1.8 chapter 9 calls a collection of points. This
-    sets the global ``featureType = "point"`` and removes the ``axis`` attribute from those
-    auxiliary coordinates whose ``standard_name`` already says what they are: CF reserves
-    ``axis`` for coordinate variables, and tools such as cdo refuse data whose auxiliary
-    coordinates carry it. A Dataset that already declares a ``featureType``, or that is not
-    of this shape (gridded data, several dimensions), is returned unchanged.
+    Drops ``axis`` from auxiliary coordinates with a ``standard_name`` (cdo refuses it there).
 
     Parameters
     ----------
@@ -162,7 +133,7 @@ def point_geometry(ds: xr.Dataset) -> xr.Dataset:
     Returns
     -------
     xarray.Dataset
-        A shallow copy (data shared) when anything changed, else ``ds`` itself.
+        A shallow copy when anything changed, else ``ds``.
 
     Examples
     --------
@@ -208,23 +179,18 @@ _LON_LAT_ATTRS = (
 
 
 def label_lon_lat(ds: xr.Dataset, lon: str, lat: str) -> xr.Dataset:
-    """Give the longitude and latitude coordinates their CF ``standard_name`` and ``units``.
-
-    For coordinates recognised as longitude and latitude by their names alone: the output
-    says what they are, and scattered data becomes a CF point collection when written (see
-    :func:`point_geometry`). Attributes already present are kept.
+    """Give the longitude and latitude coordinates their CF ``standard_name`` and ``units`` (kept if set).
 
     Parameters
     ----------
     ds : xarray.Dataset
         Not modified.
     lon, lat : str
-        The coordinates' names.
 
     Returns
     -------
     xarray.Dataset
-        A shallow copy (data shared).
+        A shallow copy.
 
     Examples
     --------
@@ -240,24 +206,18 @@ def label_lon_lat(ds: xr.Dataset, lon: str, lat: str) -> xr.Dataset:
 
 
 def label_units(ds: xr.Dataset, name: str, units: str) -> xr.Dataset:
-    """Give coordinate ``name`` the ``units`` the model was trained on, where it has none.
-
-    New locations given without a ``units`` attribute are taken to be in the training
-    data's units: the output says which (for a file, a map's axis labels).
+    """Give coordinate ``name`` (if ``ds`` has it) the training ``units``, where it has none.
 
     Parameters
     ----------
     ds : xarray.Dataset
         Not modified.
-    name : str
-        The coordinate's name (nothing is done when ``ds`` lacks it).
-    units : str
-        Its training units.
+    name, units : str
 
     Returns
     -------
     xarray.Dataset
-        A shallow copy (data shared).
+        A shallow copy.
     """
     out = ds.copy(deep=False)
     if name in out.variables and "units" not in out.variables[name].attrs:

@@ -1,10 +1,4 @@
-"""Places with no value at any time step: land in an ocean grid, or a hole in every image.
-
-A gridded field with a time axis can hold places where no variable has a value at any time.
-Without a mask they are filled like gaps, from neighbours alone, although they often lie
-outside the domain; :func:`never_observed_warning` says so and proposes a mask variable of
-the Dataset when one matches them. Pure numpy/xarray.
-"""
+"""Places with no value at any time step: land in an ocean grid, or a hole in every image."""
 
 from __future__ import annotations
 
@@ -33,7 +27,7 @@ __all__ = [
 
 
 def is_flag(var: xr.DataArray) -> bool:
-    """Whether ``var`` is a CF flag variable.
+    """Whether ``var`` is a CF flag variable (``flag_values``, ``flag_meanings`` or ``flag_masks``).
 
     Parameters
     ----------
@@ -42,7 +36,6 @@ def is_flag(var: xr.DataArray) -> bool:
     Returns
     -------
     bool
-        True where it has ``flag_values``, ``flag_meanings`` or ``flag_masks`` (CF section 3.5).
     """
     return "flag_values" in var.attrs or "flag_meanings" in var.attrs or "flag_masks" in var.attrs
 
@@ -56,17 +49,13 @@ class NeverObserved(NamedTuple):
 
     Attributes
     ----------
-    places : tuple of str
-        The dims that are not time, e.g. ``("lat", "lon")``.
-    times : tuple of str
-        The time dims, sorted.
+    places, times : tuple of str
+        The dims that are not time, and the time dims (sorted).
     count : int
-        Places inside the domain (at some time) with no value of any variable at any time,
-        placeholders not counted.
+        Places in the domain never observed, placeholders not counted.
     total : int
-        Places inside the domain at some time.
+        Places in the domain at some time.
     seen : ndarray of bool, shape of ``places``
-        Where some variable has a value at some time.
     """
 
     places: tuple[str, ...]
@@ -84,15 +73,10 @@ def never_observed(ds: xr.Dataset, geometry: Geometry, dims: Sequence[str], obse
     Parameters
     ----------
     ds : xarray.Dataset
-        The input, whose coordinates say which axes of ``geometry`` are time.
     geometry : Geometry
-        The field's coordinates (:func:`~geogpvae.fields.geometry.build_geometry`).
     dims : sequence of str
-        The variables' dims; ``observed`` and ``domain`` are on them, in this order.
-    observed : ndarray of bool
-        True where some variable has a value.
-    domain : ndarray of bool
-        True inside the domain (everywhere without a mask).
+        The dims of ``observed`` and ``domain``.
+    observed, domain : ndarray of bool
     placeholders : tuple or None
         :func:`~geogpvae.fields.placeholders.placeholder_places`: not counted.
 
@@ -116,12 +100,21 @@ def never_observed(ds: xr.Dataset, geometry: Geometry, dims: Sequence[str], obse
 
 def never_observed_text(ds: xr.Dataset, names: Sequence[str], found: NeverObserved | None,
                         masked: bool = False) -> str | None:
-    """The warning about :func:`never_observed` places, or None where there are none or fewer
-    than :data:`NEVER_OBSERVED_SHARE` of the places in the domain.
+    """The warning about :func:`never_observed` places, proposing a mask variable of ``ds``.
 
-    Without a mask (``masked`` False) it proposes one, naming a variable of ``ds`` on the
-    places that could serve (not one of ``names``) where there is one; with a mask it says
-    that the places it keeps are filled from other places alone.
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    names : sequence of str
+        The imputed variables (never proposed as mask).
+    found : NeverObserved or None
+    masked : bool
+        A mask was given: the text says the places inside it are filled from others alone.
+
+    Returns
+    -------
+    str or None
+        None below :data:`NEVER_OBSERVED_SHARE` of the places.
     """
     if found is None or found.count == 0 or found.count < NEVER_OBSERVED_SHARE * found.total:
         return None
@@ -142,29 +135,18 @@ def never_observed_warning(ds: xr.Dataset, field: Field,
                            masked: bool = False) -> str | None:
     """The text of a warning about places with no value at any time (land in an ocean grid).
 
-    A gridded field with a time axis whose cells, at some places, hold no value of any variable
-    at any time step: those places are filled like gaps, from neighbours alone, although they
-    are often outside the domain (land, cells outside a reservoir). Where a mask was given, the
-    places it keeps that have no value at any time (a satellite's pole hole) are reported
-    instead: they are filled, but from other places only.
-
     Parameters
     ----------
     ds : xarray.Dataset
-        The input, searched for a variable on the places' dims that could serve as the mask.
     field : Field
-        Its stacked field: ``values`` (N, K) at the N cells of ``field.domain`` (shape
-        ``field.shape``), in C order over ``field.dims``.
     placeholders : tuple or None
-        :func:`~geogpvae.fields.placeholders.placeholder_places` of the field: not counted.
+        :func:`~geogpvae.fields.placeholders.placeholder_places`: not counted.
     masked : bool
-        Whether the user gave the domain (a mask): places outside it are not counted, and
-        the text says the places lie inside the mask instead of proposing one.
+        Whether the user gave a mask.
 
     Returns
     -------
     str or None
-        :func:`never_observed_text` of the field's :func:`never_observed` places.
     """
     observed = np.zeros(int(np.prod(field.shape)), dtype=bool)
     observed[field.index] = (~np.isnan(field.values)).any(axis=1)
@@ -174,21 +156,17 @@ def never_observed_warning(ds: xr.Dataset, field: Field,
 
 
 def is_time_axis(ds: xr.Dataset, axis: Any) -> bool:
-    """Whether an axis of a field's geometry is time.
+    """Whether an axis of a field's geometry is time (dates, durations, or numbers CF marks as time).
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The input, holding the axis' coordinate.
     axis : Axis
         One of :attr:`~geogpvae.fields.geometry.Geometry.axes`.
 
     Returns
     -------
     bool
-        True for dates or durations, and for numbers a CF coordinate marks as time
-        (``axis = "T"``, ``standard_name = "time"``, e.g. World Ocean Atlas' "months since"
-        that xarray leaves undecoded); False for longitude/latitude pairs.
     """
     if axis.kind in ("time", "cftime", "duration"):
         return True
@@ -205,9 +183,7 @@ def _zeros_and_ones(var: xr.DataArray) -> bool:
 
 
 def _mask_hint(ds: xr.Dataset, names: Sequence[str], places: tuple[str, ...], seen: np.ndarray) -> str:
-    """A variable of ``ds`` on ``places`` that is non-zero (or zero) just where values were seen:
-    integers, flags, or floats of 0 and 1 only; data variables first, then coordinates that
-    are not dims."""
+    """A variable on ``places`` non-zero, or zero, just where values were seen (for the mask advice)."""
     candidates = list(ds.data_vars.items()) + [(n, c) for n, c in ds.coords.items() if n not in ds.dims]
     for name, var in candidates:
         if (name in names or set(map(str, var.dims)) != set(places)

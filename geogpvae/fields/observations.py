@@ -1,10 +1,4 @@
-"""Whether the values stacked from a Dataset can be taken as observations.
-
-A Dataset opened without CF decoding still holds packed codes and fill values; values outside
-``valid_range`` are missing by CF but never masked by xarray; infinite values, variables with
-nothing observed and log transforms of values <= 0 cannot be modelled. These checks refuse
-them with what to do, and take as missing the fill values xarray left undecoded.
-"""
+"""Whether the values stacked from a Dataset can be taken as observations (else what to do)."""
 
 from __future__ import annotations
 
@@ -20,8 +14,7 @@ __all__: list[str] = []
 
 
 def _undecoded_fills(name: str, var: xr.DataArray, col: np.ndarray) -> np.ndarray:
-    """``col`` with NaN where it holds the variable's fill value in the variable's own float
-    type, which xarray left undecoded (:func:`~geogpvae.fields.valid.undecoded_fills`); warns."""
+    """``col`` with NaN where it holds a fill value xarray left undecoded, with a warning."""
     hits = undecoded_fills(var, col)
     if not hits.any():
         return col
@@ -40,13 +33,7 @@ _DECODE_HINT = (
 
 
 def _check_decoded(name: str, var: xr.DataArray, col: np.ndarray) -> None:
-    """Refuse values that CF attributes mark as packed, missing or invalid.
-
-    A Dataset opened without decoding keeps ``scale_factor``/``add_offset`` and
-    ``_FillValue``/``missing_value`` in its attributes and the raw numbers in its data;
-    ``valid_range``/``valid_min``/``valid_max`` are never applied by xarray. Taken as they
-    are, such values would be modelled as observations.
-    """
+    """Refuse values that CF attributes mark as packed, missing or invalid (an undecoded Dataset)."""
     attrs = var.attrs
     for key in ("scale_factor", "add_offset"):
         if key in attrs:

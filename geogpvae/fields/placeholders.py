@@ -1,13 +1,4 @@
-"""Placeholder cells of a curvilinear grid: cells that an ocean model wrote without a position.
-
-NEMO does not compute the processor domains that hold only land; in its output the 2-D
-coordinates ``nav_lon`` and ``nav_lat`` of those cells are both exactly 0 and the data are
-missing. Taken at their word they are places at 0 N, 0 E: maps stretch cells across the globe
-to reach them, and imputation fills them as if they lay in the Gulf of Guinea.
-:func:`placeholder_cells` finds them from the coordinates alone; maps leave them blank, and
-:func:`placeholder_warning` tells :func:`~geogpvae.fields.stacking.prepare_field`'s caller to
-mask them out when they hold no value.
-"""
+"""Placeholder cells: NEMO's ``nav_lon = nav_lat = 0`` cells without a position (skipped land domains)."""
 
 from __future__ import annotations
 
@@ -20,9 +11,7 @@ from .geometry import sphere_positions
 
 __all__ = ["PLACEHOLDER_STEPS", "placeholder_cells", "placeholder_places", "placeholder_warning"]
 
-#: a block of cells at (0 N, 0 E) is a placeholder when every grid neighbour outside it is more
-#: than this many median grid steps from (0 N, 0 E); a genuine cell there has neighbours about
-#: one step away
+#: median grid steps from (0 N, 0 E) beyond which a block's every neighbour makes it a placeholder
 PLACEHOLDER_STEPS = 5.0
 
 
@@ -31,8 +20,7 @@ STEP_SAMPLE = 250_000
 
 
 def _median_step(h: np.ndarray, v: np.ndarray, zero: np.ndarray) -> float:
-    """The median chord (unit sphere) between neighbouring cells that are not at (0, 0), along
-    both dims; on large grids from every k-th row and column (about ``STEP_SAMPLE`` cells)."""
+    """The median unit-sphere chord between neighbouring cells not at (0, 0), from about ``STEP_SAMPLE`` cells."""
     k = max(1, int(np.sqrt(h.size / STEP_SAMPLE)))
     steps = []
     for axis, pick in ((1, np.s_[::k, :]), (0, np.s_[:, ::k])):
@@ -47,9 +35,7 @@ def _median_step(h: np.ndarray, v: np.ndarray, zero: np.ndarray) -> float:
 
 def _closest_neighbours(h: np.ndarray, v: np.ndarray, zero: np.ndarray, labels: np.ndarray,
                         n: int) -> np.ndarray:
-    """For each block of cells at (0, 0) (``labels`` 1..n), the chord from (0 N, 0 E) to its
-    nearest 4-neighbour that is not at (0, 0); inf for a block with no such finite neighbour.
-    Only the cells around the blocks are looked at."""
+    """Per block of (0, 0) cells (``labels`` 1..n), the chord from (0 N, 0 E) to its nearest other neighbour."""
     closest = np.full(n + 1, np.inf)
     rows, cols = np.nonzero(zero)
     for dr, dc in ((-1, 0), (1, 0), (0, -1), (0, 1)):
@@ -65,34 +51,18 @@ def _closest_neighbours(h: np.ndarray, v: np.ndarray, zero: np.ndarray, labels: 
 
 
 def placeholder_cells(lon: Any, lat: Any, *, steps: float = PLACEHOLDER_STEPS) -> np.ndarray:
-    """Cells of a 2-D longitude/latitude pair that are placeholders, not places at 0 N, 0 E.
-
-    A placeholder has longitude and latitude both exactly 0, and the block of such cells it
-    belongs to (4-connected along the grid's dims) lies far from the grid: every grid
-    neighbour of the block that is not itself at (0, 0) is more than ``steps`` median grid
-    steps from (0 N, 0 E). A grid that genuinely crosses (0 N, 0 E) has at most one cell
-    there, with neighbours about one step away, and reports nothing. So does a grid whose
-    cells are all at (0, 0), or a block with no finite neighbour: nothing to tell them by.
+    """Cells of a 2-D lon/lat pair at exactly (0, 0), in blocks far from the rest of the grid.
 
     Parameters
     ----------
     lon, lat : array-like, shape (ny, nx)
-        The cells' longitudes and latitudes in degrees (e.g. NEMO's ``nav_lon``,
-        ``nav_lat``); non-finite values are cells without a position, never placeholders.
+        Degrees (e.g. NEMO's ``nav_lon``, ``nav_lat``).
     steps : float
-        How many median grid steps (between neighbouring cells not at (0, 0), as chords on
-        the sphere; on grids of over ``STEP_SAMPLE`` cells read from every k-th row and
-        column) the block's nearest neighbour must lie beyond.
+        Median grid steps beyond which the block's every neighbour must lie.
 
     Returns
     -------
     numpy.ndarray of bool, shape (ny, nx)
-        True at the placeholder cells.
-
-    Raises
-    ------
-    ValueError
-        ``lon`` and ``lat`` are not 2-D arrays of one shape.
     """
     from scipy import ndimage
 
@@ -118,17 +88,12 @@ def placeholder_places(ds: xr.Dataset, field: Any) -> tuple[tuple[str, ...], np.
     Parameters
     ----------
     ds : xarray.Dataset
-        The input.
     field : Field
-        Its stacked field (:class:`~geogpvae.fields.stacking.Field`), whose geometry names the
-        longitude/latitude pair (an axis of kind ``sphere``).
 
     Returns
     -------
     (places, blank) or None
-        ``places``, the pair's two dims in the field's order, and ``blank``, a boolean array
-        over them, True at the placeholder cells (:func:`placeholder_cells`); None where the
-        pair is not 2-D on two of the field's dims or has no placeholder cell.
+        The pair's two dims in the field's order and :func:`placeholder_cells` over them.
     """
     pair = next((a.names for a in field.geometry.axes if a.kind == "sphere"), None)
     if pair is None or any(n not in ds.variables or ds[n].ndim != 2 for n in pair):
@@ -143,26 +108,18 @@ def placeholder_places(ds: xr.Dataset, field: Any) -> tuple[tuple[str, ...], np.
 
 def placeholder_warning(ds: xr.Dataset, field: Any,
                         found: tuple[tuple[str, ...], np.ndarray] | None | str = "find") -> str | None:
-    """The text of a warning about placeholder cells that would be filled as places at (0, 0).
+    """The text of a warning about valueless placeholder cells in the domain, or None.
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The input, whose longitude/latitude pair (an axis of kind ``sphere`` of
-        ``field.geometry``) is searched when both are 2-D.
     field : Field
-        Its stacked field (:class:`~geogpvae.fields.stacking.Field`).
     found : tuple or None, optional
-        :func:`placeholder_places` of ``ds`` and ``field`` where the caller has it already;
-        by default it is found here.
+        :func:`placeholder_places` if the caller has it.
 
     Returns
     -------
     str or None
-        The warning's text, naming how many placeholder cells (:func:`placeholder_cells`)
-        lie inside the domain with no value of any variable at any other index, and how to
-        mask them out; None where there are none. A placeholder cell with a value is no
-        placeholder: it is left alone.
     """
     found = placeholder_places(ds, field) if isinstance(found, str) else found
     if found is None:

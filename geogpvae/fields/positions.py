@@ -1,12 +1,4 @@
-"""Positions: the model's ``x`` at given locations, as a geometry makes it.
-
-:func:`coordinates_at` turns the coordinates' values into the columns of ``x`` that a
-:class:`~geogpvae.fields.geometry.Geometry` (a field's, or a fitted model's) describes: times
-into days, longitude/latitude into positions on the sphere, scales applied. It refuses values
-that cannot match the geometry: missing or non-finite coordinates, other units, numbers for
-times and times for numbers, degrees counted westward or southward. :func:`unspanned_dims`
-and :func:`check_spanned` find the dims along which none of the coordinates varies.
-"""
+"""The model's ``x`` at given locations, refusing values that cannot match the geometry."""
 
 from __future__ import annotations
 
@@ -139,9 +131,7 @@ _TIME_KINDS = {"time": ("biufm", "dates (datetime64)"), "duration": ("biufM", "d
 
 
 def _check_time_kind(axis: Axis, dtype: np.dtype, is_dates: bool = False) -> None:
-    """Refuse numbers for a time axis, and times for a numeric one: NumPy would silently read
-    the number 60 as 60 ns after 1970, or a date as nanoseconds since then. ``is_dates``:
-    the values are cftime dates (object dtype)."""
+    """Refuse numbers for a time axis and times for a numeric one (NumPy would read 60 as 60 ns)."""
     name = axis.names[0]
     wanted = _TIME_KINDS.get(axis.kind)
     if wanted is not None and dtype.kind in wanted[0]:
@@ -176,8 +166,7 @@ _REVERSED_DEGREES = {"degrees_west": "east", "degree_west": "east", "degree_w": 
 
 
 def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:
-    """Refuse longitudes or latitudes whose ``units`` say they are not in degrees, or count
-    them westward or southward."""
+    """Refuse longitudes/latitudes whose ``units`` are not degrees, or count west or south."""
     for name in names:
         units = source[name].attrs.get("units") if _holds(source, name) else None
         reversed_to = None
@@ -217,17 +206,24 @@ def coordinates_at(
     shape: Sequence[int],
     index: np.ndarray,
 ) -> np.ndarray:
-    """``x`` at the flat ``index`` of the grid ``shape`` over ``dims``; a scalar (0-d)
-    coordinate gives every location its value.
+    """``x`` at the flat C-order ``index`` of the grid ``shape`` over ``dims``.
+
+    Parameters
+    ----------
+    source : xarray.Dataset or xarray.DataArray
+        Holds the coordinates; a scalar one applies to every location.
+    geometry : Geometry
+    dims, shape : sequence of str, sequence of int
+    index : ndarray of int, shape (M,)
 
     Returns
     -------
-    ndarray of float64, shape (len(index), D)
+    ndarray of float64, shape (M, D)
 
     Raises
     ------
     InputError
-        A coordinate is missing, on other dims, or not finite at a location of ``index``.
+        A coordinate is missing, on other dims, in other units, or not finite.
     """
     if not geometry.axes:
         return np.zeros((len(index), 0))
@@ -242,15 +238,13 @@ def unspanned_dims(
     Parameters
     ----------
     source : xarray.Dataset or xarray.DataArray
-        The data, holding the coordinates.
     geometry : Geometry
     dims, shape : sequence of str, sequence of int
-        The variables' dims and their lengths.
 
     Returns
     -------
     list of (str, int)
-        Each such dim and its length: the slices along it share their coordinates.
+        Each such dim and its length.
     """
     spanned = set()
     for axis in geometry.axes:
@@ -267,23 +261,15 @@ def check_spanned(
     shape: Sequence[int],
     trained_dims: Sequence[str] = (),
 ) -> None:
-    """Refuse a dim (longer than 1) along which none of a trained model's coordinates varies.
-
-    A fitted model imputing a new Dataset would take the slices along such a dim (time steps,
-    ensemble members) for values at the same locations and mix them. Dims of the training
-    field (``trained_dims``) are accepted: when fitting, named coordinates that leave a dim
-    out are the user's choice, and its slices are duplicate points.
+    """Refuse a dim (longer than 1, not in ``trained_dims``) along which no model coordinate varies.
 
     Parameters
     ----------
     source : xarray.Dataset or xarray.DataArray
-        The new data, holding the model's coordinates.
     geometry : Geometry
         The fitted model's.
     dims, shape : sequence of str, sequence of int
-        The variables' dims and their lengths.
     trained_dims : sequence of str
-        The training field's dims.
 
     Raises
     ------
@@ -304,10 +290,7 @@ def check_spanned(
 def _take(
     var: xr.DataArray, dims: Sequence[str], shape: Sequence[int], index: np.ndarray
 ) -> np.ndarray:
-    """Values of ``var`` (dims a subset of ``dims``) at the flat C-order ``index`` of ``shape``.
-
-    Only index arrays of length ``len(index)`` are made: the broadcast grid never is.
-    """
+    """Values of ``var`` at the flat C-order ``index`` of ``shape``, without broadcasting the grid."""
     own = [d for d in dims if d in var.dims]
     arr = np.asarray(var.transpose(*own).values)
     where = np.unravel_index(index, tuple(shape))

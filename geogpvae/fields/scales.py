@@ -1,15 +1,4 @@
-"""How the coordinates of ``x`` compare in scale: a unitless axis beside kilometres.
-
-Longitude/latitude become positions in km on a sphere (:mod:`geogpvae.fields.geometry`), and a
-coordinate with length units keeps its units: depth in metres counts one metre as one km, which
-leaves the levels far apart and the neighbours lateral. A coordinate *without* length units (an
-ocean s-coordinate in [-1, 0], model level numbers, a dim without a coordinate) has no scale
-that could be set against kilometres; its steps are often much shorter than the distance between
-neighbouring places, and then every location's nearest neighbours are the levels of its own
-column. Where those levels differ, gaps are filled from the level next to them (the scale the
-warning names fixes that: docs/performance.md). :func:`unitless_axes` finds such coordinates and
-that scale; the default does not apply it.
-"""
+"""Whether a unitless axis (level numbers) beside lon/lat in km leaves neighbours in one column."""
 
 from __future__ import annotations
 
@@ -34,16 +23,12 @@ VERTICAL_NAMES = frozenset({"z", "depth", "layer", "level", "levels", "lev", "si
 def looks_vertical(name: str, coord: xr.DataArray | None = None) -> bool:
     """Whether the dim or coordinate ``name`` is vertical.
 
-    Maps (``geogpvae plot``) and the unitless-level check share it.
-
     Parameters
     ----------
     name : str
-        The dim or coordinate; its name alone counts when it is one of :data:`VERTICAL_NAMES`
-        or starts with ``s_`` (ROMS ``s_rho``, ``s_w``).
+        One of :data:`VERTICAL_NAMES` or ``s_...`` is vertical.
     coord : xarray.DataArray, optional
-        Its coordinate, for the CF attributes: ``axis="Z"``, ``positive``, or a depth, height,
-        sigma, s-coordinate or level ``standard_name``.
+        For its CF ``axis``, ``positive`` or ``standard_name``.
 
     Returns
     -------
@@ -75,20 +60,14 @@ def unitless_axes(geometry: Geometry, x: np.ndarray, skip: frozenset[str] = froz
     Parameters
     ----------
     geometry : Geometry
-        The coordinates of ``x``; only a geometry with a longitude/latitude sphere is looked at.
     x : ndarray, shape (N, D)
-        The locations, as :func:`~geogpvae.fields.positions.coordinates_at` made them (scaled).
     skip : set of str
-        Coordinates not to look at: in :func:`~geogpvae.fields.stacking.prepare_field`, those that
-        do not look vertical (:func:`looks_vertical`), those ``coord_scale`` names and numbers
-        marked as time (months since a date).
+        Coordinates not to look at.
 
     Returns
     -------
     list of (str, float, float)
-        For each such coordinate: its name, its median step in ``x`` and the median distance
-        in km between neighbouring places on the sphere (the step is below :data:`STEP_SHARE`
-        of it).
+        Name, median step, and the median km between places (over 1 / :data:`STEP_SHARE` steps).
     """
     starts = np.cumsum([0] + [a.width for a in geometry.axes])
     sphere = [i for i, a in enumerate(geometry.axes) if a.kind == "sphere"]
@@ -119,13 +98,10 @@ def unitless_axes_warning(found: list[tuple[str, float, float]]) -> str:
     Parameters
     ----------
     found : list of (str, float, float)
-        :func:`unitless_axes`' result (not empty): name, median step, spacing of places in km.
 
     Returns
     -------
     str
-        The warning, naming each coordinate's ``coord_scale`` (spacing / step) and the command
-        line's ``--option coord_scale.NAME=...``.
     """
     parts = [f"{name} (step {step:.3g}, counted as {step:.3g} km)" for name, step, _ in found]
     spacing = found[0][2]

@@ -1,41 +1,4 @@
-"""The xarray boundary: Datasets in, plain arrays out, and back.
-
-The engines see a field as two arrays: the coordinates ``x`` of N locations, shape (N, D),
-and K variables at those locations, shape (N, K), NaN where missing. This module makes them
-from a Dataset and puts predictions back in the Dataset's shape. It is the only modelling
-module that knows xarray.
-
-Layouts
--------
-*Gridded* variables lie on 1-4 dims with 1-D coordinate variables, e.g. ``(z, y, x)`` or
-``(time, lat, lon)``; every grid cell is a location. *Scattered* variables lie on one dim
-(e.g. ``site``) with coordinate variables along it (``x``, ``y``, maybe ``depth``,
-``time``); every site is a location. Both are handled alike: each coordinate used is
-broadcast over the variables' dims and every element of that shape is a location, so dims
-may come in any order, coordinates may be ascending or descending and unevenly spaced, and
-mixed layouts such as station time series ``(time, site)`` with ``x(site)``, ``y(site)``
-work too.
-
-Which variables are taken: :mod:`~geogpvae.fields.variables`; which coordinates form ``x``
-and how they become numbers: :mod:`~geogpvae.fields.coordinates` and
-:mod:`~geogpvae.fields.geometry`; whether the values can be taken as observations:
-:mod:`~geogpvae.fields.observations`.
-
-Domain and missing values
--------------------------
-Missing values are NaN (xarray decodes ``_FillValue``/``missing_value`` on open). A
-``mask`` marks the domain: cells where it is False are neither used for training nor filled;
-only the locations inside the domain reach the engine, so their coordinates alone must be
-finite. Duplicate locations are kept as separate points (the engine's nugget keeps prior
-covariances positive definite); no value is merged, moved or dropped.
-
-Memory
-------
-:func:`prepare_field` loads (computes, for dask) only the variables, coordinates and mask
-it needs. A :class:`Field` holds ``x`` (N, D) float64, the K variables as (N, K) float64
-for the N locations inside the domain, and each variable's original array (a view for
-in-memory data, the computed array for dask).
-"""
+"""The xarray boundary: a Dataset's variables as the engine's ``x`` (N, D) and values (N, K), and back."""
 
 from __future__ import annotations
 
@@ -92,10 +55,8 @@ def domain_mask(
     ----------
     ds : xarray.Dataset
     mask : DataArray, str or None
-        Boolean (or 0/1) DataArray on a subset of ``dims``, with coordinates matching those
-        of ``ds``; or the name of such a variable in ``ds``; None: everywhere.
+        Boolean (or 0/1) DataArray on some of ``dims``, or its name in ``ds``; None: everywhere.
     dims : sequence of str
-        The variables' dims.
     template : DataArray, optional
         A variable on ``dims``, to check that the mask's coordinates line up.
 
@@ -106,9 +67,7 @@ def domain_mask(
     Raises
     ------
     InputError
-        Unknown mask variable, dims not among ``dims``, coordinates that differ, NaN.
-    TypeError
-        A mask that is neither DataArray nor str, or non-numeric.
+        Unknown mask variable, other dims or coordinates than ``ds``, NaN values.
     """
     sizes = _sizes(ds)
     shape = tuple(sizes[d] for d in dims)
@@ -162,21 +121,18 @@ class Field:
     ----------
     names : list of str
         The K variables.
-    dims : tuple of str
-        Their dims, in the order of the first variable.
-    shape : tuple of int
-        Sizes of ``dims``.
+    dims, shape : tuple of str, tuple of int
+        Their dims (in the first variable's order) and sizes.
     domain : ndarray of bool, shape ``shape``
-        True inside the domain (the locations the engine sees).
+        True at the N locations the engine sees.
     x : ndarray of float64, shape (N, D)
-        Model coordinates of the N locations inside the domain, in C order over ``dims``.
+        Model coordinates of those locations, in C order over ``dims``.
     values : ndarray of float64, shape (N, K)
         The variables there, NaN where missing.
     transforms : dict of str to str or None
-        ``"log"`` or None per variable.
     geometry : Geometry
     originals : dict of str to xarray.DataArray
-        Each variable as in the input, in memory (for the exact copy of observed values).
+        Each variable as input, in memory (observed values are copied from it).
     """
 
     names: list[str]
@@ -209,7 +165,18 @@ class Field:
         return h.hexdigest()
 
     def unstack(self, columns: np.ndarray, j: int) -> xr.DataArray:
-        """Column ``j`` of an (N, K) result on the grid of ``dims``, NaN outside the domain."""
+        """Column ``j`` of an (N, K) result on the grid of ``dims``.
+
+        Parameters
+        ----------
+        columns : ndarray, shape (N, K)
+        j : int
+
+        Returns
+        -------
+        xarray.DataArray
+            On ``dims``, NaN outside the domain.
+        """
         full = np.full(int(np.prod(self.shape)), np.nan)
         full[self.index] = columns[:, j]
         return xr.DataArray(full.reshape(self.shape), dims=self.dims)
@@ -242,21 +209,18 @@ def stack_field(
     *,
     trained_dims: Sequence[str] | None = None,
 ) -> Field:
-    """The :class:`Field` of ``names`` with a given geometry (e.g. one a model was trained with).
+    """The :class:`Field` of ``names`` with a given geometry (e.g. a trained model's).
 
     Parameters
     ----------
     ds : xarray.Dataset
-        Holds ``names`` on the same dims and the coordinates of ``geometry``.
     names : sequence of str
     geometry : Geometry
     transforms : mapping of str to str or None
     mask : DataArray or str, optional
         The domain (see :func:`domain_mask`).
     trained_dims : sequence of str, optional
-        Given when ``geometry`` is a fitted model's and ``ds`` data for it: the training
-        field's dims. Another dim along which none of the coordinates varies is refused (see
-        :func:`~geogpvae.fields.positions.check_spanned`).
+        The training field's dims: another dim no coordinate spans is refused.
 
     Returns
     -------
@@ -265,8 +229,7 @@ def stack_field(
     Raises
     ------
     InputError
-        Any of the input problems listed in :func:`prepare_field`; with ``trained_dims``, a
-        dim none of the coordinates spans.
+        As :func:`prepare_field`; a dim no coordinate spans.
     """
     missing = [n for n in names if n not in ds.data_vars]
     if missing:
@@ -288,8 +251,7 @@ def stack_field(
     return Field(names, dims, shape, domain, x, values, dict(transforms), geometry, originals)
 
 
-#: the ratio of the 99th to the 1st percentile of a positive variable above which a warning
-#: proposes a log transform (four orders of magnitude across the bulk of the values)
+#: 99th / 1st percentile ratio of a positive variable above which a log transform is proposed
 HEAVY_TAIL_RATIO = 1e4
 
 
@@ -299,14 +261,12 @@ def heavy_tail_warnings(values: np.ndarray, names: list[str]) -> list[str]:
     Parameters
     ----------
     values : ndarray of float, shape (N, K)
-        The variables' values in their own units, NaN where missing.
     names : list of str, length K
 
     Returns
     -------
     list of str
-        One text for each positive variable (at least ten observed values) whose 1st and 99th
-        percentiles differ by more than a factor :data:`HEAVY_TAIL_RATIO`.
+        One per positive variable whose 99th / 1st percentile exceeds :data:`HEAVY_TAIL_RATIO`.
     """
     out = []
     for j, name in enumerate(names):
@@ -335,31 +295,27 @@ def prepare_field(
     Parameters
     ----------
     ds : xarray.Dataset
-        The data; not modified. Dask-backed variables are computed (only those needed).
+        Not modified; only the dask variables needed are computed.
     vars : str or sequence of str, optional
-        Variables to impute (see :func:`~geogpvae.fields.variables.select_variables`).
+        See :func:`~geogpvae.fields.variables.select_variables`.
     coords : str or sequence of str, optional
-        Coordinates forming ``x`` (see :func:`~geogpvae.fields.coordinates.choose_coordinates`).
+        See :func:`~geogpvae.fields.coordinates.choose_coordinates`.
     mask : DataArray or str, optional
-        The domain (see :func:`domain_mask`).
+        See :func:`domain_mask`.
     transform : str or mapping, optional
-        Per-variable transforms (see :func:`~geogpvae.fields.variables.parse_transforms`).
+        See :func:`~geogpvae.fields.variables.parse_transforms`.
     coord_scale : mapping of str to float, optional
-        Multipliers of coordinates (see :mod:`~geogpvae.fields.geometry`).
+        See :func:`~geogpvae.fields.geometry.build_geometry`.
 
     Returns
     -------
     Field
-        ``x`` (N, D) and ``values`` (N, K) for the N locations inside the domain.
 
     Raises
     ------
     InputError
-        An unknown variable, coordinate, transform or mask; variables on different dims; a
-        variable with no observed value inside the domain; non-finite coordinates; a log
-        transform of values <= 0; no coordinates for scattered data.
-    TypeError
-        A non-numeric variable or coordinate; ``ds`` not a Dataset.
+        Unknown names, variables on different dims or never observed, non-finite coordinates,
+        log of values <= 0, scattered data without coordinates.
     """
     if not isinstance(ds, xr.Dataset):
         hint = " (use da.to_dataset())" if isinstance(ds, xr.DataArray) else ""
@@ -460,34 +416,25 @@ def locations(
     Parameters
     ----------
     source : xarray.Dataset or xarray.DataArray
-        Holds the coordinates of ``geometry`` (its values, if any, are ignored). Gridded: 1-D
-        coordinates on their own dims, every combination is a location. Scattered:
-        coordinates along one dim.
+        Holds the coordinates of ``geometry``; its values are ignored.
     geometry : Geometry
-        The trained model's.
     variables : sequence of str, optional
-        The trained variables: in a Dataset, the first of them on the locations' dims sets
-        their order.
+        The trained variables: the first on the locations' dims sets the dims' order.
     trained_dims : sequence of str, optional
-        The training field's dims: where no variable sets the order (coordinates only), the
-        dims they share with it come in its order, the others after them.
+        The training field's dims: their order where no variable sets it.
 
     Returns
     -------
     x : ndarray of float64, shape (M, D)
         In C order over ``dims``.
     dims : tuple of str
-        Dims of the locations, in the order of a DataArray's dims, of a Dataset's variable on
-        them (one of ``variables`` first), else of ``trained_dims``, then of the coordinates in
-        the geometry.
     coords : dict
-        The coordinates of ``source`` that lie on ``dims`` (for the output).
+        The coordinates of ``source`` on ``dims``.
 
     Raises
     ------
     InputError
-        A coordinate is missing or not finite, or every coordinate is a scalar (a scalar
-        coordinate alongside others applies to every location).
+        A coordinate is missing or not finite, or every coordinate is a scalar.
     """
     if not isinstance(source, (xr.Dataset, xr.DataArray)):
         raise TypeError(

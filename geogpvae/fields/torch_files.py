@@ -1,10 +1,4 @@
-"""Saving and loading torch files: saved models and training checkpoints.
-
-:func:`atomic_torch_save` (or :func:`stage_torch_save`, to move the file into place later)
-writes through :mod:`~geogpvae.fields.atomic`; :func:`read_torch_file` loads plain values only
-(``weights_only=True``) and says in one line what is wrong with a file it refuses. torch is
-imported only when a file is saved or read.
-"""
+"""Saving and loading torch files (saved models, training checkpoints); torch is imported lazily."""
 
 from __future__ import annotations
 
@@ -28,22 +22,21 @@ __all__ = [
 class StagedFile:
     """A complete temporary file beside ``target``, waiting to be moved there.
 
-    Made by :func:`stage_torch_save`, so that a caller can decide when (and whether) the
-    file appears: e.g. a saved model only once the job's main output is in place.
-
     Attributes
     ----------
     tmp, target : pathlib.Path
-        The hidden temporary file and where it goes.
     overwrite : bool
-        Replace an existing ``target`` (else it is created exclusively).
     """
 
     def __init__(self, tmp: Path, target: Path, overwrite: bool) -> None:
         self.tmp, self.target, self.overwrite = tmp, target, overwrite
 
     def commit(self) -> Path:
-        """Move the file to ``target`` (see :func:`atomic_torch_save`); returns ``target``.
+        """Move the file to ``target`` (see :func:`atomic_torch_save`).
+
+        Returns
+        -------
+        pathlib.Path
 
         Raises
         ------
@@ -66,13 +59,16 @@ class StagedFile:
 def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> StagedFile:
     """``torch.save`` to a hidden temporary file beside ``path`` and fsync it; do not move it.
 
-    Parameters are those of :func:`atomic_torch_save`; the target is checked now, and again
-    by :meth:`StagedFile.commit`.
+    Parameters
+    ----------
+    obj : object
+    path : str or path-like
+    overwrite : bool
 
     Returns
     -------
     StagedFile
-        Call its ``commit()`` to create ``path``, or ``discard()`` to drop the file.
+        Its ``commit()`` creates ``path``, ``discard()`` drops the file.
     """
     import torch  # this module is usable without importing torch
 
@@ -94,41 +90,27 @@ def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fal
 def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then move it there.
 
-    A killed process leaves either no file or the previous one at ``path``, never a partial
-    file. Without ``overwrite`` the file is created exclusively: of two processes saving to
-    the same new ``path``, one fails with :class:`FileExistsError`. Used for saved models and
-    training checkpoints.
-
     Parameters
     ----------
     obj : object
-        Plain values (tensors, numbers, strings, lists, dicts), loadable with
-        ``torch.load(..., weights_only=True)``.
+        Plain values, loadable with ``torch.load(..., weights_only=True)``.
     path : str or path-like
-        Target file; its folder must exist.
     overwrite : bool
-        Replace an existing file; otherwise an existing ``path`` raises.
 
     Returns
     -------
     Path
-        The path written.
 
     Raises
     ------
-    FileNotFoundError, IsADirectoryError, FileExistsError
-        The folder is missing, ``path`` is a folder, or it exists (or appears during the
-        write) and ``overwrite`` is False; nothing is written.
+    FileExistsError
+        ``path`` exists (or appears meanwhile) and ``overwrite`` is False.
     """
     return stage_torch_save(obj, path, overwrite=overwrite).commit()
 
 
 def _describe_torch_error(err: BaseException, head: bytes) -> str:
-    """What is wrong with a file ``torch.load(weights_only=True)`` refused, in a few words.
-
-    ``head`` is the file's first bytes. Never repeats torch's own text, which may advise
-    ``weights_only=False`` (unsafe: it runs code from the file).
-    """
+    """What is wrong with a file torch refused, from its first bytes (never torch's unsafe advice)."""
     if not head:
         return "the file is empty"
     zipped = head.startswith(b"PK")  # torch.save's format; older torch wrote a bare pickle
@@ -149,22 +131,16 @@ def read_torch_file(path: str | os.PathLike, what: str) -> Any:
     ----------
     path : str or path-like
     what : str
-        What the file should be, for messages (``"geogpvae model file"``).
+        What the file should be, for messages.
 
     Returns
     -------
     object
-        The loaded plain values.
 
     Raises
     ------
-    FileNotFoundError
-        No such file.
-    IsADirectoryError
-        ``path`` is a folder.
     UnreadableFileError
-        The file is empty, truncated, damaged, not a torch file or holds arbitrary Python
-        objects; the message names the file and the problem.
+        Empty, truncated, damaged, not torch's, or holding arbitrary Python objects.
     """
     import torch
 

@@ -1,19 +1,4 @@
-"""CF's valid bounds (``valid_min``, ``valid_max``, ``valid_range``) of a variable.
-
-CF counts a value outside a variable's valid bounds as missing, and readers such as
-netCDF4-python, ncview and Panoply hide it; xarray does not. Three places need the bounds:
-
-* the inputs: an observed value outside them is refused (it is a fill value in disguise),
-  in :mod:`geogpvae.fields.observations`;
-* the fills: a fill outside them would be written and then hidden by those readers, so that
-  the hole comes back. :func:`clip_fills` sets such fills to the nearest bound, which is the
-  median of the predictive distribution censored at that bound, and warns;
-* the attributes of an output that drops the input's packing: CF gives the bounds of packed
-  data in its integer codes, so they are converted to the units of the values
-  (:func:`unpacked_bounds`).
-
-Pure numpy/xarray: no torch, no I/O.
-"""
+"""CF's valid bounds (``valid_min``, ``valid_max``, ``valid_range``): values outside are missing."""
 
 from __future__ import annotations
 
@@ -32,24 +17,27 @@ _BOUND_KEYS = ("valid_min", "valid_max", "valid_range")
 
 
 def attr_numbers(value: Any) -> np.ndarray:
-    """An attribute's numbers (a scalar, a list or an array) as a flat float64 array."""
+    """An attribute's numbers (a scalar, a list or an array) as a flat float64 array.
+
+    Parameters
+    ----------
+    value : scalar, sequence or ndarray
+
+    Returns
+    -------
+    ndarray of float64, shape (n,)
+    """
     return np.atleast_1d(np.asarray(value, dtype=np.float64)).ravel()
 
 
 def undecoded_fills(var: xr.DataArray, values: np.ndarray) -> np.ndarray:
-    """Where ``values`` hold the decoded variable's fill value at the variable's own precision.
-
-    xarray decodes a ``missing_value`` (or ``_FillValue``) in the attribute's type: a float64
-    ``1e20`` on float32 data (common in model output) misses the float32 ``1e20`` cells, which
-    then read as values of 1e20. CF says they are missing. Only the fills of a decoded,
-    unpacked float variable (in its encoding, where xarray moved them) count.
+    """Where ``values`` hold the fill value in the variable's own float type (a float64 fill on float32 data).
 
     Parameters
     ----------
     var : xarray.DataArray
-        The variable, for its dtype and encoding.
+        Its dtype and encoding count.
     values : ndarray
-        Its values (all or some), in any float type.
 
     Returns
     -------
@@ -68,15 +56,23 @@ def undecoded_fills(var: xr.DataArray, values: np.ndarray) -> np.ndarray:
 
 
 def packing_of(encoding: Mapping[str, Any]) -> tuple[float, float]:
-    """``(scale_factor, add_offset)`` of an encoding, ``(1.0, 0.0)`` where absent."""
+    """``(scale_factor, add_offset)`` of an encoding, ``(1.0, 0.0)`` where absent.
+
+    Parameters
+    ----------
+    encoding : mapping
+
+    Returns
+    -------
+    scale, offset : float
+    """
     scale = float(attr_numbers(encoding.get("scale_factor", 1.0))[0])
     offset = float(attr_numbers(encoding.get("add_offset", 0.0))[0])
     return scale, offset
 
 
 def _decoded(codes: np.ndarray, encoding: Mapping[str, Any]) -> np.ndarray:
-    """Bound codes as xarray decodes the data they bound (in its float type, e.g. float32 for a
-    float32 ``scale_factor``), so that a value at a bound compares equal to it."""
+    """Bound codes decoded as xarray decodes the data (its float type), so values at a bound compare equal."""
     stored = encoding.get("dtype")
     raw = codes.astype(np.dtype(stored)) if stored is not None and np.dtype(stored).kind in "iuf" else codes
     attrs = {k: encoding[k] for k in ("scale_factor", "add_offset") if k in encoding}
@@ -92,15 +88,13 @@ def valid_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any]) -> tuple
     Parameters
     ----------
     attrs : mapping
-        The variable's attributes (``valid_range``, or ``valid_min``/``valid_max``, which win).
+        ``valid_range``, or ``valid_min``/``valid_max`` (which win).
     encoding : mapping
-        Its encoding: for packed data (``scale_factor``/``add_offset``) CF gives the bounds in
-        codes, converted here.
+        Bounds of packed data are codes, converted here.
 
     Returns
     -------
     low, high : float or None
-        None where the variable has no such bound.
     """
     low = high = None
     if "valid_range" in attrs:
@@ -122,18 +116,16 @@ def valid_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any]) -> tuple
 def clip_fills(
     name: str, data: np.ndarray, filled: np.ndarray, attrs: Mapping[str, Any], encoding: Mapping[str, Any]
 ) -> np.ndarray:
-    """``data`` with its fills moved inside the variable's valid bounds, with a warning.
+    """``data`` with its fills moved to the nearest valid bound, with a warning.
 
     Parameters
     ----------
     name : str
-        The variable, for the warning.
     data : ndarray of float, shape S
-        Observed values and fills; modified in place and returned.
+        Modified in place.
     filled : ndarray of bool, shape S
-        Where ``data`` holds fills (only those are moved: observed values are never changed).
     attrs, encoding : mapping
-        The input variable's attributes and encoding (see :func:`valid_bounds`).
+        See :func:`valid_bounds`.
 
     Returns
     -------
@@ -166,25 +158,18 @@ def clip_fills(
 
 
 def unpacked_bounds(attrs: Mapping[str, Any], encoding: Mapping[str, Any], dtype: np.dtype) -> dict[str, Any]:
-    """``attrs`` with ``valid_min``/``valid_max``/``valid_range`` in the units of the values.
-
-    For an output that drops the input's packing: the bounds become ``code * scale_factor +
-    add_offset`` in ``dtype``, with ``valid_range`` in increasing order. An unpacked input's
-    attributes come back as they are.
+    """``attrs`` with the valid bounds of a packed input in the values' units, as ``dtype``.
 
     Parameters
     ----------
-    attrs : mapping
-        The variable's attributes.
-    encoding : mapping
-        The input variable's encoding (``scale_factor``, ``add_offset``).
+    attrs, encoding : mapping
+        The input variable's.
     dtype : numpy.dtype
-        The float type the values are written in.
 
     Returns
     -------
     dict
-        A new dict; ``attrs`` is not modified.
+        A new dict.
     """
     out = dict(attrs)
     if "scale_factor" not in encoding and "add_offset" not in encoding:

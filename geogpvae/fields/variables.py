@@ -1,10 +1,4 @@
-"""The variables to impute: the default choice, checks of the names given, dims and transforms.
-
-:func:`select_variables` takes every numeric data variable that is not a flag, an earlier
-output, a bounds or similar variable, or (with a warning) a table's sample numbers;
-:func:`variable_dims` checks that they share their dims; :func:`parse_transforms` reads the
-per-variable transforms.
-"""
+"""The variables to impute: the default choice, checks of the names given, dims and transforms."""
 
 from __future__ import annotations
 
@@ -86,9 +80,7 @@ def _default_candidates(ds: xr.Dataset, exclude: set[str]) -> list[str]:
 
 
 def _looks_like_position(name: str, var: xr.DataArray) -> bool:
-    """A 1-D data variable with no missing value that
-    :func:`~geogpvae.fields.coordinates.coordinate_role` recognises (a table's ``depth``
-    column): maybe a position of the sites rather than a measurement."""
+    """A complete 1-D data variable with a coordinate role (a table's ``depth`` column)."""
     if var.ndim != 1 or coordinate_role(name, var) is None:
         return False
     values = np.asarray(var.values)
@@ -111,19 +103,11 @@ def select_variables(
     ----------
     ds : xarray.Dataset
     vars : str or sequence of str, optional
-        Names given by the user; checked to exist and be numeric. Default: every numeric
-        data variable with at least one dim, except CF flag variables (``flag_values``/
-        ``flag_meanings``), earlier outputs ``v_std``/``v_imputed`` of a variable ``v`` in
-        ``ds``, variables other variables name as ``bounds``, ``grid_mapping``,
-        ``cell_measures`` or ``ancillary_variables``, ``exclude``, and (with a
-        :class:`CoordinateWarning`) integers on one dim that increase strictly from site to
-        site, like a table's sample numbers, unless nothing else is left (1-D variables with no
-        missing value named like coordinates, a table's ``depth`` column, are taken with a
-        :class:`CoordinateWarning` that they could be coordinates). When these lie on
-        different dims, those with the most dims are taken and the others left out with a
-        :class:`CoordinateWarning`.
+        Default: the numeric data variables with a dim, except CF flags, earlier ``v_std``/
+        ``v_imputed``, bounds or similar variables, ``exclude``, and a table's sample numbers;
+        of variables on different dims those with the most dims (with a warning).
     exclude : sequence of str
-        Names never taken by default (the mask variable, data variables used as coordinates).
+        Names never taken by default (the mask, data variables used as coordinates).
 
     Returns
     -------
@@ -132,10 +116,7 @@ def select_variables(
     Raises
     ------
     InputError
-        A name is not in ``ds`` (the message lists the data variables), no variable is left,
-        or the default variables' dims are ambiguous.
-    TypeError
-        A named variable is not numeric.
+        A name not in ``ds``, nothing left, or ambiguous dims.
     """
     if vars is None:
         names = _default_candidates(ds, set(exclude))
@@ -183,17 +164,7 @@ _CENSORED_HINT = (
 
 
 def _first_text(var: xr.DataArray) -> str:
-    """The first value of a text variable that does not read as a number (``'<0.1'``), or ''.
-
-    Parameters
-    ----------
-    var : xarray.DataArray
-
-    Returns
-    -------
-    str
-        Empty when ``var`` holds no text or all its text reads as numbers or is blank.
-    """
+    """The first value of a text variable that does not read as a number (``'<0.1'``), else ''."""
     if var.dtype.kind not in "OSU":
         return ""
     for value in np.ravel(np.asarray(var.values)):
@@ -234,10 +205,19 @@ def _widest_group(ds: xr.Dataset, names: list[str]) -> list[str]:
 def variable_dims(ds: xr.Dataset, names: Sequence[str]) -> tuple[str, ...]:
     """The dims shared by all ``names``, in the order of the first.
 
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    names : sequence of str
+
+    Returns
+    -------
+    tuple of str
+
     Raises
     ------
     InputError
-        The variables do not all have the same set of dims, or none has a dim.
+        The variables' dims differ, or there are none.
     """
     first = tuple(str(d) for d in ds[names[0]].dims)
     if not first:
@@ -260,11 +240,9 @@ def parse_transforms(
     Parameters
     ----------
     transform : str, mapping or None
-        ``None`` (no transform), one transform for every variable (``"log"``), or a mapping
-        ``{"kx": "log"}``; values ``"log"`` or ``None``/``"none"``/``"identity"``.
+        One for every variable, or ``{"kx": "log"}``; ``"log"`` or ``None``/``"none"``/``"identity"``.
     names : sequence of str, optional
-        The variables; a mapping must name only these. Without ``names`` only the values
-        are checked (and the mapping returned).
+        The variables a mapping may name; without it only the values are checked.
 
     Returns
     -------

@@ -1,19 +1,8 @@
-"""Stationary covariance functions for the latent Gaussian processes.
+"""Stationary covariance functions of the L latent GPs, each with its outputscale ``s`` and ARD lengthscales.
 
-Each of the L latent channels has its own GP prior with its own outputscale and its own
-automatic-relevance-determination (ARD) lengthscales, one per input dimension. A
-:class:`LatentKernel` evaluates all channels at once and returns covariance blocks with a
-channel axis, shaped ``(..., L, n, m)``, which is the layout the prior terms batch over.
-
-Closed forms, with ``r^2 = sum_d (x_d - x'_d)^2 / l_d^2`` and outputscale ``s``:
-
-========== ==========================================
-rbf        ``s exp(-r^2 / 2)``
-matern12   ``s exp(-r)``
-matern32   ``s (1 + sqrt(3) r) exp(-sqrt(3) r)``
-matern52   ``s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``
-cauchy     ``s / (1 + r^2)``
-========== ==========================================
+:class:`LatentKernel` returns blocks shaped ``(..., L, n, m)``. With ``r^2 = sum_d (x_d - x'_d)^2 / l_d^2``:
+rbf ``s exp(-r^2 / 2)``; matern12 ``s exp(-r)``; matern32 ``s (1 + sqrt(3) r) exp(-sqrt(3) r)``;
+matern52 ``s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)``; cauchy ``s / (1 + r^2)``.
 """
 
 from __future__ import annotations
@@ -38,30 +27,23 @@ def _softplus_inverse(value: torch.Tensor) -> torch.Tensor:
 
 
 def _safe_sqrt(r2: torch.Tensor) -> torch.Tensor:
-    """sqrt with a zero (not infinite) gradient at 0, so Matern kernels differentiate on the diagonal.
-
-    ``r2`` below the dtype's smallest normal number is raised to it: its root (1e-19 in
-    float32, 1e-154 in float64) vanishes next to 1 in every kernel, so the kernel values are
-    those of an exact zero, and the clamp passes no gradient there. (One clamp and one root:
-    a masked ``where`` version cost three times as much per training step.)
-    """
+    """sqrt with a zero gradient at 0 (``r2`` clamped to the smallest normal), so Matern kernels differentiate."""
     return torch.sqrt(torch.clamp_min(r2, torch.finfo(r2.dtype).tiny))
 
 
 def kernel_from_sqdist(r2: torch.Tensor, kind: str) -> torch.Tensor:
-    """Unit-outputscale correlation as a function of the scaled squared distance.
+    """Unit-outputscale correlation, same shape as ``r2``, from the scaled squared distance.
 
     Parameters
     ----------
     r2 : Tensor
-        Squared distances already divided by the squared lengthscales (dimensionless).
+        Squared distances over squared lengthscales (dimensionless).
     kind : str
         One of :data:`KERNELS`.
 
     Returns
     -------
     Tensor
-        Correlations, same shape as ``r2``.
     """
     if kind == "rbf":
         return torch.exp(-0.5 * r2)
@@ -80,7 +62,9 @@ def kernel_from_sqdist(r2: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def scaled_sqdist(x1: torch.Tensor, x2: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
-    """Squared distances after dividing every input dimension by its lengthscale, per channel.
+    """Squared distances per channel, every input dimension divided by its lengthscale.
+
+    Coincident points are exactly 0 apart (differences, not ``|a|^2 + |b|^2 - 2ab``).
 
     Parameters
     ----------
@@ -91,13 +75,6 @@ def scaled_sqdist(x1: torch.Tensor, x2: torch.Tensor, lengthscale: torch.Tensor)
     Returns
     -------
     Tensor, shape (..., L, n, m)
-
-    Notes
-    -----
-    The squared coordinate differences (..., n, m, D) do not depend on the channel or on any
-    parameter, so they are formed once and mixed with ``1 / l^2`` in one small matrix
-    product; differences (rather than ``|a|^2 + |b|^2 - 2ab``) keep coincident points at
-    exactly zero distance.
     """
     sqdiff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).square()  # (..., n, m, D)
     return sqdiff_to_sqdist(sqdiff, lengthscale)
@@ -126,11 +103,7 @@ def stretchable(kernel: nn.Module) -> bool:
 
 @contextlib.contextmanager
 def stretched(kernel: nn.Module, factor: float) -> Iterator[nn.Module]:
-    """The kernel with every lengthscale multiplied by ``factor``, for the duration of the block.
-
-    No gradient flows through the change, and the kernel is restored bit for bit afterwards
-    (its ``lengthscale_unit`` buffer is saved and copied back, not divided).
-    """
+    """The kernel with every lengthscale times ``factor`` for the block (no gradient), restored bit for bit."""
     if factor == 1.0:
         yield kernel
         return
@@ -150,11 +123,9 @@ def stretched(kernel: nn.Module, factor: float) -> Iterator[nn.Module]:
 class ChannelKernel(nn.Module):
     """What the priors and the predictive need of a latent kernel: L covariance blocks at once.
 
-    The built-in :class:`LatentKernel` and
-    :class:`~geogpvae.gp.user_kernels.GPyTorchLatentKernel` (user-supplied gpytorch kernels)
-    share this interface. A subclass sets ``n_channels`` (L) and ``n_dims`` (D), gives an
-    ``outputscale`` property (the prior variance ``k_l(x, x)`` of each channel, shape (L,))
-    and implements :meth:`_covariance`.
+    Base of :class:`LatentKernel` and :class:`~geogpvae.gp.user_kernels.GPyTorchLatentKernel`.
+    A subclass sets ``n_channels`` (L) and ``n_dims`` (D), an ``outputscale`` property (the prior
+    variance ``k_l(x, x)``, shape (L,)) and implements ``_covariance(x1, x2)``.
     """
 
     n_channels: int
@@ -186,28 +157,20 @@ class ChannelKernel(nn.Module):
 class LatentKernel(ChannelKernel):
     """Independent stationary kernels for L latent channels over D-dimensional inputs.
 
+    The lengthscale trains as the log of its ratio to the initial one, so units do not matter.
+
     Parameters
     ----------
     kind : str
         Covariance family, one of :data:`KERNELS`.
-    n_channels : int
-        Number of latent channels L.
-    n_dims : int
-        Input dimension D.
+    n_channels, n_dims : int
+        L latent channels, D input dimensions.
     lengthscale : float or sequence of float
-        Initial lengthscale, in input units: a scalar, one value per input dimension (D),
-        or one row per channel (L x D).
+        Initial lengthscale in input units: scalar, per dimension (D) or per channel (L, D).
     outputscale : float or sequence of float
         Initial outputscale (prior variance), scalar or one per channel.
     learn_lengthscale, learn_outputscale : bool
-        Whether the hyperparameters are trained (softplus-parametrised) or frozen.
-
-    Notes
-    -----
-    Hyperparameters are stored as unconstrained raw values that keep them positive during
-    gradient descent: the outputscale through softplus, the lengthscale as the log of its ratio
-    to the initial lengthscale (buffer ``lengthscale_unit``), so that a step changes it by the
-    same factor whatever the units of the coordinates (metres or kilometres train alike).
+        Whether the hyperparameters are trained or frozen.
     """
 
     def __init__(
@@ -233,8 +196,6 @@ class LatentKernel(ChannelKernel):
         os_ = torch.broadcast_to(os_, (self.n_channels,)).clone()
         if (ls <= 0).any() or (os_ <= 0).any():
             raise ValueError("lengthscale and outputscale must be positive")
-        # lengthscales are learnt on a log scale relative to their start, so that training does
-        # not depend on the units of the coordinates
         self.register_buffer("lengthscale_unit", ls.clone())
         raw_ls, raw_os = torch.zeros_like(ls), _softplus_inverse(os_)
         if learn_lengthscale:
@@ -268,26 +229,13 @@ class LatentKernel(ChannelKernel):
         return self.from_sqdiff((x1.unsqueeze(-2) - x2.unsqueeze(-3)).square())
 
     def blocks(self, points: torch.Tensor) -> torch.Tensor:
-        """Covariance of each set of points, shape (..., L, M, M), for points (..., M, D).
-
-        The coordinates are data: no gradient flows back to them (only to the
-        hyperparameters).
-        """
+        """Covariance (..., L, M, M) of each set of points (..., M, D); no gradient to the coordinates."""
         with torch.no_grad():
             sqdiff = (points.unsqueeze(-2) - points.unsqueeze(-3)).square()
         return self.from_sqdiff(sqdiff)
 
     def from_sqdiff(self, sqdiff: torch.Tensor) -> torch.Tensor:
-        """Covariance blocks from precomputed squared coordinate differences.
-
-        Parameters
-        ----------
-        sqdiff : Tensor, shape (..., n, m, D)
-
-        Returns
-        -------
-        Tensor, shape (..., L, n, m)
-        """
+        """Covariance blocks (..., L, n, m) from squared coordinate differences (..., n, m, D)."""
         r2 = sqdiff_to_sqdist(sqdiff, self.lengthscale)
         return self.outputscale[:, None, None] * kernel_from_sqdist(r2, self.kind)
 

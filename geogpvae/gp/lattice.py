@@ -1,16 +1,9 @@
 """Nearest neighbours on a regular lattice, by stencils of cell offsets instead of trees.
 
-On a regular grid (a full or partly masked lattice with constant spacing along each axis) the
-cells near a cell sit at fixed integer offsets. The offsets within a radius ``R`` are listed
-once, sorted by their length in the engine's coordinate units; a cell's nearest neighbours are
-then the first offsets of that list that land on a cell of the lattice. This is exact for every
-cell that finds enough of them within ``R`` (nothing outside the radius can be nearer), and the
-few that do not (cells in a corner, the first cells of an ordering) are passed back to the
-general KD-tree search. The work is a few vectorised passes over (N, C) arrays of candidate
-offsets, with no tree: a few seconds for the 1,122,000 cells of full-size SPE10 instead of tens.
-
-Ties (offsets of equal length, common on a lattice) are broken the same way at every cell (by
-the offset's position in the sorted list), so neighbour sets share one geometry across the grid.
+The integer offsets within a radius are listed once, sorted by length; a cell's nearest
+neighbours are the first that land on a lattice point. Exact for every cell that finds enough
+within the radius; the rest (corners, the first cells of an ordering) go back to the KD-tree.
+Ties break by position in the sorted list, the same at every cell.
 """
 
 from __future__ import annotations
@@ -32,16 +25,15 @@ class Lattice:
     Attributes
     ----------
     shape : tuple of int
-        Number of lattice positions along each axis.
+        Positions along each axis.
     step : ndarray, shape (D,)
-        Spacing along each axis, in the points' units (1 where an axis has a single value).
+        Spacing along each axis in the points' units (1 for a single value).
     cell : ndarray of int64, shape (N, D)
         Lattice position of every point.
     origin : ndarray, shape (D,)
         The smallest coordinate along each axis (the position of cell 0).
     rank : ndarray of int64, shape (N,)
-        Row-major (first axis slowest) index of every point's cell; sorting by it is the
-        lexicographic ("sorted") ordering of the points.
+        Row-major (first axis slowest) index of every point's cell: the "sorted" ordering.
     lookup : ndarray of int64, shape (prod(shape),)
         The point at each lattice cell, -1 where the lattice has no point.
     """
@@ -61,14 +53,12 @@ def find_lattice(points: np.ndarray, *, max_fill: float = 2.0) -> Lattice | None
     ----------
     points : array, shape (N, D)
     max_fill : float
-        Largest ratio of lattice cells to points accepted (2: up to half the cells may be
-        missing).
+        Largest ratio of lattice cells to points accepted (2: up to half may be missing).
 
     Returns
     -------
     Lattice or None
-        None for scattered points, unequal spacing along an axis, duplicate points or a lattice
-        with more than ``max_fill * N`` cells.
+        None for scattered points, unequal spacing, duplicates or over ``max_fill * N`` cells.
     """
     pts = np.asarray(points, dtype=np.float64)
     n, d = pts.shape
@@ -106,11 +96,9 @@ def _coordinate_tolerance(values: np.ndarray) -> float:
 
 
 def _offsets(lattice: Lattice, wanted: int, earlier: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """Integer offsets within a radius holding about 4x ``wanted`` cells, sorted by length.
+    """Non-zero offsets (C, D) within a radius holding ~4x ``wanted`` cells and their lengths (C,).
 
-    With ``earlier`` only offsets that go back in row-major order (lexicographically negative)
-    are kept; otherwise every non-zero offset. Returns the offsets (C, D), their lengths (C,),
-    or None when the list would be too long.
+    ``earlier`` keeps only lexicographically negative offsets; None when the list is too long.
     """
     shape, step = np.asarray(lattice.shape), lattice.step
     live = shape > 1
@@ -150,25 +138,20 @@ def lattice_neighbours(
     Parameters
     ----------
     lattice : Lattice
-        From :func:`find_lattice`: the points searched.
+        The points searched, from :func:`find_lattice`.
     k : int
-        Neighbours per query.
     earlier : bool
-        Only points earlier in the lexicographic ordering than the query cell (SPA's
-        conditioning sets).
+        Only points lexicographically before the query cell (SPA's conditioning sets).
     with_zero : bool
-        Count a point in the query's own cell (distance 0) as a neighbour; without it the
-        query's own cell is left out (a lattice point is not its own neighbour).
+        Count a point in the query's own cell (distance 0) as a neighbour.
     cells : array of int, shape (M, D), optional
         The query cells, inside the lattice's bounds (default: the lattice's own points).
 
     Returns
     -------
     None or (idx, dist, unresolved)
-        ``idx`` (M, k) int64 point indices and ``dist`` (M, k), nearest first, -1 / inf where
-        not found; ``unresolved``: int64 indices of the queries with fewer than ``k`` points
-        inside the stencil's radius, whose rows are not final. None when the stencil would
-        be too large.
+        ``idx`` (M, k) int64 and ``dist`` (M, k), nearest first, -1 / inf where not found;
+        ``unresolved``: the queries whose rows are not final. None when the stencil is too large.
     """
     d = lattice.cell.shape[1]
     cells = lattice.cell if cells is None else np.asarray(cells, dtype=np.int64)
@@ -218,8 +201,7 @@ def cells_of(lattice: Lattice, points: np.ndarray) -> tuple[np.ndarray, np.ndarr
     cells : ndarray of int64, shape (M, D)
         Cell indices (clipped to the bounds where ``on_grid`` is False).
     on_grid : ndarray of bool, shape (M,)
-        True where the point coincides with a lattice position (to 1e-6 of a step, or to the
-        rounding error of float32 coordinates).
+        True on a lattice position (to 1e-6 of a step, or float32 rounding).
     """
     pts = np.asarray(points, dtype=np.float64)
     u = (pts - lattice.origin) / lattice.step
@@ -234,17 +216,13 @@ def cells_of(lattice: Lattice, points: np.ndarray) -> tuple[np.ndarray, np.ndarr
 def offset_keys(lattice: Lattice, nbr: np.ndarray) -> np.ndarray:
     """Each neighbour's cell offset from its centre packed into one integer, slot by slot.
 
-    Two rows are equal exactly when their neighbour lists have the same cell offsets in the same
-    slot order, which is what grouping locations into shared stencils needs (see
-    :func:`geogpvae.gp.neighbours.shared_stencils`); offsets are exact integers, so no
-    quantisation is needed, and the lists of :func:`lattice_neighbours` share one slot order.
+    Equal rows mean equal stencils (:func:`geogpvae.gp.neighbours.shared_stencils`).
 
     Parameters
     ----------
     lattice : Lattice
-        The lattice of the points ``nbr`` indexes.
     nbr : array of int, shape (N, H)
-        Neighbour indices of every point, -1 padded.
+        Neighbour indices of every lattice point, -1 padded.
 
     Returns
     -------

@@ -1,9 +1,6 @@
 """The names the GP options accept, in a module that imports nothing.
 
-Checking a configuration (:meth:`geogpvae.engine.config.GPVAEConfig.validate`, which
-``geogpvae info`` and the command line's option parsing run) needs these lists but not the
-kernels or the neighbour search themselves, which import torch: a bad ``--option`` is then
-refused, and a file described, without the seconds that import takes.
+:meth:`geogpvae.engine.config.GPVAEConfig.validate` checks options against them without importing torch.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """Nearest neighbours, Vecchia orderings and each point's nearest *earlier* neighbours.
 
-Two exact k-nearest-neighbour backends give the same neighbour sets (ties aside):
-
-* ``"kdtree"``: SciPy's :class:`scipy.spatial.cKDTree`, the default on a CPU and for the
-  low-dimensional inputs of geostatistics (D <= 4), where it is 30-100x faster than brute force;
-* ``"faiss"``: a flat (exact, brute-force) faiss index, on the GPU when CUDA and a GPU build of
-  faiss are available, else on the CPU.
-
-``backend="auto"`` picks faiss on a CUDA machine with a GPU build of faiss, and the KD-tree
-otherwise (and always for D <= 4 on the CPU).
-
-The SPA engine needs, for an ordering of the points, each point's H nearest neighbours among
-the points that come *before* it (:func:`ordered_neighbours`). A per-point loop over a growing
-tree costs tens of seconds for 10^5 points. Here the positions are processed in geometric blocks
-``[s, 1.5 s)``: a tree is built once on the first ``1.5 s`` points, every point of the block asks
-it for its ``k = 1.5 H + 4`` nearest, and the candidates that come earlier than the point are
-kept. Inside a block at least two thirds of the tree's points precede any query point, so those
-candidates almost always hold ``H`` earlier ones; the few points that fall short are asked again
-with a doubled ``k``, which keeps the result exact. Total cost: O(N H log N) time, one tree per
-block (sum of sizes <= 3N), and no Python loop over points (about 1.2 s for 141,900 points and
-H = 20 on a 2-core CPU; see ``benchmarks/neighbours.py``).
+Exact k-NN backends (same sets, ties aside): ``"kdtree"`` (SciPy's cKDTree, the CPU default) and
+``"faiss"`` (a flat index, on the GPU with a GPU build); ``"auto"`` picks faiss only on a CUDA
+machine with GPU faiss. Regular lattices are searched by stencil (:mod:`~geogpvae.gp.lattice`).
 """
 
 from __future__ import annotations
@@ -72,7 +55,7 @@ def faiss_available(gpu: bool = False) -> bool:
 
 
 def choose_backend(backend: str, n_dims: int) -> str:
-    """Resolve ``"auto"`` to a concrete backend name.
+    """Resolve ``"auto"`` to ``"kdtree"`` or ``"faiss"``.
 
     Parameters
     ----------
@@ -83,7 +66,6 @@ def choose_backend(backend: str, n_dims: int) -> str:
     Returns
     -------
     str
-        ``"kdtree"`` or ``"faiss"``.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown neighbour backend {backend!r}; choose one of {BACKENDS}")
@@ -151,14 +133,11 @@ def knn(
     Parameters
     ----------
     points : array, shape (N, D)
-        The points searched.
     k : int
-        Number of neighbours per query.
     query : array, shape (Q, D), optional
         Query locations; defaults to ``points`` themselves.
     exclude_self : bool
-        With ``query=None``, leave every point out of its own neighbour list (by index, so a
-        duplicate location of another point still counts as a neighbour).
+        With ``query=None``, leave each point out of its own list (by index: duplicates count).
     backend : {"auto", "kdtree", "faiss"}
 
     Returns
@@ -209,13 +188,9 @@ MEDIAN_QUERIES = 20_000
 
 def median_neighbour_distance(x: np.ndarray, k: int, *, backend: str = "auto",
                               max_queries: int = MEDIAN_QUERIES) -> float:
-    """Median distance from a location to its ``k``-th nearest other location.
+    """Median distance from a location to its ``k``-th nearest other location, in the units of ``x``.
 
-    Over every location for up to ``max_queries`` of them; beyond, over every ``s``-th location
-    (``s = ceil(N / max_queries)``), each searched among all N. The median changes by little
-    (on a lattice, not at all; on 141,900 scattered points by 1e-4 relative) and the search is
-    15 times cheaper (1.1 s against 0.07 s at 141,900 locations, 3.8 s against 0.4 s at
-    1,122,000 on two threads).
+    Beyond ``max_queries`` locations, over every ``ceil(N / max_queries)``-th one, searched among all N.
 
     Parameters
     ----------
@@ -225,11 +200,11 @@ def median_neighbour_distance(x: np.ndarray, k: int, *, backend: str = "auto",
     backend : str
         Of :func:`knn`.
     max_queries : int
+        Most query locations.
 
     Returns
     -------
     float
-        In the units of ``x``.
 
     Raises
     ------
@@ -242,8 +217,7 @@ def median_neighbour_distance(x: np.ndarray, k: int, *, backend: str = "auto",
     if n <= max_queries:
         dist, _ = knn(x, k, exclude_self=True, backend=backend)
     else:
-        # the k + 1 nearest of a member of x include itself at distance 0 (or a duplicate of
-        # it: the same distances either way), so the last is its k-th nearest other location
+        # the k + 1 nearest of a member of x include itself (or a duplicate): the last is its k-th other
         dist, _ = knn(x, k + 1, query=x[:: -(-n // max_queries)], backend=backend)
     return float(np.median(dist[:, -1]))
 
@@ -291,9 +265,8 @@ def order_points(points: np.ndarray, method: str = "random", *, seed: int = 0) -
     ----------
     points : array, shape (N, D)
     method : {"random", "maxmin", "sorted", "none"}
-        ``"random"``: a seeded random permutation. ``"sorted"``: lexicographic by coordinate
-        (first column slowest). ``"none"``: the given order. ``"maxmin"``: coarse-to-fine, an
-        approximate max-min distance ordering (see Notes).
+        ``"random"`` (seeded), ``"maxmin"`` (approximate, coarse to fine by grid cells),
+        ``"sorted"`` (lexicographic, first column slowest) or ``"none"`` (the given order).
     seed : int
         Seed of the random parts.
 
@@ -301,16 +274,6 @@ def order_points(points: np.ndarray, method: str = "random", *, seed: int = 0) -
     -------
     ndarray of int64, shape (N,)
         ``order[r]`` is the index of the point at position ``r``.
-
-    Notes
-    -----
-    The max-min ordering puts first the points that are far from every earlier point, so
-    early points spread over the domain and later points fill in. Exact max-min ordering is
-    O(N^2) naively; here it is approximated level by level: at level ``l`` the bounding box is
-    cut into cells of side ``2^-l`` times its extent, and one not-yet-chosen point is taken
-    from every cell that holds no chosen point yet (the one nearest the cell centre). Each
-    level's picks are at least about one cell apart from each other and from earlier picks,
-    which is the property of max-min orderings that the Vecchia approximation relies on.
     """
     pts = _as_points(points)
     n = pts.shape[0]
@@ -418,16 +381,13 @@ def ordered_neighbours(
     neighbours : int
         H, the size of each conditioning set.
     order : array of int, shape (N,), optional
-        A permutation: ``order[r]`` is the point at position ``r``. Defaults to the given order.
+        ``order[r]`` is the point at position ``r``; default: the given order.
     backend : {"auto", "kdtree", "faiss"}
 
     Returns
     -------
     ndarray of int64, shape (N, H)
-        Row ``i`` lists, nearest first, the indices (into ``points``) of the ``min(H, r_i)``
-        nearest points that come before point ``i`` (at position ``r_i``); the remaining
-        entries are ``-1``. The first point has no neighbours; the ``r``-th has ``min(H, r)``:
-        points with fewer than H predecessors are conditioned on all of them, exactly.
+        Row ``i``: the ``min(H, r_i)`` nearest points before point ``i`` (position ``r_i``), then ``-1``.
     """
     pts = _as_points(points)
     n = pts.shape[0]
@@ -502,11 +462,7 @@ def _earlier_by_tree(pts: np.ndarray, rank: np.ndarray, rows: np.ndarray, h: int
 def shared_stencils(
     points: np.ndarray, nbr: np.ndarray, *, max_fraction: float = 0.25
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """Group locations whose neighbour sets have the same shape (relative offsets).
-
-    On a regular grid most locations see the same pattern of neighbours (a *stencil*). With a
-    stationary kernel their prior covariance blocks are then identical, so a mini-batch needs
-    one factorisation per distinct stencil rather than one per location.
+    """Group locations whose neighbour sets have the same relative offsets (a *stencil*).
 
     Parameters
     ----------
@@ -514,16 +470,13 @@ def shared_stencils(
     nbr : array of int, shape (N, H)
         Neighbour indices (-1 padded).
     max_fraction : float
-        Give up (return None) when there are more than ``max_fraction * N`` stencils.
+        Give up (return None) beyond ``max_fraction * N`` stencils.
 
     Returns
     -------
     None or tuple
-        ``(stencil, offsets, valid, nbr_canonical)``: the stencil id of every location (N,),
-        the offsets of every stencil's neighbours from its centre (S, H, D), their validity
-        (S, H), and the neighbour lists reordered so that slot ``h`` of location ``i`` is
-        offset ``h`` of its stencil. Offsets equal to within 1e-9 of the domain's extent are
-        taken as equal.
+        ``(stencil (N,), offsets (S, H, D), valid (S, H), nbr_canonical (N, H))``: slot ``h`` of
+        ``nbr_canonical[i]`` is offset ``h`` of its stencil; offsets within 1e-9 of the extent count as equal.
     """
     pts = _as_points(points)
     n, h = nbr.shape
@@ -553,11 +506,7 @@ def shared_stencils(
 def distinct_offsets(
     points: np.ndarray, nbr: np.ndarray, centres: np.ndarray, *, max_distinct: int = 1024
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """The distinct offsets from each centre to its neighbours and to itself.
-
-    On a lattice a few dozen offsets describe every neighbour set, so a stationary kernel's
-    covariance blocks can be gathered from one small table of the offsets' pairwise
-    covariances instead of being evaluated cell by cell.
+    """The distinct offsets from each centre to its neighbours and to itself (a lattice has few).
 
     Parameters
     ----------
@@ -567,14 +516,13 @@ def distinct_offsets(
         Neighbours of each centre (-1 padded).
     centres : array, shape (M, D)
     max_distinct : int
-        Give up (return None) beyond this many distinct offsets (scattered points).
+        Give up (return None) beyond this many distinct offsets.
 
     Returns
     -------
     None or tuple
-        ``(offsets, ids)``: the distinct offsets (U, D), in the points' units, and the offset
-        of every slot (M, H + 1), the last slot being the centre itself (offset 0, as are the
-        padded slots). Offsets equal to within 1e-9 of the domain's extent are taken as equal.
+        ``(offsets (U, D), ids (M, H + 1))``: the last slot is the centre (offset 0, as padded
+        slots are); offsets within 1e-9 of the extent count as equal.
     """
     pts = _as_points(points)
     m, h = nbr.shape
@@ -609,12 +557,9 @@ def _quantised_offsets(pts: np.ndarray, nbr: np.ndarray, centres: np.ndarray) ->
 
 
 def _canonical(q: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sort every row's slots: valid first, then lexicographically by offset.
-
-    Returns the slot order (N, H) and the reordered offsets and validity.
-    """
+    """Sort each row's slots, valid first then by offset: slot order (N, H), offsets, validity."""
     n, h, d = q.shape
-    # one small integer key per slot: the ranks of its offsets along each axis, packed
+    # one integer key per slot: its offsets' ranks along each axis, packed
     key = np.zeros((n, h), dtype=np.int64)
     capacity = 1
     for j in range(d):

@@ -7,16 +7,10 @@ instance, for example a Matérn kernel over space times a periodic kernel over t
     kernel = ScaleKernel(MaternKernel(nu=1.5, ard_num_dims=2, active_dims=[0, 1])
                          * PeriodicKernel(active_dims=[2]))
 
-:class:`GPyTorchLatentKernel` gives each of the L latent channels its own copy of it (its own
-hyperparameters, trained like the built-ins') and evaluates it on dense batched tensors with
-gpytorch's constraints. The kernel must be stationary (``kernel.is_stationary``): the
-neighbour priors reuse one covariance block for every location with the same neighbour
-geometry, and the predictive falls back on the prior variance ``k(x, x)``.
-
-A saved model holds the kernel as a *description* (:func:`kernel_spec`: class names from
-``gpytorch.kernels`` with their structural arguments) next to its trained weights, so that
-loading never unpickles code; :func:`kernel_from_spec` rebuilds it. Priors and non-default
-constraints on the hyperparameters are not part of the description.
+:class:`GPyTorchLatentKernel` gives each latent channel its own trained copy; the kernel must be
+stationary (``kernel.is_stationary``). A saved model holds it as a description
+(:func:`kernel_spec`, rebuilt by :func:`kernel_from_spec`), never pickled code; priors and
+non-default constraints on its hyperparameters are not saved.
 """
 
 from __future__ import annotations
@@ -63,14 +57,13 @@ def kernel_spec(kernel: Any) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``{"class": name, ...}`` with ``base`` (ScaleKernel), ``kernels`` (sums and
-        products) or the leaf's ``ard_num_dims``, ``active_dims``, ``batch_shape``, ``nu``, ...
+        ``{"class": name, ...}`` with ``base`` (ScaleKernel), ``kernels`` (sums, products) or
+        the leaf's ``ard_num_dims``, ``active_dims``, ``batch_shape``, ``nu``, ...
 
     Raises
     ------
     InputError
-        A kernel class that does not come from ``gpytorch.kernels``, or one that cannot be
-        rebuilt from the description.
+        A class not from ``gpytorch.kernels``, or a kernel the description cannot rebuild.
     """
     spec = _describe(kernel)
     _check_rebuilds(kernel, spec)
@@ -105,7 +98,13 @@ def _describe(kernel: Any) -> dict[str, Any]:
 
 
 def kernel_from_spec(spec: dict[str, Any]) -> Any:
-    """Rebuild a gpytorch kernel (fresh hyperparameters) from :func:`kernel_spec`'s description."""
+    """Rebuild a gpytorch kernel (fresh hyperparameters) from :func:`kernel_spec`'s description.
+
+    Raises
+    ------
+    InputError
+        ``spec`` names a class that is not a gpytorch kernel.
+    """
     kernels = _kernels_module()
     spec = dict(spec)
     cls = getattr(kernels, str(spec.pop("class")), None)
@@ -167,12 +166,9 @@ class GPyTorchLatentKernel(ChannelKernel):
     Parameters
     ----------
     kernel : gpytorch.kernels.Kernel
-        A stationary kernel over the D coordinates (not modified: each channel trains its own
-        deep copy).
-    n_channels : int
-        Number of latent channels L.
-    n_dims : int
-        Input dimension D.
+        A stationary kernel over the D coordinates (not modified: each channel trains a copy).
+    n_channels, n_dims : int
+        L latent channels, D input dimensions.
     """
 
     stationary = True

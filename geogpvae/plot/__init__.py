@@ -1,35 +1,13 @@
 """Figures for imputed fields: layers, maps, profiles, calibration and training curves.
 
-Every public plotting function takes the Dataset that :func:`geogpvae.impute` returns and
-gives back a :class:`matplotlib.figure.Figure`. None of them calls ``plt.show()``, and
-none of them touches pyplot's global state beyond creating the figure. They all rely on
-these conventions for each imputed variable ``v``:
-
-``v``
-    The field with its holes filled. It is NaN only outside an optional domain mask. Its
-    attrs give ``units`` and ``long_name``. ``geogpvae_transform = "log"`` marks a
-    variable that was modelled in log space, such as permeability.
-``v_std``
-    The predictive standard deviation, in the same units. It is 0 at observed cells and
-    NaN outside the domain.
-``v_imputed``
-    An int8 flag: 0 for observed, 1 for imputed, -127 outside the domain. It may have
-    been decoded to float with NaN outside the domain. It may also be missing, as in the
-    output of ``GPVAEImputer.predict``: a positive ``v_std`` then marks a value as imputed
-    (predicted), a ``v_std`` of 0 as observed.
-
-The names of ``v_std`` and ``v_imputed`` come from ``ancillary_variables`` when that is
-present, and otherwise from the suffixes.
-
-Units are typeset from their CF/UDUNITS strings (``"mg kg-1"`` reads mg kg⁻¹, see
-:func:`pretty_units`).
-
-Panels, colourbars and the data artists carry a ``gid`` (``ax.get_gid()``), so scripts
-and tests can find them: ``"observed"``, ``"imputed"``, ``"truth"``, ``"std"`` and
-``"error"`` for the panels of :func:`layers` and :func:`field_map`.
-
-cartopy is optional. It is imported only when :func:`field_map` draws lon/lat data, and
-never when this module is imported.
+Every public function takes the Dataset :func:`geogpvae.impute` returns and gives back a
+:class:`matplotlib.figure.Figure` (no ``plt.show()``, no pyplot state beyond the figure). For each
+imputed ``v``: ``v`` is the filled field (NaN only outside the domain; ``geogpvae_transform = "log"``
+marks log modelling), ``v_std`` its predictive std (0 where observed, NaN outside) and ``v_imputed``
+an int8 flag (0 observed, 1 imputed, -127 outside; where it is missing, as after
+``GPVAEImputer.predict``, a positive ``v_std`` marks imputed), found by ``ancillary_variables`` or
+the suffixes. Panels and artists carry a ``gid`` (``"observed"``, ``"imputed"``, ``"truth"``,
+``"std"``, ``"error"``). cartopy is imported only when :func:`field_map` draws lon/lat data.
 """
 
 from __future__ import annotations

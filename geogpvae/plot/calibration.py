@@ -59,39 +59,28 @@ def interval_coverage(
 ) -> dict[float, float]:
     """Empirical coverage of central Gaussian predictive intervals at the imputed cells.
 
-    A cell counts as covered at level ``p`` when ``|truth - mean| <= z * sigma``, where
-    ``z`` is the standard normal quantile at ``(1 + p) / 2``.
+    A cell is covered at level ``p`` when ``|truth - mean| <= z * sigma``, ``z`` the normal quantile at ``(1 + p) / 2``.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The output of :func:`geogpvae.impute`.
     var : str
-        Name of the imputed variable.
     truth : xarray.DataArray or xarray.Dataset
-        The true field.
     levels : sequence of float
         Nominal levels in (0, 1).
     space : {"auto", "linear", "log"}
-        Where the Gaussian intervals live. ``"auto"`` uses log space for a variable with
-        ``geogpvae_transform = "log"``, where the model is Gaussian, and linear space
-        otherwise. In log space, the intervals ``mu +- z s`` of ``ln v`` correspond to
-        the asymmetric intervals ``[exp(mu - z s), exp(mu + z s)]`` in the original
-        units.
+        Where the intervals live; ``"auto"``: log space for ``geogpvae_transform = "log"``, where
+        ``mu +- z s`` of ``ln v`` is ``[exp(mu - z s), exp(mu + z s)]`` in the original units.
     log_point : {"median", "mean"}, optional
-        How the log-space moments ``mu`` and ``s`` are recovered from ``v`` and ``v_std``,
-        which are in the original units. ``"median"`` means that ``v = exp(mu)`` and
-        ``v_std`` is the lognormal standard deviation,
-        ``v_std**2 = exp(2 mu) u (u - 1)`` with ``u = exp(s**2)``. ``"mean"`` means that
-        ``v = exp(mu + s**2 / 2)``, the lognormal mean, with
-        ``v_std**2 = v**2 (exp(s**2) - 1)``. The default is the variable's
-        ``geogpvae_point_estimate`` attr, or ``"median"`` without it.
+        How ``v``, ``v_std`` give ``mu``, ``s``: ``"median"``: ``v = exp(mu)``,
+        ``v_std**2 = exp(2 mu) u (u - 1)``, ``u = exp(s**2)``; ``"mean"``: ``v = exp(mu + s**2 / 2)``,
+        ``v_std**2 = v**2 (exp(s**2) - 1)``. Default: the ``geogpvae_point_estimate`` attr, else median.
 
     Returns
     -------
     dict of float to float
-        The fraction covered at each nominal level, NaN when there is no imputed cell with
-        a finite truth and a positive std.
+        The fraction covered per level; NaN without an imputed cell with finite truth and positive std.
     """
     sigma, err, _ = _calibration_pairs(ds, var, truth, space, log_point)
     return _coverage(sigma, err, levels)
@@ -121,32 +110,20 @@ def uncertainty(
 ) -> Figure:
     """Calibration of the predictive std: against the error, and interval coverage.
 
-    With ``truth``, there are two panels:
-
-    - ``|error|`` against the predictive std ``sigma`` at the imputed cells, as points,
-      or as a hexbin of counts above ``max_scatter`` points. A calibrated Gaussian model
-      has ``E|error| = sqrt(2/pi) sigma``, about ``0.80 sigma``, drawn as a line. Binned
-      means of ``|error|`` (deciles of ``sigma``) show whether it follows that line.
-    - the empirical coverage of the central intervals at ``levels`` next to the nominal
-      coverage, as paired bars with the numbers written on them.
-
-    Without ``truth``, a single panel shows the histogram of the std at the imputed
-    cells, with log-spaced bins for a log-marked variable.
+    With ``truth``: ``|error|`` against ``sigma`` at the imputed cells (points, or a hexbin above
+    ``max_scatter``) with the calibrated line ``E|error| = sqrt(2/pi) sigma`` and decile means; and the
+    empirical against the nominal coverage at ``levels``, as bars. Without: a histogram of the std.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The output of :func:`geogpvae.impute`.
     var : str
-        Name of the imputed variable.
     truth : xarray.DataArray or xarray.Dataset, optional
-        The true field.
     levels : sequence of float
         Nominal coverage levels.
     space : {"auto", "linear", "log"}
-        Space of the Gaussian intervals and of the error plot. See
-        :func:`interval_coverage`. For a log-marked variable, ``"auto"`` means log space,
-        where the errors are those of ``ln v``.
+        Of the intervals and the error plot (:func:`interval_coverage`); log: errors of ``ln v``.
     log_point : {"median", "mean"}, optional
         See :func:`interval_coverage`.
     max_scatter : int
@@ -157,9 +134,7 @@ def uncertainty(
     Returns
     -------
     matplotlib.figure.Figure
-        The figure. With ``truth``, its panels have gids ``"std-vs-error"`` and
-        ``"coverage"``, and the empirical bars the gid ``"empirical"``. Without it, the
-        panel has the gid ``"std-histogram"``.
+        Panel gids ``"std-vs-error"`` and ``"coverage"`` (bars ``"empirical"``), or ``"std-histogram"``.
     """
     f = _Field(ds, var, truth)
     name, units = f.name, f.value.attrs.get("units")
@@ -167,8 +142,7 @@ def uncertainty(
         return _std_histogram(f, var, name, units, figsize)
     sigma, err, used = _calibration_pairs(ds, var, truth, space, log_point)
     hexbin = sigma.size > max_scatter
-    # the hexbin's colourbar sits between the panels: a wider figure, with more space
-    # between the panels, keeps its label clear of the coverage panel's
+    # the hexbin's colourbar sits between the panels: wider, to keep its label clear
     default_size = (8.4, 3.4) if hexbin else (7.6, 3.4)
     fig, (ax1, ax2) = _plt().subplots(1, 2, figsize=figsize or default_size,
                                       layout="constrained", width_ratios=(1.25, 1.0))

@@ -14,8 +14,7 @@ from .style import _warn_once
 __all__ = ["find_map_shapefile", "map_data_dirs"]
 
 
-#: System folders that may hold cartopy's data besides ``cartopy.config``; Debian's
-#: ``python3-cartopy`` links its ``cartopy/data`` to ``/usr/share/cartopy/data``.
+#: System folders that may hold cartopy's data besides ``cartopy.config`` (Debian's among them).
 _SYSTEM_DATA_DIRS: tuple[Path, ...] = (
     Path("/usr/share/cartopy"),
     Path("/usr/share/cartopy/data"),
@@ -29,12 +28,8 @@ _GEOMETRY_CACHE: dict[str, list[Any]] = {}
 def map_data_dirs() -> list[Path]:
     """Folders searched for cartopy's shapefiles, in order, without downloading.
 
-    These are ``cartopy.config["pre_existing_data_dir"]``, then ``["data_dir"]`` and
-    ``["repo_data_dir"]`` when cartopy can be imported, then ``$CARTOPY_DATA_DIR``, then
-    the system folders ``/usr/share/cartopy`` and ``/usr/share/cartopy/data``, which is
-    where Debian's ``python-cartopy-data`` puts them, and ``/usr/local/share/cartopy``.
-    An empty ``pre_existing_data_dir``, cartopy's default, would mean the current
-    directory; it is skipped.
+    ``cartopy.config``'s ``pre_existing_data_dir`` (unless empty), ``data_dir`` and ``repo_data_dir``,
+    ``$CARTOPY_DATA_DIR``, then ``/usr/share/cartopy[/data]`` (Debian) and ``/usr/local/share/cartopy``.
 
     Returns
     -------
@@ -76,24 +71,20 @@ def find_map_shapefile(
 ) -> Path | None:
     """The path of a Natural Earth shapefile on disk, or None, never downloading.
 
-    The folders of :func:`map_data_dirs` are searched for
-    ``shapefiles/natural_earth/{category}/ne_{resolution}_{name}.shp``, the layout that
-    cartopy's downloader uses. The resolutions are tried in the order given. Only a
-    shapefile with its ``.shx`` and ``.dbf`` beside it counts.
+    Searches :func:`map_data_dirs` for ``shapefiles/natural_earth/{category}/ne_{resolution}_{name}.shp``
+    (cartopy's layout), resolutions in order; only a file with its ``.shx`` and ``.dbf`` counts.
 
     Parameters
     ----------
     name : str
         Natural Earth name, e.g. ``"coastline"`` or ``"admin_0_boundary_lines_land"``.
     category : {"physical", "cultural"}
-        Natural Earth category.
     resolutions : sequence of str
         Preferred resolutions, best first.
 
     Returns
     -------
     pathlib.Path or None
-        The first complete shapefile found.
     """
     for res in resolutions:
         for d in map_data_dirs():
@@ -193,8 +184,7 @@ def _lon_start(lon: np.ndarray) -> float:
 def _contiguous_lon(lon: np.ndarray) -> np.ndarray:
     """Longitudes unwrapped onto one arc, e.g. 170..190 rather than 170..180, -180..-170.
 
-    A monotonic grid whose own seam is at least as wide as its largest step is kept as it
-    is, so ``0..357.5`` and ``-180..177.5`` keep their values.
+    A monotonic grid whose own seam is at least its largest step is kept (``0..357.5``, ``-180..177.5``).
     """
     lon = np.asarray(lon, dtype=float)
     if lon.size > 1:

@@ -65,12 +65,7 @@ def _status(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Boolean masks ``(observed, imputed, inside)`` of one variable, on the same shape.
 
-    With a flag, these are ``flag == 0``, ``flag == 1`` and either of the two. Without
-    one, as in the output of ``GPVAEImputer.predict``, which has ``v`` and ``v_std``
-    only, a cell with a value is imputed (predicted) where its std is positive and
-    observed where the std is 0, the way :func:`geogpvae.impute` writes them; the domain
-    is where the value is finite. Without a std either, every finite value counts as
-    observed.
+    By the flag; without it a positive std is imputed, 0 observed (no std: every finite value observed).
     """
     v = np.asarray(getattr(value, "values", value), dtype=float)
     if flag is not None:
@@ -106,9 +101,7 @@ def _truth_array(truth: Any, var: str, like: xr.DataArray) -> xr.DataArray | Non
 
 
 def _matched(truth: xr.DataArray, like: xr.DataArray) -> xr.DataArray:
-    """``truth`` in the field's order along each dim, matched on the coordinates both hold along
-    it (a grid's axis, or a survey's x and y); ValueError where they are not the same
-    locations. A truth without coordinates is taken in the field's order."""
+    """``truth`` in the field's order, matched on shared coordinates (ValueError if other locations)."""
     for dim in like.dims:
         names = [str(n) for n, c in like.coords.items() if c.dims == (dim,)
                  and n in truth.coords and truth[n].dims == (dim,)]
@@ -231,14 +224,7 @@ def _short_label(da: xr.DataArray, dim: str) -> str:
 
 
 class _Metrics:
-    """Sizes, in inches, of the text and spacing around a panel, read from rcParams.
-
-    These let the figure functions size a figure before anything is drawn; running the
-    layout engine to measure would cost as much as drawing the figure once more. The
-    layouts here are "compressed" wherever the panels have a fixed aspect, so what these
-    estimates miss ends up as a sliver of white at the figure's edges, never as a gap
-    between the panels or as text running into text.
-    """
+    """Sizes, in inches, of the text and spacing around a panel, read from rcParams, to size figures before drawing."""
 
     def __init__(self) -> None:
         from matplotlib.font_manager import FontProperties

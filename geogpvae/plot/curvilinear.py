@@ -1,9 +1,7 @@
 """Curvilinear grids on a map: 2-D longitudes and latitudes, as ocean and climate models write.
 
-:func:`_curvilinear` finds such a grid for :func:`~geogpvae.plot.field_map`, searches it once
-for the placeholder cells that NEMO writes without a position
-(:func:`~geogpvae.fields.placeholders.placeholder_cells`), and tells whether its cells can be
-drawn (:func:`_mesh_centres`) or are drawn as points at their centres.
+:func:`_curvilinear` finds such a grid for :func:`~geogpvae.plot.field_map`, its placeholder cells
+(:func:`~geogpvae.fields.placeholders.placeholder_cells`) once, and whether its cells can be drawn.
 """
 
 from __future__ import annotations
@@ -44,8 +42,7 @@ def _placeholders(h: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 class _Curvilinear(NamedTuple):
-    """A curvilinear grid: its 2-D ``lon`` and ``lat``, its placeholder cells (``blank``),
-    and :func:`_mesh_centres` of it, None where it is drawn as points."""
+    """A curvilinear grid: ``lon``, ``lat``, placeholder cells ``blank``, ``mesh`` (None: drawn as points)."""
 
     lon: xr.DataArray
     lat: xr.DataArray
@@ -54,8 +51,7 @@ class _Curvilinear(NamedTuple):
 
 
 def _curvilinear(ds: xr.Dataset, var: str, coords: str) -> _Curvilinear | None:
-    """The curvilinear grid of ``var`` (:func:`_curvilinear_coords`), or None; its placeholder
-    cells are searched here, once a map, for both ways of drawing it."""
+    """The curvilinear grid of ``var``, or None; its placeholder cells searched once a map."""
     found = _curvilinear_coords(ds, var, coords)
     if found is None:
         return None
@@ -66,20 +62,9 @@ def _curvilinear(ds: xr.Dataset, var: str, coords: str) -> _Curvilinear | None:
 
 def _mesh_centres(h: np.ndarray, v: np.ndarray,
                   blank: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any] | None:
-    """The centres of a curvilinear grid that can be drawn as cells, longitudes on one arc,
-    its placeholder cells, which are left blank, and its corners where it lies around a pole.
+    """``(lon, lat, blank, polar corners or None)`` of a grid drawable as cells, longitudes on one arc; else None.
 
-    That is a grid with at least two cells along each dim, finite centres, and no step of
-    90 degrees of longitude or more between neighbouring cells once the longitudes are
-    taken within 180 degrees of the middle cell's: regional grids, across the dateline too.
-    Global grids (with their seam or the fold of a tripolar grid) and grids with NaN
-    centres give None, and are drawn as points. Placeholder cells (longitude and latitude
-    both exactly 0, far from the grid: :func:`~geogpvae.fields.placeholders.placeholder_cells`)
-    have no position: their centres are put where their neighbours' lead
-    (:func:`~geogpvae.plot.style._fill_centres`), for the corners of the cells around them.
-    A grid around a pole (a sea-ice grid) is drawn too, on corners taken in a polar plane
-    (:func:`~geogpvae.plot.polar.polar_corners`); the fourth item holds them, else None.
-    ``h`` and ``v`` are the centres' longitudes and latitudes, ``blank`` the placeholder cells.
+    Needs 2 x 2 finite cells (placeholders filled from neighbours) and steps under 90 degrees, or a polar grid.
     """
     if min(h.shape) < 2 or not (np.isfinite(h[~blank]).all() and np.isfinite(v[~blank]).all()):
         return None

@@ -14,26 +14,9 @@ __all__ = ["training_history"]
 
 
 def _history_limits(*series: Any, spread: float = 2.0) -> tuple[float, float] | None:
-    """y limits for training curves that leave out a large start-up transient.
+    """y limits ``(bottom, top)`` that leave out a start-up transient (None under 4 finite values).
 
-    The lower limit is the smallest value of all ``series``. The upper one is the 99th
-    percentile of the later half of each series, raised by ``spread`` times its height
-    above the lower limit, so that the approach to it stays in view, and never above the
-    largest value. A loss that starts at 440 and settles near 3 is shown from about 3 up;
-    curves without such a transient keep their whole range.
-
-    Parameters
-    ----------
-    *series : array_like
-        Curves over the same epochs. Non-finite values are ignored.
-    spread : float
-        How far above the later half the view reaches, in units of that half's height
-        above the minimum (at least 2 % of its magnitude).
-
-    Returns
-    -------
-    tuple of float or None
-        ``(bottom, top)`` without padding, or None with fewer than 4 finite values.
+    Top: the later halves' 99th percentile plus ``spread`` times its height above the minimum, at most the maximum.
     """
     arrays = [np.asarray(y, dtype=float).ravel() for y in series]
     values = np.concatenate([y[np.isfinite(y)] for y in arrays]) if arrays else np.empty(0)
@@ -79,33 +62,27 @@ def training_history(
 ) -> Figure:
     """The negative ELBO and its parts over the epochs.
 
-    The loss of the first epochs is often far above the rest (440 against 3, say), which
-    would leave the rest flat along the bottom. The y axis therefore runs from the lowest
-    value to a little above the later half of the run, and a note in the corner names the
-    epochs left above it. The lines still hold every epoch; ``ax.autoscale(axis="y")``
-    shows them whole.
+    The y axis runs from the lowest value to a little above the later half of the run, and a corner
+    note names the epochs left above it (``ax.autoscale(axis="y")`` shows every epoch).
 
     Parameters
     ----------
     history : mapping of str to sequence of float
-        Equal-length sequences. ``loss`` (negative ELBO per location) is required.
-        ``epoch`` is optional and defaults to 1, 2, .... ``expected_nll`` (expected
-        negative log-likelihood per location) is drawn with the loss, and so is
-        ``val_loss`` when present. ``kl`` (KL divergence per location) gets its own
-        panel. ``elapsed`` is read as cumulative seconds, and its last value goes in the
-        title. Other keys are ignored.
+        Equal-length sequences: ``loss`` (negative ELBO per location, required); ``epoch`` (default 1,
+        2, ...); ``expected_nll`` and ``val_loss``, drawn with the loss; ``kl``, its own panel;
+        ``elapsed`` (cumulative seconds, last in the title). Other keys are ignored.
     figsize : tuple of float, optional
         Figure size in inches.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One panel with gid ``"elbo"``, plus one with gid ``"kl"`` when ``kl`` is present.
+        A panel with gid ``"elbo"``, and one with gid ``"kl"`` when ``kl`` is present.
 
     Raises
     ------
     ValueError
-        If ``loss`` is missing or empty, or if the sequences differ in length.
+        ``loss`` missing or empty, or sequences of different lengths.
     """
     plt = _plt()
     if "loss" not in history:

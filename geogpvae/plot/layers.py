@@ -66,22 +66,15 @@ def _describe_layers(da: xr.DataArray, axis: str, numbers: np.ndarray) -> str:
 
 
 def layer_positions(da: xr.DataArray, axis: str, layer: Any = None) -> list[int]:
-    """Positions along ``axis`` of the layers that ``layer`` names.
+    """Positions along ``axis`` of the layers that ``layer`` names (as ``geogpvae plot --layer``).
 
-    ``layer`` takes the same thing as ``geogpvae plot --layer``:
-
-    * an integer is a **layer number**: the value of a ``layer`` coordinate along ``axis``
-      when there is one (SPE10 keeps the numbers of the full model, 1 at the top, also after
-      ``downsample``), else the position counted from 1;
-    * a float is a **coordinate value** along ``axis`` (e.g. a depth in metres): the layer
-      whose coordinate is nearest, within half a cell (on the boundary between two, the
-      first along ``axis``);
-    * a sequence of those gives several layers; ``None`` the first layer.
+    An integer is a layer number: a ``layer`` coordinate along ``axis`` where there is one (SPE10 keeps
+    the full model's), else the position from 1. A float is a coordinate value: the nearest layer within
+    half a cell (on a boundary, the first). A sequence gives several; ``None`` the first layer.
 
     Parameters
     ----------
     da : xarray.DataArray
-        The variable.
     axis : str
         The dim along which layers are taken.
     layer : int, float, sequence of them, or None
@@ -160,80 +153,45 @@ def layers(
 ) -> Figure:
     """Layers of a 3-D field: observed, imputed, std and, with ``truth``, truth and error.
 
-    Each row is one layer. Its panels, left to right, are:
-
-    - the observed values, with the holes left as holes (grey);
-    - the imputed field;
-    - the truth, when ``truth`` is given;
-    - the predictive standard deviation at the imputed cells;
-    - ``|imputed - truth|`` at the imputed cells, when ``truth`` is given.
-
-    Cells without a value are grey: the holes in the observed panel, and the observed
-    cells in the std and error panels. Cells outside the domain are white. Without a
-    ``v_imputed`` flag, a cell counts as imputed where its std is positive and as
-    observed where it is 0, as :func:`geogpvae.impute` writes them.
-
-    The value panels share one norm, and so do the std and error panels. Both are in the
-    units of the variable, so the std and the error can be compared by colour. A
-    log-marked variable gets a log norm on both.
+    One row per layer; panels: observed values (holes grey), imputed field, truth, predictive std and
+    ``|imputed - truth|`` (these two at imputed cells only). Cells without a value are grey, outside
+    the domain white; without ``v_imputed`` a positive std marks imputed. Value panels share one norm,
+    as do std and error (same units, comparable by colour; log for a log-marked variable).
+    ``pcolormesh`` on cell edges: x grows right, y up, a ``positive: "down"`` coordinate down.
 
     Parameters
     ----------
     ds : xarray.Dataset
         The output of :func:`geogpvae.impute`.
     var : str
-        Name of the imputed variable.
     layer : int, float, sequence of them, or None
-        The layers to draw, as ``geogpvae plot --layer`` takes them (see
-        :func:`layer_positions`): an integer is a layer number, counted from 1 at the first
-        layer as geologists count, or the value of a ``layer`` coordinate along ``axis`` when
-        the Dataset has one (SPE10 keeps the numbers of the full model after
-        ``downsample``); a float is a coordinate value along ``axis``, e.g. a depth. Default:
-        the first layer. The titles of horizontal layers give the layer number and the
-        coordinate value, such as "layer 21 (z = 12.5 m)". Vertical sections (``axis`` ``"x"`` or
-        ``"y"``) are titled with the coordinate value only. Values are rounded to 3
-        significant digits, or more where neighbouring values need them to differ.
+        As :func:`layer_positions` takes them (default: the first layer). Titles read "layer 21
+        (z = 12.5 m)", vertical sections the coordinate value only.
     axis : str
-        Dimension to slice along. The default ``"z"`` gives horizontal layers, and ``"x"``
-        or ``"y"`` give vertical sections. A variable with 2 dims, neither of them
-        ``axis``, is one layer: drawn as one row without a layer number, with ``layer`` None
-        or 1 (any other layer is a ValueError).
+        Dim to slice along: ``"z"`` horizontal layers, ``"x"`` or ``"y"`` vertical sections. A 2-D
+        variable without ``axis`` is one row, with ``layer`` None or 1 (else ValueError).
     truth : xarray.DataArray or xarray.Dataset, optional
         The complete field on the same grid, or a Dataset that holds ``var``.
     log : bool, optional
-        Use a log colour norm. The default follows ``geogpvae_transform == "log"``.
+        Log colour norm; by default where ``geogpvae_transform == "log"``.
     cmap, std_cmap : str or Colormap, optional
         Colour maps for the values and for std and error.
     percentiles : tuple of float
         Robust colour limits, in percent of the finite values drawn.
     share : {"all", "row"}
-        Share the colour limits across all rows, with one pair of colourbars below the
-        panels, or within each row, with colourbars beside each row.
+        Colour limits shared by all rows (colourbars below) or per row (colourbars beside).
     aspect : "auto", "equal", float or None
-        Axes aspect. With ``"auto"``, the aspect is equal when both axes have the same
-        units and neither of them is vertical. A vertical section (along ``x`` or ``y``)
-        keeps a free aspect, because vertical exaggeration is the norm there.
+        ``"auto"``: equal when both axes have the same units and neither is vertical, else free.
     panel_width : float
         Width of one panel, in inches.
     figsize : tuple of float, optional
-        Figure size in inches. It overrides the size computed from ``panel_width``. By
-        default, panels with a fixed aspect get the height that the aspect asks for, with
-        no space to spare between the rows, their titles and the colourbars.
+        Overrides ``panel_width``; by default a fixed aspect sets the height.
 
     Returns
     -------
     matplotlib.figure.Figure
-        The figure. The panels carry gids ``"observed"``, ``"imputed"``, ``"truth"``,
-        ``"std"`` and ``"error"``, and their QuadMeshes the same gids. Only the bottom row
-        has x labels and only the first column y labels: a coordinate's ``long_name``
-        with its units, or its name with its units (``"x [m]"``) where the long one would
-        be wider than the panel.
-
-    Notes
-    -----
-    The cells are drawn with ``pcolormesh`` on cell edges computed from the coordinates.
-    Descending coordinates therefore land where they belong: ``x`` increases to the right
-    and ``y`` upwards. A coordinate with ``positive: "down"`` (depth) increases downwards.
+        Panels and their QuadMeshes have gids ``"observed"``, ``"imputed"``, ``"truth"``, ``"std"``,
+        ``"error"``; x labels on the bottom row, y labels on the first column (``"x [m]"`` if narrow).
     """
     if share not in ("all", "row"):
         raise ValueError("share must be 'all' or 'row'")
@@ -468,11 +426,7 @@ def _fit_axis_labels(axes, rows: list[_LayerRow], size: _LayerSize) -> None:
 
 
 def _colourbars(fig, axes, meshes, value_keys, unc_keys, f: _Field, row, location, pads):
-    """One colourbar under (or beside) the value panels, one for std and error.
-
-    ``pads`` gives the pad of each, ``"value"`` and ``"uncertainty"``, as a fraction of
-    the extent of its panels.
-    """
+    """One colourbar under (or beside) the value panels, one for std and error; ``pads`` as fractions."""
     axes = np.atleast_2d(axes)
     nv = len(value_keys)
     kw = {"location": location, "shrink": 0.9, "aspect": 25 if location == "bottom" else 18}

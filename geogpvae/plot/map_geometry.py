@@ -1,6 +1,7 @@
 """Where the values of a map go and what each panel shows: the horizontal dims and centres,
-the slice drawn, the panels' masked arrays, and what is drawn instead (sites on a lattice as a
-raster, a curvilinear grid's cells as points)."""
+the slice shown, the panels' arrays (and redrawing: sites on a lattice as a raster, a curvilinear
+grid's cells as points).
+"""
 
 from __future__ import annotations
 
@@ -50,9 +51,7 @@ def _find_sites(ds: xr.Dataset, da: xr.DataArray, coords: str):
 
 
 def _redrawn_as(ds: xr.Dataset, found: _Curvilinear | None, truth, f, coords: str, raster: bool):
-    """``(ds, truth, coords)`` to draw instead, or None: a curvilinear grid (2-D lon/lat)
-    that cannot be drawn as cells as points at its cells' centres (those that have one);
-    sites on a regular lattice (with ``raster``) as a grid."""
+    """``(ds, truth, coords)`` to draw instead (curvilinear cells as points, lattice sites as a grid), or None."""
     if found is not None and found.mesh is None:
         dims = tuple(str(d) for d in found.lon.dims)
         cells = {"_".join(dims): dims}
@@ -80,12 +79,7 @@ def _lattice_axis(c: np.ndarray) -> tuple[float, float, int] | None:
 
 
 def _sites_as_grid(f, dim: str, hname: str, vname: str):
-    """Sites on a regular lattice (e.g. the nodes of a prediction grid) as a (y, x) grid.
-
-    Returns ``(dataset, truth)`` with the variable, its std and flag on the lattice (NaN,
-    or the flag's fill value, where there is no node), or None when the sites are not on a
-    lattice that they fill well enough for a raster.
-    """
+    """``(dataset, truth)`` of sites on a regular lattice as a (y, x) grid (NaN off-node), or None."""
     ds, da = f.ds, f.value
     if da.dims != (dim,):
         return None
@@ -198,11 +192,7 @@ def _other_dims(
 
 @dataclass
 class _MapGeometry:
-    """Where the values of a map go: horizontal/vertical centres, names and the slice shown.
-
-    ``hc`` and ``vc`` are 1-D for grids and sites, 2-D (on ``spatial``) for the cells of a
-    curvilinear grid, with longitudes on one arc.
-    """
+    """Where the values of a map go; ``hc``, ``vc`` 1-D, or 2-D for a curvilinear grid (longitudes on one arc)."""
 
     sites: Any
     spatial: tuple[str, ...]
@@ -237,9 +227,7 @@ class _MapGeometry:
 
 
 def _rows_up(ds: xr.Dataset, row_dim: str) -> bool:
-    """Whether a curvilinear grid's y axis grows with its row index: False only where the row
-    dimension has a 1-D numeric coordinate that falls (files whose first row is the top one,
-    as NSIDC's sea-ice grids are written); True otherwise, as ``pcolormesh`` draws an array."""
+    """Whether a curvilinear grid's y grows with its row index: False only for a falling 1-D row coordinate."""
     coord = ds.coords.get(row_dim)
     if coord is None or coord.ndim != 1 or coord.size < 2 or not np.issubdtype(coord.dtype, np.number):
         return True

@@ -1,5 +1,4 @@
-"""The choice between a map and a profile: what :func:`~geogpvae.plot.field_map` draws as a
-profile instead of a map (a field with one dim and no sites, or one site picked by ``isel``)."""
+"""The choice between a map and a profile in :func:`~geogpvae.plot.field_map`."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from .profiles import _as_profile, profile
 
 
 def _profile_instead(ds: xr.Dataset, var: str, truth, f, coords: str, isel, log, figsize) -> Figure | None:
-    """What :func:`~geogpvae.plot.field_map` draws as a profile: a field with one dim and no sites
-    (a transect, series or log), or one site of a field on sites picked by ``isel``; None for a map."""
+    """The profile :func:`~geogpvae.plot.field_map` draws instead (one dim, no sites; a site by ``isel``), or None."""
     if f.value.ndim == 1 and _find_sites(ds, f.value, coords) is None:
         return _as_profile(ds, var, truth, isel, log, figsize)
     if _picks_one_site(ds, f.value, coords, isel):  # one well's log, one station's series
@@ -23,8 +21,7 @@ def _profile_instead(ds: xr.Dataset, var: str, truth, f, coords: str, isel, log,
 
 
 def _picks_one_site(ds: xr.Dataset, da: xr.DataArray, coords: str, isel: Mapping[str, int] | None) -> bool:
-    """Whether ``isel`` picks one site of a field on sites and one more dim (logs on
-    ``(well, depth)``, series on ``(time, station)``), leaving that dim."""
+    """Whether ``isel`` picks one site of a field on sites and one more dim, leaving that dim."""
     sites = _find_sites(ds, da, coords) if isel and da.ndim == len(isel) + 1 else None
     return sites is not None and sites[0] in isel and set(map(str, isel)) <= set(map(str, da.dims))
 

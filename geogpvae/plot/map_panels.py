@@ -78,9 +78,7 @@ def _frame_map_panel(ax, g: _MapGeometry, view: _MapView, *, first: bool, coastl
         else:
             ax.set_extent([view.h0 - view.middle, view.h1 - view.middle, view.v0, view.v1],
                           crs=view.ccrs.PlateCarree(central_longitude=view.centre))
-        # labels on the first panel only: the others show the same map, and
-        # cartopy's label placement is the slowest part of drawing a map
-        # around a pole, labels on the frame: cartopy's default puts the latitudes on the data
+        # labels on the first panel only (cartopy's label placement is slow); on the frame around a pole
         inline = {"x_inline": False, "y_inline": False, "rotate_labels": False} if view.cap is not None else {}
         gl = ax.gridlines(draw_labels=first, linewidth=0.3, color="0.4", alpha=0.7, **inline)
         if first:
@@ -117,8 +115,7 @@ def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pa
     kw = {"location": "bottom", "shrink": 0.85, "aspect": 30, "pad": pad}
 
     def bar_label(text: str, n_panels: int) -> str:
-        # wrapped to the colourbar's width, so that two bars side by side keep their
-        # labels apart
+        # wrapped to the bar's width, so two bars side by side keep their labels apart
         inches = kw["shrink"] * (n_panels * size.w + (n_panels - 1) * size.gap)
         return wrap_label(text, max(12, int(inches / (0.55 * size.mt.label_font))))
 

@@ -1,10 +1,8 @@
 """Maps of a polar cap: grids and sites all around a pole, such as sea-ice grids.
 
-A polar stereographic sea-ice grid holds every longitude but only the latitudes poleward of
-about 40 degrees. Drawn as a global PlateCarree map it would fill a thin band along the top
-or the bottom edge; a polar stereographic map of the cap shows it as it lies on the Earth.
-NSIDC's hemispheric grids reach 31 N (39 S) at their corners, but they enclose the pole and lie
-wholly in its hemisphere: they get the same polar map (:func:`enclosed_pole`).
+A polar stereographic map shows such data as they lie on the Earth, where PlateCarree would
+squeeze them into a band along its top or bottom edge. Hemispheric grids that enclose the pole
+(NSIDC's, reaching 31 N at the corners) get the same map (:func:`enclosed_pole`).
 """
 
 from __future__ import annotations
@@ -19,11 +17,9 @@ __all__ = ["HEMISPHERE_EDGE", "NEAR_POLE", "POLAR_EDGE", "beside_pole", "enclose
 
 #: data that go all around a pole and stay poleward of this latitude (degrees) form a cap
 POLAR_EDGE = 40.0
-#: a curvilinear grid that encloses a pole and stays poleward of this latitude (degrees) on the
-#: pole's side of the equator forms a cap too
+#: a curvilinear grid that encloses a pole and stays poleward of this latitude (degrees) forms a cap too
 HEMISPHERE_EDGE = 10.0
-#: data poleward of :data:`POLAR_EDGE` that reach this latitude (degrees) lie beside the pole: a
-#: PlateCarree map would stretch them along its top or bottom edge (:func:`beside_pole`)
+#: data poleward of :data:`POLAR_EDGE` that reach this latitude (degrees) lie beside the pole (:func:`beside_pole`)
 NEAR_POLE = 80.0
 
 
@@ -32,16 +28,13 @@ def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
 
     Parameters
     ----------
-    lon_span : float
-        The data's span of longitude, in degrees.
-    lat0, lat1 : float
-        Their southernmost and northernmost latitude, in degrees.
+    lon_span, lat0, lat1 : float
+        The data's span of longitude, southernmost and northernmost latitude, in degrees.
 
     Returns
     -------
     {"north", "south"} or None
-        ``"north"`` for data spanning 300 degrees of longitude or more, all north of
-        :data:`POLAR_EDGE`; ``"south"`` for the same south of ``-POLAR_EDGE``; None otherwise.
+        A cap for 300 degrees of longitude or more, all poleward of :data:`POLAR_EDGE`.
     """
     if lon_span < 300:
         return None
@@ -53,11 +46,7 @@ def polar_cap(lon_span: float, lat0: float, lat1: float) -> str | None:
 
 
 def beside_pole(lat0: float, lat1: float) -> str | None:
-    """Which pole data reach, staying in its cap, without going all around it.
-
-    A regional sea-ice grid whose edge passes a cell or a few from the pole spans 69-87 N over
-    175 degrees of longitude: on a PlateCarree map it is a thin strip along the top edge. A polar
-    stereographic map of its cap shows it as it lies.
+    """Which pole data reach, staying in its cap, without going all around it (regional sea-ice grids).
 
     Parameters
     ----------
@@ -67,8 +56,7 @@ def beside_pole(lat0: float, lat1: float) -> str | None:
     Returns
     -------
     {"north", "south"} or None
-        ``"north"`` for data all north of :data:`POLAR_EDGE` that reach :data:`NEAR_POLE`;
-        ``"south"`` for the same in the south; None otherwise.
+        The pole for data all poleward of :data:`POLAR_EDGE` that reach :data:`NEAR_POLE`.
     """
     if lat0 >= POLAR_EDGE and lat1 >= NEAR_POLE:
         return "north"
@@ -80,29 +68,18 @@ def beside_pole(lat0: float, lat1: float) -> str | None:
 def enclosed_pole(lon: Any, lat: Any) -> str | None:
     """Which pole a curvilinear grid encloses, lying wholly in that pole's hemisphere, if any.
 
-    NSIDC's hemispheric sea-ice grids (regular x/y grids on a polar stereographic plane) reach
-    31 N (39 S) at their corners, so they do not stay poleward of :data:`POLAR_EDGE`, but the
-    pole lies inside them. The outer ring of such a grid's points winds once around the pole:
-    its longitudes, followed along the ring in steps taken within 180 degrees, add up to a full
-    turn (the pole lies inside the grid's outline on a polar stereographic plane). The ring of
-    a regional grid beside the pole, or of a longitude/latitude grid with its seam, does not
-    wind. A grid that comes within :data:`HEMISPHERE_EDGE` of the equator or crosses it (a
-    global or a tripolar ocean grid) is no cap either.
+    The grid's outer ring of points must wind once around the pole (its longitude steps, each within
+    180 degrees, add up to a full turn) and stay poleward of :data:`HEMISPHERE_EDGE`.
 
     Parameters
     ----------
     lon, lat : array-like or None
-        The grid's points (cell centres or corners), shape (ny, nx) with ny, nx >= 2, in
-        degrees; neighbours on the outer ring less than 180 degrees of longitude apart.
-        Anything else (None for sites, the 1-D edges of a regular grid, non-finite points)
-        gives None.
+        The grid's points, shape (ny, nx) with ny, nx >= 2, in degrees; anything else
+        (None for sites, 1-D edges, non-finite points) gives None.
 
     Returns
     -------
     {"north", "south"} or None
-        ``"north"`` for a grid whose ring winds once around the north pole, all north of
-        :data:`HEMISPHERE_EDGE`; ``"south"`` for the same around the south pole, all south of
-        ``-HEMISPHERE_EDGE``; None otherwise.
     """
     if lon is None or lat is None or np.ndim(lon) != 2 or np.shape(lon) != np.shape(lat) or min(np.shape(lon)) < 2:
         return None
@@ -130,16 +107,8 @@ def polar_projection(ccrs: Any, cap: str, centre: float) -> Any:
 def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up: bool = True) -> float:
     """The central longitude of a polar map that follows a curvilinear grid's own orientation.
 
-    A sea-ice grid is a regular x/y grid on a polar stereographic plane of its own (NSIDC's
-    north is centred on -45 degrees). On a polar map centred on the middle of its corners'
-    longitudes it comes out turned, and its box holds wedges of nothing at the corners. On
-    a north polar stereographic map, moving the central longitude by d degrees turns the map
-    by d degrees (by -d on a south one): the grid's cell sides are measured on the map
-    centred on ``centre``, and the centre is moved by their angle, so that the grid's rows run
-    across the map and its columns up it. Of the four central longitudes that do that, a
-    quarter turn apart, the one that keeps the grid's y axis up is taken: its rows, in
-    the direction ``rows_up`` gives, climb the map. A grid laid out on the plane of central
-    longitude c, y increasing with the row, so gets the map centred on c (NSIDC's own picture).
+    The map is turned so the grid's rows run across it and its columns up it, the y axis up
+    (a grid on the polar stereographic plane of longitude c gets c).
 
     Parameters
     ----------
@@ -150,19 +119,14 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up
     centre : float
         The provisional central longitude, in degrees.
     lon, lat : array-like or None
-        The grid's cell corners, shape (ny + 1, nx + 1), in degrees. Anything else (None
-        for sites, the 1-D edges of a regular longitude/latitude grid) keeps ``centre``.
+        The grid's cell corners, shape (ny + 1, nx + 1), in degrees; anything else keeps ``centre``.
     rows_up : bool
-        True where the grid's y axis grows with the row index (row 0 at the bottom, as
-        ``pcolormesh`` draws an array); False where it falls, as in files whose first row is
-        the top one (a 1-D ``y`` coordinate that decreases).
+        True where the grid's y grows with the row index; False where the first row is the top one.
 
     Returns
     -------
     float
-        The central longitude in degrees, in [-180, 180). ``centre`` itself where the grid has
-        no orientation of its own on the map: where its cell sides, taken modulo a quarter
-        turn, point every way, as those of a 2-D longitude/latitude grid around the pole do.
+        In degrees, in [-180, 180); ``centre`` where the grid's cell sides point every way.
     """
     if lon is None or lat is None or np.ndim(lon) != 2 or np.shape(lon) != np.shape(lat):
         return centre
@@ -184,9 +148,7 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up
     aligned = centre + (turn if cap == "north" else -turn)
 
     def climb(middle: float) -> float:
-        """How far the grid's rows, in their increasing direction, climb the map centred on ``middle``:
-        the steps along its columns add up to its last row of corners less its first, so only
-        those two rows are projected."""
+        """How far the grid's rows, increasing, climb the map centred on ``middle`` (first and last rows)."""
         ends = polar_projection(ccrs, cap, middle).transform_points(ccrs.PlateCarree(), h[[0, -1]], v[[0, -1]])
         return float(np.nansum(ends[1, :, 1] - ends[0, :, 1]) * (1.0 if rows_up else -1.0))
 
@@ -195,15 +157,9 @@ def polar_centre(ccrs: Any, cap: str, centre: float, lon: Any, lat: Any, rows_up
 
 
 def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) -> list[float]:
-    """The extent of a polar map, in ``proj``'s own units: the box around the data drawn on it.
+    """The extent of a polar map in ``proj``'s units: the box around the data as ``proj`` draws them.
 
-    The box holds the data's points as ``proj`` places them and no more, so that the data fill
-    the map. Given a grid's cell corners, it holds every cell whole: cells are drawn as
-    quadrilaterals between their corners, straight in the plane of the map. A square sea-ice
-    grid (polar stereographic, 25 km cells) gets its own square, not the square around the
-    disc that reaches its lowest latitude, whose corners would be left empty. The disc's square
-    comes out only where it is right: where the data go all around the pole out to one
-    latitude, as a regular longitude/latitude grid does from the cap's edge to the pole.
+    Given cell corners, every cell is held whole (a square sea-ice grid gets its own square).
 
     Parameters
     ----------
@@ -212,18 +168,15 @@ def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) 
     proj : cartopy CRS
         The polar projection (:func:`polar_projection`).
     lon, lat : array-like
-        Longitudes and latitudes of the points, in degrees, broadcast against each other: the
-        corners of a grid's cells, shape (ny + 1, nx + 1) (or (1, nx + 1) and (ny + 1, 1) for
-        a regular grid's edges), or sites, shape (n,). Non-finite points are left out.
+        Points in degrees, broadcast together: cell corners (ny + 1, nx + 1) (or a regular grid's
+        edges (1, nx + 1) and (ny + 1, 1)) or sites (n,). Non-finite points are left out.
     pad : float
-        A margin on every side, as a fraction of the box's longer side (for the markers of
-        sites, which stand out of their points); 0 for cells.
+        A margin on every side as a fraction of the box's longer side (for site markers); 0 for cells.
 
     Returns
     -------
     list of float
-        ``[x0, x1, y0, y1]`` in the projection's units (metres) for
-        ``ax.set_extent(..., crs=proj)``.
+        ``[x0, x1, y0, y1]`` in metres, for ``ax.set_extent(..., crs=proj)``.
 
     Raises
     ------
@@ -242,24 +195,18 @@ def polar_extent(ccrs: Any, proj: Any, lon: Any, lat: Any, *, pad: float = 0.0) 
 
 
 def polar_corners(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """Cell corners of a curvilinear grid around a pole, taken where the grid is smooth.
-
-    Around a pole, neighbouring cells can lie on opposite sides of the dateline or of the pole
-    itself, so corners averaged from their longitudes and latitudes are wrong. A polar
-    stereographic plane holds such a grid as it lies: the corners are averaged there, as for
-    any curvilinear grid, and turned back into longitude and latitude.
+    """Cell corners of a curvilinear grid around a pole, averaged on the polar stereographic plane.
 
     Parameters
     ----------
     lon, lat : ndarray, shape (ny, nx)
-        The cells' centres, in degrees; finite, the longitudes on one arc (within 180 degrees
-        of a middle one, as :func:`~geogpvae.plot.curvilinear._mesh_centres` gives them).
+        The cells' centres, in degrees; finite, the longitudes on one arc (within 180 degrees of a middle one).
 
     Returns
     -------
     (lon, lat) of shape (ny + 1, nx + 1), or None
-        None where the centres neither form a :func:`polar_cap`, enclose a pole
-        (:func:`enclosed_pole`) nor lie beside one (:func:`beside_pole`), or are not a grid in that plane (a step between neighbouring cells longer than a quarter of the cap's radius).
+        None unless the centres form a :func:`polar_cap`, enclose a pole (:func:`enclosed_pole`) or lie
+        beside one (:func:`beside_pole`), with no step longer than a quarter of the cap's radius.
     """
     lat0, lat1 = float(np.min(lat)), float(np.max(lat))
     cap = polar_cap(float(np.ptp(lon)), lat0, lat1) or enclosed_pole(lon, lat) or beside_pole(lat0, lat1)

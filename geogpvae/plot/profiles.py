@@ -28,24 +28,18 @@ def profile(
 ) -> Figure:
     """The imputed values of a one-dimensional field along its coordinate, with their band.
 
-    Observed values are dots, imputed ones triangles, joined by a thin line in the order of the
-    coordinate (the dim's own, else the only numeric 1-D one on the dim, such as one well's
-    measured depth; positions where it is not numbers or NumPy times, e.g. cftime dates); the shaded band
-    is the central predictive interval at ``level`` (Gaussian in the modelling space: for a
-    log variable ``exp(mu +- z s)``, so it is asymmetric). With ``truth`` the true values are
-    a dashed line. A vertical coordinate (depth, level, ``z``) runs down the figure, deeper
-    values lower where its ``positive`` attribute is ``"down"``, as in a well log.
+    Observed values are dots, imputed ones triangles, joined in the order of the coordinate (the dim's
+    own, else the only numeric 1-D one on the dim; positions where it is not numbers or NumPy times).
+    The band is the central interval at ``level``, Gaussian in the modelling space (log variables:
+    ``exp(mu +- z s)``); ``truth`` is dashed. A vertical coordinate runs down the figure (a well log).
 
     Parameters
     ----------
     ds : xarray.Dataset
-        The output of :func:`geogpvae.impute` or ``GPVAEImputer.predict`` for a field with
-        one dim, e.g. ``(time,)``, ``(x,)`` or ``(depth,)``.
+        Output of :func:`geogpvae.impute` or ``GPVAEImputer.predict`` with one dim, e.g. ``(time,)``.
     var : str
-        Name of the imputed variable.
     truth : xarray.DataArray or xarray.Dataset, optional
-        The true values at the same locations (matched on the coordinate), or a Dataset
-        that holds ``var``.
+        The true values at the same locations (matched on the coordinate), or a Dataset holding ``var``.
     level : float
         Nominal level of the band, in (0, 1).
     log : bool, optional
@@ -56,8 +50,7 @@ def profile(
     Returns
     -------
     matplotlib.figure.Figure
-        One axes with gid ``"profile"``; the artists have gids ``"observed"``,
-        ``"imputed"``, ``"band"`` and ``"truth"``.
+        Axes gid ``"profile"``; artists ``"observed"``, ``"imputed"``, ``"band"`` and ``"truth"``.
 
     Raises
     ------
@@ -106,11 +99,7 @@ def _drawable(c: xr.DataArray) -> bool:
 
 
 def _along(da: xr.DataArray, dim: str) -> xr.DataArray | None:
-    """The coordinate to draw along: the dim's own, else the only numeric 1-D one on the dim.
-
-    One well of logs on ``(well, depth)`` with a per-well measured depth ``md (well, depth)``
-    is ``md`` on a dim ``depth`` without a coordinate: drawn in positions it was upside down.
-    """
+    """The coordinate to draw along: the dim's own, else the only numeric 1-D one on the dim (e.g. ``md``)."""
     if dim in da.coords:
         return da[dim]
     on_dim = [c for c in da.coords.values() if c.dims == (dim,) and _drawable(c)]
@@ -118,8 +107,7 @@ def _along(da: xr.DataArray, dim: str) -> xr.DataArray | None:
 
 
 def _positions(da: xr.DataArray, dim: str, c: xr.DataArray | None) -> tuple[np.ndarray, bool]:
-    """The values of ``c`` where they are numbers or NumPy times, else the positions along
-    ``dim`` (e.g. cftime dates or labels); and whether positions were taken."""
+    """The values of ``c`` if numbers or NumPy times, else positions along ``dim``; and whether positions."""
     if c is not None and _drawable(c):
         return np.asarray(c.values), False
     return np.arange(da.sizes[dim]), True

@@ -21,8 +21,7 @@ __all__ = ["is_log_variable", "label_for", "make_norm", "pretty_units", "robust_
 MASKED_COLOUR = "0.86"
 #: Default colour map for values.
 VALUE_CMAP = "viridis"
-#: Default colour map for std and |error|: magma without its palest 15 %, whose near-white
-#: top end could be taken for the grey of the cells without a value.
+#: Default colour map for std and |error|: magma without its palest 15 % (not to be taken for grey).
 UNCERTAINTY_CMAP = mcolors.ListedColormap(
     matplotlib.colormaps["magma"](np.linspace(0.0, 0.85, 256)), name="magma_no_white"
 )
@@ -32,12 +31,9 @@ HALF_NORMAL_MEAN = math.sqrt(2.0 / math.pi)
 _WARNED: set[str] = set()
 
 def _warn_once(key: str, message: str, stacklevel: int = 4) -> None:
-    """Emit ``message`` as a UserWarning, at most once per process for ``key``.
+    """Emit ``message`` as a UserWarning at most once per process for ``key``.
 
-    A warning an ``"ignore"`` filter drops (``geogpvae plot -q``, a ``warnings.catch_warnings``
-    block) does not count as shown: the next call outside the filter warns. The default
-    ``stacklevel`` points at the caller of a public function that called a helper that called
-    this.
+    One dropped by an ``"ignore"`` filter does not count as shown; ``stacklevel`` 4: the public caller.
     """
     if key in _WARNED:
         return
@@ -47,11 +43,7 @@ def _warn_once(key: str, message: str, stacklevel: int = 4) -> None:
 
 
 def _ignored(message: str) -> bool:
-    """Whether the first warnings filter that matches a UserWarning ``message`` ignores it.
-
-    Filters tied to a module or a line are passed over (which module warns is not known
-    here): at worst such a warning counts as shown.
-    """
+    """Whether the first warnings filter matching a UserWarning ``message`` ignores it (module/line filters skipped)."""
     for action, text, category, module, line in warnings.filters:
         if module is not None or line:
             continue
@@ -74,13 +66,12 @@ def label_for(da: xr.DataArray, name: str | None = None) -> str:
     da : xarray.DataArray
         Variable or coordinate.
     name : str, optional
-        Fallback when the variable has neither ``long_name`` nor ``standard_name``.
-        Defaults to ``da.name``.
+        Fallback without ``long_name`` or ``standard_name``; defaults to ``da.name``.
 
     Returns
     -------
     str
-        The label. The units part is left out when ``units`` is missing or empty.
+        Without the units part when ``units`` is missing or empty.
     """
     attrs = da.attrs
     text = attrs.get("long_name") or attrs.get("standard_name") or name or da.name or ""
@@ -105,10 +96,8 @@ _NAMED_UNITS = {
 def pretty_units(units: Any) -> str:
     """Units as they should read in a figure, from a CF/UDUNITS string.
 
-    Exponents become superscripts (``"mg kg-1"`` reads mg kg⁻¹, ``"W m-2"`` W m⁻²,
-    ``"m2 s-1"`` m² s⁻¹), ``"degrees_east"`` and ``"degrees_north"`` become °E and °N,
-    ``"**"`` or ``"^"`` exponents are read as well, and one millidarcy written for UDUNITS
-    (``"9.869233e-16 m2"``) reads mD. Anything else is kept as it is.
+    Exponents (also ``**`` or ``^``) become superscripts (``"mg kg-1"`` reads mg kg⁻¹),
+    ``"degrees_east"``/``"degrees_north"`` °E/°N, ``"9.869233e-16 m2"`` mD; anything else is kept.
 
     Parameters
     ----------
@@ -118,7 +107,7 @@ def pretty_units(units: Any) -> str:
     Returns
     -------
     str
-        The text, or ``""`` for a missing, empty or dimensionless (``"1"``) unit.
+        ``""`` for a missing, empty or dimensionless (``"1"``) unit.
     """
     if units is None:
         return ""
@@ -154,21 +143,18 @@ def robust_limits(
     Parameters
     ----------
     *arrays : array_like
-        Arrays (NumPy, masked, or xarray) whose values the limits must cover. Masked
-        and non-finite entries are ignored. With ``log=True``, so are non-positive ones.
+        NumPy, masked or xarray arrays; masked, non-finite (and with ``log``, non-positive) values ignored.
     percentiles : tuple of float
-        Lower and upper percentiles, in percent. ``(0, 100)`` gives the full range.
+        Lower and upper percentiles, in percent; ``(0, 100)`` gives the full range.
     log : bool
-        Limits for a logarithmic norm: the percentiles are taken of ``log10`` of the
-        positive values, and the result is positive.
+        Percentiles of ``log10`` of the positive values; the limits are positive.
     vmin, vmax : float, optional
         Fixed limits that override the computed ones.
 
     Returns
     -------
     tuple of float
-        ``(vmin, vmax)`` with ``vmin < vmax``. Without any usable value this is
-        ``(0, 1)``, or ``(1, 10)`` for log limits.
+        ``(vmin, vmax)``, ``vmin < vmax``; ``(0, 1)`` (log: ``(1, 10)``) without any usable value.
     """
     parts = []
     for a in arrays:
@@ -204,22 +190,18 @@ def robust_limits(
 
 
 def make_norm(vmin: float, vmax: float, log: bool = False) -> mcolors.Normalize:
-    """A colour norm for ``[vmin, vmax]``.
+    """A colour norm for ``[vmin, vmax]``, clipping nothing (outside: the colour map's under/over).
 
     Parameters
     ----------
     vmin, vmax : float
-        Limits. For a log norm, ``vmin`` must be positive. A non-positive one is replaced
-        by ``vmax / 1000``.
+        Limits; for a log norm a non-positive ``vmin`` becomes ``vmax / 1000``.
     log : bool
-        Return a :class:`~matplotlib.colors.LogNorm` instead of a linear
-        :class:`~matplotlib.colors.Normalize`.
+        A :class:`~matplotlib.colors.LogNorm` instead of a :class:`~matplotlib.colors.Normalize`.
 
     Returns
     -------
     matplotlib.colors.Normalize
-        The norm, clipping nothing: values outside the limits take the colour map's
-        under and over colours.
     """
     if log:
         if not vmin > 0:
@@ -237,11 +219,7 @@ def _cmap(name: Any) -> mcolors.Colormap:
 
 
 def _draw_domain(ax, hedges, vedges, inside: np.ndarray, **kwargs) -> None:
-    """Grey under the cells inside the domain; outside stays the axes colour (white).
-
-    Masked cells of the data drawn on top are transparent, so holes (and observed cells
-    in the std panels) show grey while cells outside the domain show white.
-    """
+    """Grey under the cells inside the domain (holes show grey through masked cells); outside stays white."""
     grey = mcolors.ListedColormap([MASKED_COLOUR])
     under = ax.pcolormesh(hedges, vedges, np.ma.masked_where(~inside, np.zeros(inside.shape)),
                           cmap=grey, vmin=0.0, vmax=1.0, shading="flat", rasterized=True,
@@ -250,11 +228,7 @@ def _draw_domain(ax, hedges, vedges, inside: np.ndarray, **kwargs) -> None:
 
 
 def _outline(ax, hedges, vedges, mask: np.ndarray, **kwargs) -> None:
-    """Outline the cells where ``mask`` is set along the cell edges (a LineCollection).
-
-    ``hedges`` and ``vedges`` are the 1-D edges of a rectilinear grid, or the 2-D corners,
-    shape (ny + 1, nx + 1), of a curvilinear one.
-    """
+    """Outline the cells where ``mask`` is set; ``hedges``, ``vedges``: 1-D edges or 2-D corners."""
     from matplotlib.collections import LineCollection
 
     h, v = np.asarray(hedges, dtype=float), np.asarray(vedges, dtype=float)
@@ -289,24 +263,18 @@ def _edges(centres: np.ndarray) -> np.ndarray:
 
 
 def _corners(centres: np.ndarray) -> np.ndarray:
-    """Cell corners, shape (ny + 1, nx + 1), from the 2-D centres of a curvilinear grid.
+    """Cell corners (ny + 1, nx + 1) from the 2-D centres (at least 2 x 2) of a curvilinear grid.
 
-    An inner corner is the mean of the four centres around it; the outer ones extend the
-    grid by half a cell, linearly, so a rectilinear grid gets the edges of :func:`_edges`.
-    At least two cells are needed along each axis.
+    Inner corners average four centres; outer ones extend the grid by half a cell, linearly.
     """
     padded = np.pad(np.asarray(centres, dtype=float), 1, mode="reflect", reflect_type="odd")
     return 0.25 * (padded[:-1, :-1] + padded[1:, :-1] + padded[:-1, 1:] + padded[1:, 1:])
 
 
 def _fill_centres(centres: np.ndarray) -> np.ndarray:
-    """Centres of a curvilinear grid with its NaN ones put where their neighbours lead.
+    """Curvilinear centres with NaN ones interpolated (or extended) linearly along rows, then columns.
 
-    Along each row, then each column, a NaN centre is interpolated linearly (by position)
-    between the nearest finite ones on either side, or extended beyond the last two. The
-    corners of the cells around a cell without a position then follow their own grid, not
-    a placeholder position; the cell itself is left blank. Lines with fewer than two finite
-    centres stay NaN.
+    So neighbours' corners follow the grid; lines with fewer than two finite centres stay NaN.
     """
     def line(c: np.ndarray) -> np.ndarray:
         known = np.flatnonzero(np.isfinite(c))
@@ -334,10 +302,7 @@ def _coord_note(name: str, coord: xr.DataArray | None, value: Any) -> str:
 
 
 def _scalar_notes(da: xr.DataArray) -> list[str]:
-    """Notes for the scalar coordinates of ``da``, such as a layer already selected.
-
-    A ``layer`` coordinate comes first and reads ``"layer 21"``.
-    """
+    """Notes for the scalar coordinates of ``da``, a ``layer`` first (``"layer 21"``)."""
     scalars = [(str(n), c) for n, c in da.coords.items() if c.ndim == 0]
     scalars.sort(key=lambda item: item[0] != "layer")
     return [_coord_note(n, c, c.values) for n, c in scalars]
@@ -356,12 +321,9 @@ def _spacing(coord: xr.DataArray | None) -> float | None:
 
 
 def _fmt_value(value: Any, step: float | None = None, digits: int = 3) -> str:
-    """A coordinate value for a title: ``digits`` significant digits, never an exponent.
+    """A coordinate value for a title: ``digits`` significant digits (more where ``step`` needs them), no exponent.
 
-    More decimals are kept where ``step``, the spacing of the coordinate, needs them to
-    tell neighbouring values apart (``1500.3`` and ``1500.6`` rather than ``1500`` twice).
-    Integers are printed whole, and trailing zeros are dropped. Dates (numpy or cftime, any
-    calendar) read as the day, with hours and minutes only where the time is not midnight.
+    Integers whole, trailing zeros dropped; dates as the day, with hours and minutes unless midnight.
     """
     value = np.asarray(value)
     if np.issubdtype(value.dtype, np.datetime64):  # the day, and the time of day where it has one
@@ -393,9 +355,7 @@ def _fmt_value(value: Any, step: float | None = None, digits: int = 3) -> str:
 def _layer_note(da: xr.DataArray, dim: str, k: int, *, number: bool) -> str:
     """``"layer 21 (z = 12.5 m)"``: the layer at index ``k`` along ``dim``, for a title.
 
-    The layer number is the value of a ``layer`` coordinate along ``dim`` when there is
-    one, and otherwise ``k + 1``; it is given only when ``number`` is set (a horizontal
-    layer). The coordinate value of ``dim`` follows in brackets.
+    The number (with ``number``) is the ``layer`` coordinate's value, else ``k + 1``.
     """
     coord = _coord(da, dim)
     note = _coord_note(dim, coord, coord.values[k]) if coord is not None and coord.ndim == 1 \
@@ -418,11 +378,7 @@ def _coord(da: xr.DataArray, dim: str) -> xr.DataArray | None:
 
 def _panel_norms(values: list[Any], uncertainties: list[Any], percentiles: tuple[float, float],
                  log: bool) -> tuple[mcolors.Normalize, mcolors.Normalize | None]:
-    """One norm over the value panels' arrays, one over the std and error panels' (or None).
-
-    Both come from robust limits of their own data, so that a narrow spread of std stays
-    visible instead of starting at 0.
-    """
+    """One norm over the value panels' arrays, one over the std and error panels' (or None), each robust."""
     vnorm = make_norm(*robust_limits(*values, percentiles=percentiles, log=log), log=log)
     if not uncertainties:
         return vnorm, None
@@ -432,10 +388,16 @@ def _panel_norms(values: list[Any], uncertainties: list[Any], percentiles: tuple
 def wrap_label(text: str, chars: int) -> str:
     """``text`` broken at spaces into lines of at most ``chars`` characters.
 
-    Units in brackets at the end (``[mg kg-1]``) are never broken, and never sit alone on the
-    last line: the word before them moves down too, so that "std of sea surface temperature
-    [degC]" ends its last line with "temperature [degC]". A word longer than ``chars`` stays
-    whole.
+    Trailing units in brackets never break nor sit alone on the last line; longer words stay whole.
+
+    Parameters
+    ----------
+    text : str
+    chars : int
+
+    Returns
+    -------
+    str
     """
     text = text.strip()
     units = re.search(r"\[[^\[\]]*\]$", text)
@@ -462,12 +424,7 @@ def _colourbar(fig, mappable, axes, label: str, gid: str, **kwargs: Any):
 
 
 def _offset_above(axis) -> None:
-    """Draw the offset and multiplier text of a colourbar's x axis above the bar.
-
-    Matplotlib puts it below the tick labels at the right end, where a horizontal colourbar's
-    label (wrapped to the bar's width) runs into it: a std of 0.028024 to 0.0280245 read
-    "std of porosity" with "1e-7+2.8024e-2" printed over it.
-    """
+    """Draw the offset text of a colourbar's x axis above the bar, clear of its wrapped label."""
     def place(bboxes, bboxes2) -> None:
         x, _ = axis.offsetText.get_position()
         pad = axis.OFFSETTEXTPAD * axis.axes.figure.dpi / 72  # (get_figure(root=) needs matplotlib 3.10)
@@ -478,8 +435,7 @@ def _offset_above(axis) -> None:
 
 
 def _style_colorbar(cb) -> None:
-    """Readable ticks on a log colourbar: 1-2-5 steps over short ranges, plain numbers; the
-    offset text of a linear horizontal one above the bar, clear of its label."""
+    """Readable log colourbar ticks (1-2-5 steps, plain numbers); a horizontal bar's offset text above it."""
     if not isinstance(cb.norm, mcolors.LogNorm):
         if cb.orientation == "horizontal":
             _offset_above(cb.ax.xaxis)

@@ -102,9 +102,8 @@ def test_the_added_variances_scored_follow_hidden_variance():
         return GPVAE(n_vars, 2, 2, hidden_variance=hidden)
 
     assert noise_choices(engine(3, False)) == ()  # the paper's predictive only
-    assert noise_choices(engine(3, True)) == ("hidden", "patterns")
-    assert noise_choices(engine(3, "auto")) == NOISES
-    assert noise_choices(engine(1, "auto")) == ("likelihood", "hidden", "scaled")  # no other variable: no pattern
+    assert noise_choices(engine(3, True)) == NOISES
+    assert noise_choices(engine(1, True)) == ("likelihood", "hidden", "scaled")  # no other variable: no pattern
 
 
 def test_another_variance_must_win_by_more_than_the_noise_of_the_held_out_values():

@@ -246,7 +246,7 @@ def test_uncalibrated_predictive_variance_is_latent_spread_plus_noise(log):
 
 
 def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(monkeypatch):
-    """A training step folds the encoder-hidden values into ``hidden_var``: the moving average
+    """A training step folds the encoder-hidden values into ``hidden_estimate``: the moving average
     of ``(y - m)^2 - s / S`` minus that of the decoded spread ``s``, per variable; the loss and
     its gradients are the ELBO's whether or not the estimate is kept.
 
@@ -267,7 +267,7 @@ def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(
     hidden = batch.observed & ~batch.visible
     assert int(hidden.sum()) > 10
     plain, model = _linear_model("spa", context=6), _linear_model("spa", context=6, hidden=True)
-    assert torch.equal(model.hidden_var, model.noise_var)  # nothing folded in yet
+    assert torch.equal(model.hidden_estimate, model.noise_var)  # nothing folded in yet
     grads = []
     for m in (plain, model):
         torch.manual_seed(5)
@@ -287,8 +287,7 @@ def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(
         mask = hidden.double()
         want = ((sq * mask).sum(0) - (spread * mask).sum(0)) / mask.sum(0)
     torch.testing.assert_close(model.hidden_estimate, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
-    assert not torch.allclose(model.hidden_var, model.noise_var, rtol=0.05)
+    assert not torch.allclose(model.hidden_estimate, model.noise_var, rtol=0.05)
     # the hidden values' squared error over the likelihood's predictive variance for them
     want_ratio = (sq * mask).sum(0) / ((spread * mask).sum(0) + model.noise_var.detach() * mask.sum(0))
     torch.testing.assert_close(model.hidden_ratio, want_ratio, rtol=1e-10, atol=1e-12)
@@ -317,7 +316,7 @@ def test_hidden_value_variance_is_the_moment_estimate_and_leaves_the_elbo_alone(
     # evaluation passes leave it alone
     model.eval()
     model(batch)
-    torch.testing.assert_close(model.hidden_var, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(model.hidden_estimate, want.clamp_min(1e-6), rtol=1e-10, atol=1e-12)
 
 
 def test_pattern_index_codes_the_other_variables_seen():
@@ -337,14 +336,14 @@ def test_pattern_index_codes_the_other_variables_seen():
     assert not wide.pattern_index(torch.ones(3, MAX_PATTERN_VARS + 1, dtype=torch.bool)).any()
 
 
-def test_hidden_variance_auto_trains_as_off_and_keeps_the_paper_predictive():
-    """``hidden_variance="auto"`` estimates the moments from draws of its own: the loss, its
-    gradients and the default predictive variance are those of ``hidden_variance=False``."""
+def test_hidden_variance_trains_as_off():
+    """``hidden_variance=True`` estimates the moments from draws of its own: the loss and its
+    gradients are those of ``hidden_variance=False``."""
     x, y, observed = _field(n=60, seed=4)
     cfg = GPVAEConfig(neighbours=8, context=8, mask_rate=0.25)
     data = field_data(x, y, observed, cfg, device=torch.device("cpu"), dtype=torch.float64)
     batch = gather_batch(data, torch.arange(60), mask_rate=0.4, generator=torch.Generator().manual_seed(2))
-    plain, auto = _linear_model("spa", context=6), _linear_model("spa", context=6, hidden="auto")
+    plain, auto = _linear_model("spa", context=6), _linear_model("spa", context=6, hidden=True)
     for _ in range(2):  # the second step follows the first one's draws
         out = []
         for m in (plain, auto):
@@ -355,16 +354,15 @@ def test_hidden_variance_auto_trains_as_off_and_keeps_the_paper_predictive():
         for a, b in zip(out[0][1], out[1][1]):
             torch.testing.assert_close(a, b, rtol=0, atol=0)
     assert bool(auto.hidden_moments[2].gt(0).all())  # the moments were kept
-    torch.testing.assert_close(auto.hidden_var, auto.noise_var, rtol=0, atol=0)
     assert not torch.allclose(auto.hidden_estimate, auto.noise_var, rtol=0.05)
 
 
-def test_predictive_adds_the_hidden_value_variance():
-    """With a hidden-value variance, the predictive of an unseen value is ``sum_l W_kl^2 v_l + h_k``."""
+def test_predictive_adds_the_likelihood_variance_by_default():
+    """Whatever the hidden-value moments, the default predictive is ``sum_l W_kl^2 v_l + sigma_k^2``."""
     model = _linear_model("spa", noise=0.4, hidden=True)
-    with torch.no_grad():  # moments giving h = (0.9, 0.05, 0.3)
+    with torch.no_grad():  # moments giving h = (0.9, 0.05, 0.3), not used by default
         model.hidden_moments.copy_(torch.tensor([[1.0, 0.15, 0.5], [0.1, 0.1, 0.2], [1.0, 1.0, 1.0]]))
-    torch.testing.assert_close(model.hidden_var, torch.tensor([0.9, 0.05, 0.3]))
+    torch.testing.assert_close(model.hidden_estimate, torch.tensor([0.9, 0.05, 0.3]))
     rng = np.random.default_rng(5)
     mean = torch.as_tensor(rng.normal(size=(7, 2)) * 0.5)
     var = torch.as_tensor(rng.random((7, 2)) * 0.6 + 0.1)
@@ -372,7 +370,7 @@ def test_predictive_adds_the_hidden_value_variance():
     _, _, _, sm = predictive_moments(model, mean, var, loc=np.zeros(3), scale=scale, log=np.zeros(3, bool),
                                      samples=100_000, seed=1)
     w = model.decoder[0].weight.detach()
-    want = scale**2 * ((var @ w.T.square()).numpy() + np.array([0.9, 0.05, 0.3]))
+    want = scale**2 * ((var @ w.T.square()).numpy() + model.noise_var.detach().numpy())
     np.testing.assert_allclose(sm**2, want, rtol=0.03)
 
 

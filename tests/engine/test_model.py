@@ -50,12 +50,6 @@ def test_noise_variance_starts_at_its_initial_value_and_has_a_floor():
     assert bool((model.noise_var > 0).all())
 
 
-def test_learn_noise_false_keeps_it_out_of_the_parameters():
-    names = {n for n, _ in _model(learn_noise=False).named_parameters()}
-    assert "raw_noise" not in names
-    assert "raw_noise" in {n for n, _ in _model().named_parameters()}
-
-
 def test_context_is_required_when_the_encoder_has_one():
     model = GPVAE(2, 2, 2, context_dim=4, encoder_hidden=(8,), decoder_hidden=(8,))
     y, visible = torch.zeros(3, 2), torch.ones(3, 2, dtype=torch.bool)

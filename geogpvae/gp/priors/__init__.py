@@ -1,9 +1,9 @@
 """The KL terms of the two neighbour-driven priors, one small class each.
 
-:class:`~geogpvae.gp.priors.spa.SPAPrior` (sparse precision, Vecchia: appendix B.2) and
+:class:`~geogpvae.gp.priors.spa.SPAPrior` (Vecchia: appendix B.2) and
 :class:`~geogpvae.gp.priors.hpa.HPAPrior` (hierarchical: appendix B.1) share one contract:
-``prior.kl(kernel, batch, mean, var, jitter)`` is the KL estimate per location of a
-mini-batch, a scalar that the ELBO weighs by beta. :data:`PRIORS` maps the engine kind to it.
+``prior.kl(kernel, batch, mean, var, jitter)``, the KL per location of a mini-batch (a scalar
+the ELBO weighs by beta). :data:`PRIORS` maps the engine kind to its prior.
 """
 
 from __future__ import annotations

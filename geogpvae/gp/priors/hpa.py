@@ -5,9 +5,8 @@ For each point ``i`` of a mini-batch, ``n(i)`` holds its H nearest locations amo
 
     KL[ q(Z_n(i)) || p(Z_n(i)) ] = 1/2 sum_l [ mu' K^{-1} mu + tr(K^{-1} S) + log|K| - sum log s^2 - |n(i)| ]
 
-per channel ``l``, with ``K`` the prior covariance on ``X_n(i)``, and ``mu``, ``S = diag(s^2)`` the
-encoder's means and variances there. The prior has zero mean. ``tr(K^{-1} S)`` is the squared
-Frobenius norm of ``L^{-1} S^{1/2}`` with ``K = L L'``.
+per channel ``l``: ``K`` the prior covariance on ``X_n(i)`` (zero mean), ``mu``, ``S = diag(s^2)`` the
+encoder's means and variances there; ``tr(K^{-1} S) = ||L^{-1} S^{1/2}||_F^2`` with ``K = L L'``.
 """
 
 from __future__ import annotations
@@ -80,8 +79,7 @@ def gaussian_kl_blocks(
     Returns
     -------
     Tensor, shape (B,)
-        Identical to :func:`hpa_kl` on the per-location blocks, with one factorisation per
-        distinct block.
+        :func:`hpa_kl` on the per-location blocks, with one factorisation per distinct block.
     """
     v = nbr_valid.unsqueeze(1)
     mu = torch.where(v, mu_nbr.mT, 0.0)
@@ -92,11 +90,8 @@ def gaussian_kl_blocks(
 class _SharedGaussianKL(torch.autograd.Function):
     """:class:`_GaussianKL` with blocks shared between locations; gradients summed per block.
 
-    The covariance gradient of a block is the sum over its locations ``i`` of
-    ``g_i (C^{-1} - a_i a_i' - C^{-1} S_i C^{-1}) / 2``, which is formed per block as
-    ``(G C^{-1} - sum_i g_i a_i a_i' - C^{-1} diag(sum_i g_i var_i) C^{-1}) / 2`` with
-    ``G = sum_i g_i``: the only per-location work left is an outer product, and the matrix
-    products are done once per block, not once per location.
+    ``dC = sum_i g_i (C^{-1} - a_i a_i' - C^{-1} S_i C^{-1}) / 2``, formed per block as
+    ``(G C^{-1} - sum_i g_i a_i a_i' - C^{-1} diag(sum_i g_i var_i) C^{-1}) / 2``, ``G = sum_i g_i``.
     """
 
     @staticmethod
@@ -130,12 +125,10 @@ class _SharedGaussianKL(torch.autograd.Function):
 
 
 class _GaussianKL(torch.autograd.Function):
-    """``KL[N(mu, diag var) || N(0, C)]`` per block, with analytic gradients.
+    """``KL[N(mu, diag var) || N(0, C)]`` per block, with analytic gradients (none through Cholesky).
 
-    Forward: ``C = L L'``, ``C^{-1}`` from the factor, then the closed form. Backward, with
-    ``a = C^{-1} mu``: ``dC = (C^{-1} - a a' - C^{-1} S C^{-1}) / 2``, ``dmu = a``,
-    ``dvar = (diag C^{-1} - 1 / var) / 2``. This avoids differentiating through the
-    factorisation, which costs several matrix-valued triangular solves.
+    With ``a = C^{-1} mu``: ``dC = (C^{-1} - a a' - C^{-1} S C^{-1}) / 2``, ``dmu = a``,
+    ``dvar = (diag C^{-1} - 1 / var) / 2``.
     """
 
     @staticmethod
@@ -165,10 +158,8 @@ class _GaussianKL(torch.autograd.Function):
 class HPAPrior:
     """The hierarchical prior of a mini-batch: the KL term of its ELBO.
 
-    For each batch location, the KL between the diagonal posterior and the dense GP prior on
-    its H nearest locations (paper appendix B.1, eq. 8), averaged over the batch and divided
-    by N, the number of locations, as the estimator weighs one neighbourhood KL against N
-    likelihood terms. Shared stencils are factorised once each.
+    The KL on each batch location's H nearest locations (appendix B.1, eq. 8), averaged over the
+    batch and divided by N (one neighbourhood KL weighs against N likelihood terms).
     """
 
     name = "hpa"
@@ -176,7 +167,7 @@ class HPAPrior:
     def kl(
         self, kernel: ChannelKernel, batch: Any, mean: torch.Tensor, var: torch.Tensor, jitter: float
     ) -> torch.Tensor:
-        """KL estimate per location (a scalar) for ``batch`` (see :meth:`SPAPrior.kl`)."""
+        """KL estimate per location (a scalar) for ``batch`` (see :meth:`~geogpvae.gp.priors.spa.SPAPrior.kl`)."""
         nbr = batch.nbr_pos
         if batch.stencil_index is not None:
             cov = prior_block(kernel, batch.stencil_offsets, batch.stencil_valid, jitter)

@@ -1,29 +1,15 @@
 """Sparse precision approximation (SPA): the Vecchia-factorised latent prior.
 
-The prior of each latent channel is factorised along an ordering of the points,
-``p(Z) ~ prod_j p(z_j | Z_n(j))``, with ``n(j)`` the H nearest *earlier* points of ``j``
-(paper eq. 9). With the mean-field encoder ``q(Z) = prod_j N(mu_j, diag s_j^2)``, the KL
-between ``q`` and that prior is a sum over points of
+``p(Z) ~ prod_j p(z_j | Z_n(j))``, ``n(j)`` the H nearest *earlier* points of ``j`` (paper eq. 9).
+Against ``q(Z) = prod_j N(mu_j, diag s_j^2)`` the KL sums, per channel (zero prior mean):
 
     E_{q(Z_n(j))} KL[ q(z_j) || p(z_j | Z_n(j)) ]                                 (appendix B.2)
-
-which has the closed form, per channel ``l`` (dropping ``l``):
-
-    b        = K_nn^{-1} k_nj                  (conditional weights, H)
-    Sigma_p  = k_jj - k_jn K_nn^{-1} k_nj       (conditional variance)
-    E[(mu_p - mu_q)^2] = b' S_n b + (b' mu_n - mu_j)^2
+    b        = K_nn^{-1} k_nj,    Sigma_p = k_jj - k_jn K_nn^{-1} k_nj
+    E[(mu_p - mu_q)^2] = b' S_n b + (b' mu_n - mu_j)^2,    S_n = diag(s_n^2)
     KL_j     = 1/2 [ (E[(mu_p - mu_q)^2] + s_j^2) / Sigma_p + log Sigma_p - log s_j^2 - 1 ]
 
-with ``mu_n``, ``S_n = diag(s_n^2)`` the encoder's means and variances of the neighbours. The
-prior has zero mean. Here ``b`` and ``Sigma_p`` come from one Cholesky factorisation of the
-``(H+1) x (H+1)`` covariance ``C`` of ``(Z_n(j), z_j)``: the last column ``u = C^{-1} e`` of
-the joint precision gives ``Sigma_p = 1 / u_j`` and ``b = -u_n / u_j``. That is one Cholesky
-factorisation and one solve with a vector per point and channel, and its gradient needs one
-more vector solve (see ``_blocks.spd_solve``). Everything is batched as ``(batch, L, H+1, H+1)``.
-
-With H = N - 1 (every point conditioned on all earlier ones) the sum of the terms is exactly
-``KL[q(Z) || N(0, K)]`` of the dense GP; with H = 0 it is the plain VAE KL against
-``N(0, k(x, x))``.
+With ``u = C^{-1} e`` the last column of the precision of ``(Z_n(j), z_j)``: ``Sigma_p = 1 / u_j``,
+``b = -u_n / u_j``. H = N - 1 gives the dense GP's ``KL[q(Z) || N(0, K)]`` exactly; H = 0 the VAE's.
 """
 
 from __future__ import annotations
@@ -51,9 +37,8 @@ def spa_conditional(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Weights and variance of ``p(z_target | Z_nbr)`` under the latent GP prior.
 
-    With ``nbr_noise`` the neighbours are observed through Gaussian noise, ``u_n = z_n + e_n``
-    with ``e_n ~ N(0, diag(nbr_noise))``, and the result is the conditional of ``z_target``
-    given ``u``: ``b = (K_nn + E)^{-1} k_n,target`` and ``k_tt - k_t,n (K_nn + E)^{-1} k_n,target``.
+    With ``nbr_noise``, given ``u_n = z_n + e_n``, ``e_n ~ N(0, E = diag(nbr_noise))``:
+    ``b = (K_nn + E)^{-1} k_n,target`` and ``k_tt - k_t,n (K_nn + E)^{-1} k_n,target``.
 
     Parameters
     ----------
@@ -63,19 +48,16 @@ def spa_conditional(
         Neighbour locations; padded slots are ignored.
     nbr_valid : Tensor of bool, shape (B, H)
     jitter : float
-        Relative nugget of the prior (see :func:`geogpvae.gp.priors._blocks.prior_block`).
+        Relative nugget of the prior.
     nbr_noise : Tensor, shape (B, L, H), optional
         Variance of the noise on each neighbour and channel (ignored at padded slots).
     kernel_blocks : Tensor, shape (B, L, H+1, H+1), optional
-        The kernel's covariances of the neighbours and the target (last), when known already
-        (prediction gathers them from the distinct offsets of a lattice); else computed from
-        the locations.
+        Kernel covariances of the neighbours and the target (last), if known; else computed.
 
     Returns
     -------
     weights : Tensor, shape (B, L, H)
-        ``b = K_nn^{-1} k_n,target`` per channel (``K_nn + E`` with noise); exactly 0 at
-        padded slots.
+        ``b = K_nn^{-1} k_n,target`` (``K_nn + E`` with noise); exactly 0 at padded slots.
     cond_var : Tensor, shape (B, L)
         ``k_target,target - k_target,n K_nn^{-1} k_n,target`` (nugget included).
     """
@@ -89,10 +71,9 @@ def spa_conditional(
     if nbr_noise is not None:  # padded slots are decoupled: noise there changes nothing
         if torch.is_grad_enabled() and (cov.requires_grad or nbr_noise.requires_grad):
             cov = cov + torch.diag_embed(torch.cat([nbr_noise, nbr_noise.new_zeros(nbr_noise.shape[:-1] + (1,))], -1))
-        else:  # (cov is a new tensor) on the diagonal in place: the same sums, no (B, L, H+1, H+1) temporaries
+        else:  # in place on the new cov: the same sums, no (B, L, H+1, H+1) temporaries
             cov.diagonal(dim1=-2, dim2=-1)[..., :h] += nbr_noise
-    # The last column of the joint precision P = cov^{-1} holds the conditional:
-    # Sigma_p = 1 / P_jj and b = -P_nj / P_jj.
+    # last column of the joint precision P = cov^{-1}: Sigma_p = 1 / P_jj, b = -P_nj / P_jj
     unit = torch.zeros(cov.shape[:-1] + (1,), dtype=cov.dtype, device=cov.device)
     unit[..., h, 0] = 1.0
     col = spd_solve(cov, unit).squeeze(-1)  # (B, L, H+1)
@@ -118,24 +99,22 @@ def spa_kl(
     Parameters
     ----------
     kernel : ChannelKernel
-        The L channel kernels.
     x_j : Tensor, shape (B, D)
-        Locations of the batch points.
     x_nbr : Tensor, shape (B, H, D)
-        Locations of each point's conditioning set (earlier neighbours), padded.
+        Locations of each point's earlier neighbours, padded.
     nbr_valid : Tensor of bool, shape (B, H)
-        False at padded slots (points with fewer than H predecessors).
+        False at padded slots.
     mu_j, var_j : Tensor, shape (B, L)
         Encoder mean and variance of each batch point.
     mu_nbr, var_nbr : Tensor, shape (B, H, L)
-        Encoder means and variances of the neighbours (any finite value at padded slots).
+        Encoder moments of the neighbours (any finite value at padded slots).
     jitter : float
         Relative nugget of the prior.
 
     Returns
     -------
     Tensor, shape (B,)
-        The expected KL of each point, summed over channels (nats).
+        Summed over channels (nats).
     """
     weights, cond_var = spa_conditional(kernel, x_j, x_nbr, nbr_valid, jitter)  # (B,L,H), (B,L)
     return spa_kl_given_conditional(weights, cond_var, mu_j, var_j, mu_nbr, var_nbr)
@@ -185,18 +164,15 @@ def spa_log_prior(
     ----------
     kernel : ChannelKernel
     x : Tensor, shape (N, D)
-        All locations.
     z : Tensor, shape (N, L)
-        Latent values.
     nbr : Tensor of int64, shape (N, H)
-        Conditioning sets (indices into ``x``, ``-1`` padded), e.g. from
-        :func:`geogpvae.gp.neighbours.ordered_neighbours`.
+        Conditioning sets, ``-1`` padded (:func:`geogpvae.gp.neighbours.ordered_neighbours`).
     jitter : float
 
     Returns
     -------
     Tensor, scalar
-        The log-density summed over points and channels.
+        Summed over points and channels.
     """
     valid = nbr >= 0
     idx = nbr.clamp_min(0)
@@ -209,10 +185,8 @@ def spa_log_prior(
 class SPAPrior:
     """The sparse-precision (Vecchia) prior of a mini-batch: the KL term of its ELBO.
 
-    Each batch location ``j`` conditions on its H nearest *earlier* locations; the term is
-    the mean over the batch of :func:`spa_kl_given_conditional` (paper appendix B.2). With
-    shared stencils (``batch.stencil_index``) each distinct neighbour geometry is factorised
-    once, with its centre at the origin.
+    The batch mean of :func:`spa_kl_given_conditional` (appendix B.2); with shared stencils
+    (``batch.stencil_index``) each distinct neighbour geometry is factorised once.
     """
 
     name = "spa"
@@ -226,9 +200,7 @@ class SPAPrior:
         ----------
         kernel : ChannelKernel or GPyTorchLatentKernel
         batch : geogpvae.engine.model.Batch
-            Positions of the batch locations (``batch_pos``) and of their neighbours
-            (``nbr_pos``, ``nbr_valid``) among the encoded rows, their coordinates, and the
-            shared stencils if any.
+            Rows of the batch (``batch_pos``) and neighbours (``nbr_pos``), coordinates, stencils.
         mean, var : Tensor, shape (M, L)
             Encoder posterior of every encoded row.
         jitter : float

@@ -66,6 +66,7 @@ def impute(
         the fit chose (``geogpvae_kl_factor``, ``geogpvae_clustered_gaps``,
         ``geogpvae_predict_mode_chosen``, ``geogpvae_noise_chosen``: see docs/conventions.md).
         Imputed variables are in memory; other variables stay as they were (lazy ones lazy).
+        The output shares no memory with ``ds``: variables passed through and coordinates are copies.
 
     Raises
     ------

@@ -6,15 +6,16 @@ Re-exported by :mod:`geogpvae.api`; what it writes back to xarray comes from :mo
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import xarray as xr
 
-from .api_output import assemble, predicted_variable, provenance
+from .api_output import assemble, detached, predicted_variable, provenance
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
+from .engine.resources import check_declared_size, check_memory
 from .errors import InputError, UnreadableFileError
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, already_imputed, output_dtype
 from .fields.extent import warn_if_far
@@ -171,6 +172,9 @@ class GPVAEImputer:
         InputError
             Bad input, including fewer than ``neighbours + 1`` locations in the domain.
         """
+        _refuse_unnamed(ds, vars)
+        if isinstance(ds, xr.Dataset):  # (anything else is refused with its own message below)
+            check_declared_size(ds, [vars] if isinstance(vars, str) else vars)  # before any value is read
         field = prepare_field(
             ds,
             vars,
@@ -181,6 +185,7 @@ class GPVAEImputer:
         )
         _refuse_imputed(ds, field.names)
         self.config_.check_locations(field.values.shape[0])
+        check_memory(self.config_, *field.values.shape, field.x.shape[1])
         return field
 
     def fit_field(
@@ -290,7 +295,8 @@ class GPVAEImputer:
         Returns
         -------
         xarray.Dataset
-            ``ds`` with ``v``, ``v_std`` and ``v_imputed`` per variable (see :func:`geogpvae.api.impute`).
+            ``ds`` with ``v``, ``v_std`` and ``v_imputed`` per variable (see :func:`geogpvae.api.impute`);
+            it shares no memory with ``ds``.
 
         Raises
         ------
@@ -324,7 +330,8 @@ class GPVAEImputer:
         -------
         xarray.Dataset
             ``v`` (predictive mean) and ``v_std`` per variable on the locations, with training attributes
-            and dtype and the attributes of :func:`geogpvae.api.impute` (the ``unobserved`` factor applies).
+            and dtype and the attributes of :func:`geogpvae.api.impute` (the ``unobserved`` factor applies);
+            its coordinates are copies of those of ``locations``.
 
         Raises
         ------
@@ -345,7 +352,7 @@ class GPVAEImputer:
         for j, name in enumerate(self.vars_):
             data_vars.update(predicted_variable(self, name, pred, j, dims, shape, coords))
         title = f"{', '.join(self.vars_)} predicted by geogpvae"
-        out = xr.Dataset(data_vars, coords=coords, attrs={"title": title})
+        out = detached(xr.Dataset(data_vars, coords=coords, attrs={"title": title}), coords)
         return provenance(self, out, call="predict")
 
     # ------------------------------------------------------------------ save / load
@@ -433,6 +440,20 @@ class GPVAEImputer:
         for name, value in fitted.items():
             setattr(imp, name, value)
         return imp
+
+
+def _refuse_unnamed(ds: xr.Dataset, vars: str | Sequence[str] | None) -> None:
+    """Refuse a variable to impute whose name is not text: its outputs are named ``v_std``, ``v_imputed``."""
+    if not isinstance(ds, xr.Dataset):
+        return  # refused with its own message by prepare_field
+    names = list(ds.data_vars) if vars is None else [vars] if isinstance(vars, str) else list(vars)
+    for name in names:
+        if not isinstance(name, str) and isinstance(name, Hashable) and name in ds.data_vars:
+            raise InputError(
+                f"variable {name!r} has a name that is not text ({type(name).__name__}), but its outputs are "
+                f"named after it ({name}{STD_SUFFIX}, {name}{IMPUTED_SUFFIX}): rename it, e.g. "
+                f"ds.rename({{{name!r}: {str(name)!r}}})"
+            )
 
 
 def _refuse_imputed(ds: xr.Dataset, names: Sequence[str]) -> None:

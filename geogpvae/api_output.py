@@ -3,6 +3,7 @@ back to xarray: ``v``, ``v_std``, ``v_imputed``, calibration attributes and prov
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 import numpy as np
@@ -13,13 +14,29 @@ from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, imputation_variables, output_
 from .fields.labelling import add_provenance, label_lon_lat, label_units
 from .fields.stacking import Field
 
-__all__ = ["assemble", "call_text", "predicted_variable", "provenance", "variance_factors"]
+__all__ = ["assemble", "call_text", "detached", "predicted_variable", "provenance", "variance_factors"]
+
+
+def detached(ds: xr.Dataset, names: Iterable[Hashable]) -> xr.Dataset:
+    """``ds`` with its variables ``names`` copied, data and attributes: the result shares no memory
+    with them (lazy data stay lazy and are read anew; index coordinates get indexes of their own)."""
+    copies = {}
+    for name in names:
+        var = ds.variables[name]
+        if type(ds.xindexes.get(name)) is xr.indexes.PandasIndex and var.dims == (name,):
+            var = xr.Variable(var.dims, np.array(var.values, copy=True), var.attrs, var.encoding)
+        copies[name] = var.copy(deep=True)
+    out = ds.copy(deep=False)
+    out.update(copies)
+    return out
 
 
 def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dataset:
     """``ds`` with ``v``, ``v_std`` and ``v_imputed`` of every variable of ``field`` made from
-    ``pred``, a title when it has none, and the provenance attributes of ``imp``."""
-    out = ds.copy(deep=False)
+    ``pred``, a title when it has none, and the provenance attributes of ``imp``; the variables
+    passed through are copies (:func:`detached`)."""
+    replaced = {f"{n}{suffix}" for n in field.names for suffix in ("", STD_SUFFIX, IMPUTED_SUFFIX)}
+    out = detached(ds, [n for n in ds.variables if n not in replaced])
     domain = xr.DataArray(field.domain, dims=field.dims)
     for j, name in enumerate(field.names):
         log = field.transforms.get(name) == "log"
@@ -35,7 +52,7 @@ def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dat
             made[name].attrs["geogpvae_point_estimate"] = "mean"
         made[name + STD_SUFFIX].attrs.update(variance_factors(imp, j))
         for key, var in made.items():
-            out[key] = var
+            out[key] = var.variable  # on the copied coordinates, not those of ds
     if not str(out.attrs.get("title", "")).strip():  # CF 2.6.2: a file says what it holds
         out.attrs["title"] = f"{', '.join(field.names)} imputed by geogpvae"
     return provenance(imp, out)

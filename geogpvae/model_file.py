@@ -14,9 +14,10 @@ import numpy as np
 
 from ._version import __version__
 from .engine.config import GPVAEConfig
-from .engine.core import GPVAEEngine
+from .engine.core import GPVAEEngine, build_model
 from .engine.data import resolve_device
-from .errors import InputError, UnreadableFileError
+from .engine.state import check_weight_shapes, format_version
+from .errors import InputError, UnreadableFileError, one_line
 from .fields.geometry import Geometry
 from .fields.torch_files import read_torch_file
 
@@ -94,7 +95,7 @@ def read_imputer(
     Raises
     ------
     UnreadableFileError
-        Not a geogpvae model file, written by a newer version, or damaged.
+        Not a geogpvae model file, written by a newer version, damaged (checksum, shapes, NaN weights).
     InputError
         The device is not available here.
     """
@@ -104,7 +105,11 @@ def read_imputer(
             f"{path} is not a geogpvae imputer file (format tag missing or different); "
             "models are written by GPVAEImputer.save or 'geogpvae impute --save-model'"
         )
-    if int(state.get("version", 0)) > SAVE_VERSION:
+    try:
+        version = format_version(state)
+    except ValueError as err:
+        raise UnreadableFileError(f"{path} is a damaged geogpvae model file: {err}") from None
+    if version > SAVE_VERSION:
         raise UnreadableFileError(
             f"{path} was written by a newer geogpvae ({state.get('package_version')}); "
             "upgrade to load it"
@@ -112,8 +117,11 @@ def read_imputer(
     _check_load_device(path, state, device)
     try:
         return _imputer_from_state(state, device=device, progress=progress)
-    except (KeyError, TypeError, AttributeError, IndexError, RuntimeError) as err:
-        what = f"missing entry {err}" if isinstance(err, KeyError) else type(err).__name__
+    except InputError:
+        raise
+    except (KeyError, TypeError, AttributeError, IndexError, RuntimeError, ValueError) as err:
+        what = f"missing entry {err}" if isinstance(err, KeyError) else (
+            one_line(err)[:300] if isinstance(err, ValueError) else type(err).__name__)
         raise UnreadableFileError(
             f"{path} is a damaged or incompatible geogpvae model file ({what}); "
             "save the model again"
@@ -125,6 +133,7 @@ def _imputer_from_state(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     settings, fitted = state["settings"], state["fitted"]
     show = settings["progress"] if progress is None else progress
+    check_weight_shapes(state["engine"], state["engine"]["weights"], build_model)
     engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
     cfg = engine.config
     arguments = dict(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import re
+import secrets
+import shutil
 import string
 import warnings
 from collections.abc import Mapping, Sequence
@@ -13,7 +16,7 @@ from typing import Any
 
 from .._files import refuse_special_target
 from ..errors import warn_caller
-from .common import _GLOB_CHARS, UsageError, _one_line
+from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
 
 
 def expand_inputs(items: Sequence[str]) -> list[str]:
@@ -150,6 +153,98 @@ def check_target(
         raise PermissionError(f"cannot write {what} {path}: folder {folder} is not writable")
 
 
+def probe_folder(folder: Path, what: str) -> None:
+    """Create and delete an empty file in ``folder``: the one sure test that it can be written.
+
+    Raises
+    ------
+    PermissionError
+        ``folder`` cannot be written (read-only, no permission); the message names ``what``.
+    JobFailure
+        No space left on its device.
+    """
+    probe = folder / f".geogpvae-probe.{os.getpid()}.{secrets.token_hex(6)}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as err:
+        if err.errno == errno.ENOSPC:
+            raise no_space(folder) from None
+        raise PermissionError(
+            f"cannot write in {what} {folder} ({err.strerror or _one_line(err)}): make it writable, "
+            "or choose another folder"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024:
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"
+
+
+def _free(path: str | os.PathLike[str]) -> int | None:
+    """Free bytes on the device of the folder of ``path`` (None when it cannot be told)."""
+    try:
+        return shutil.disk_usage(Path(path).expanduser().absolute().parent).free
+    except OSError:
+        return None
+
+
+def output_bytes(ds: Any, names: Sequence[str], inputs: Sequence[str]) -> int:
+    """About the size of the output of imputing ``names`` in ``ds``: the variables passed through
+    compressed as well as in the ``inputs``, ``v`` and ``v_std`` uncompressed, a byte a cell of
+    ``v_imputed``."""
+    from ..fields.cf import output_dtype
+
+    raw = sum(v.size * v.dtype.itemsize for v in ds.variables.values())
+    on_disk = sum(os.path.getsize(f) for f in inputs)
+    ratio = min(1.0, on_disk / raw) if raw else 1.0
+    new = sum(ds[n].size * (2 * output_dtype(ds[n].dtype).itemsize + 1) for n in names)
+    kept = sum(v.size * v.dtype.itemsize for n, v in ds.variables.items() if n not in names)
+    return int(kept * ratio + new)
+
+
+def check_free_space(path: str, need: int) -> None:
+    """Refuse to start a job whose output ``path`` (about ``need`` bytes) its device has no room for."""
+    free = _free(path)
+    if free is not None and free < need:
+        folder = Path(path).expanduser().absolute().parent
+        raise UsageError(
+            f"not enough free space on {folder}: need about {_size(need)}, have {_size(free)}: "
+            "free some space, or write the output elsewhere"
+        )
+
+
+def no_space(path: str | os.PathLike[str], what: str = "nothing was written") -> JobFailure:
+    """The error of a write to ``path`` that found its device full."""
+    return JobFailure(f"no space left on device: {path}; {what}: free some space and run again")
+
+
+def disk_full(err: BaseException, path: str | os.PathLike[str], need: int) -> bool:
+    """Whether ``err``, raised writing about ``need`` bytes to ``path``, says its device is full:
+    ENOSPC, or netCDF's "HDF error" and torch's failed writes when less than ``need`` is free."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(err)
+    vague = "HDF error" in text or "inline_container" in text or "file write failed" in text
+    free = _free(path) if vague else None
+    return free is not None and free < need
+
+
+def payload_bytes(obj: Any) -> int:
+    """The bytes of the tensors and arrays in ``obj`` (nested dicts, lists), as torch.save writes them."""
+    if isinstance(obj, Mapping):
+        return sum(payload_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(payload_bytes(v) for v in obj)
+    if hasattr(obj, "element_size") and hasattr(obj, "numel"):
+        return int(obj.numel() * obj.element_size())
+    return int(getattr(obj, "nbytes", 0))
+
+
 def unfinished_reason(path: str) -> str | None:
     """Why the existing file ``path`` is not a finished geogpvae output (for ``--skip-existing``); None
     when it is: a NetCDF file with the ``geogpvae_version`` attribute every output gets before it is
@@ -168,7 +263,8 @@ def unfinished_reason(path: str) -> str | None:
 def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
     """Write ``result`` to ``output`` (created exclusively unless ``overwrite``); the new file's status.
 
-    Raises a FileExistsError naming ``--overwrite`` when another job created ``output`` meanwhile.
+    Raises a FileExistsError naming ``--overwrite`` when another job created ``output`` meanwhile,
+    and :func:`no_space` when its device is full (nothing is left behind).
     """
     from ..fields.io import to_netcdf
 
@@ -179,6 +275,10 @@ def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
             f"output {output} was created by another job while this one was writing; "
             "nothing was written over it: pass --overwrite to replace it, or choose another name"
         ) from None
+    except (OSError, RuntimeError) as err:
+        if disk_full(err, output, sum(v.size * v.dtype.itemsize for v in result.variables.values())):
+            raise no_space(output) from err
+        raise
     return os.stat(path)
 
 

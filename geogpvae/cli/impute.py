@@ -26,10 +26,16 @@ from .common import (
 from .files import (
     _open,
     _same_file,
+    check_free_space,
     check_target,
+    disk_full,
     drop_own_outputs,
     expand_inputs,
     format_output,
+    no_space,
+    output_bytes,
+    payload_bytes,
+    probe_folder,
     select_task,
     unfinished_reason,
     write_output,
@@ -71,7 +77,7 @@ def plan_job(settings: Settings, argv: Sequence[str], env: Mapping[str, str] | N
 
 
 def check_job_targets(job: Job) -> None:
-    """Fail fast: OUT, the model file and the checkpoint folder, before any training."""
+    """Fail fast: OUT, the model file and the checkpoint folder (a probe file made there), before training."""
     s = job.settings
     check_target(job.output, inputs=job.inputs, overwrite=s.overwrite)
     if job.save_model:
@@ -84,6 +90,7 @@ def check_job_targets(job: Job) -> None:
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"--checkpoint-dir {folder} is not a folder")
     folder.mkdir(parents=True, exist_ok=True)
+    probe_folder(folder, "--checkpoint-dir")
     if job.checkpoint.exists() and not (s.resume or s.overwrite):
         raise FileExistsError(
             f"checkpoint {job.checkpoint} exists from an earlier run of this job: pass --resume "
@@ -141,7 +148,13 @@ class _Checkpointer:
         # during beta="auto"'s selection the epochs are the candidate's: its factor tells them apart
         where = (getattr(engine.selection_, "factor", None), int(engine.train_state.epoch))
         if self.active and where != self.saved_epoch:
-            save_checkpoint(self.path, engine.checkpoint(), self.identity)
+            snapshot = engine.checkpoint()
+            try:
+                save_checkpoint(self.path, snapshot, self.identity)
+            except (OSError, RuntimeError) as err:
+                if disk_full(err, self.path, payload_bytes(snapshot)):
+                    raise no_space(self.path, f"the checkpoint of epoch {where[1]} was not written") from err
+                raise
             self.saved_epoch = where
 
     def after_epoch(self, engine: Any) -> None:
@@ -153,6 +166,32 @@ class _Checkpointer:
     def discard(self) -> None:
         if self.active and self.path.exists():
             self.path.unlink()
+
+
+def _on_main(cluster: Any, decide: Callable[[], Any], what: str) -> Any:
+    """``decide()`` on rank 0, its result shared with the others (its bad-input error raised on all)."""
+    if not cluster.parallel:
+        return decide()
+    result: tuple[str, Any] = ("ok", None)
+    if cluster.is_main:
+        try:
+            result = ("ok", decide())
+        except _bad_input_types() as err:
+            result = ("error", _one_line(err))
+            cluster.share(result)
+            raise
+    result = cluster.share(result)
+    if result[0] == "error":
+        raise UsageError(f"rank 0 could not {what}: {result[1]}")
+    return result[1]
+
+
+def _check_output(job: Job, ds: Any, names: Sequence[str]) -> None:
+    """Before training: the output can be written to NetCDF, and its folder has room for it."""
+    from ..fields.encoding import check_writable
+
+    check_writable(ds)
+    check_free_space(job.output, output_bytes(ds, names, job.inputs))
 
 
 def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Reporter) -> Any:
@@ -173,20 +212,7 @@ def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Repor
         say(f"resuming from {path} {checkpoint_stage(snapshot)}")
         return snapshot
 
-    if not cluster.parallel:
-        return decide()
-    result: tuple[str, Any] = ("ok", None)
-    if cluster.is_main:
-        try:
-            result = ("ok", decide())
-        except _bad_input_types() as err:
-            result = ("error", _one_line(err))
-            cluster.share(result)
-            raise
-    result = cluster.share(result)
-    if result[0] == "error":
-        raise UsageError(f"rank 0 could not resume: {result[1]}")
-    return result[1]
+    return _on_main(cluster, decide, "resume")
 
 
 def _train(
@@ -225,7 +251,13 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     overwrite = job.settings.overwrite
     model = None
     if job.save_model:
-        model = stage_torch_save(imputer.saved_state(), job.save_model, overwrite=overwrite)
+        state = imputer.saved_state()
+        try:
+            model = stage_torch_save(state, job.save_model, overwrite=overwrite)
+        except (OSError, RuntimeError) as err:
+            if disk_full(err, job.save_model, payload_bytes(state)):
+                raise no_space(job.save_model, f"neither it nor {job.output} was written") from err
+            raise
     try:
         written = write_output(result, job.output, overwrite)
         if model is not None:
@@ -305,6 +337,7 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
     say(f"reading {', '.join(job.inputs)}")
     with _open(job.inputs, s.concat_dim, s.vars) as ds:
         field = imputer.prepare(ds, s.vars)
+        _on_main(cluster, lambda: _check_output(job, ds, field.names), "check the output")
         # epochs=None resolved once for the job: the engine's training plan does the same
         total = imputer.config_.n_epochs(field.values.shape[0])
         say(_describe_field(field, imputer, total))

@@ -15,39 +15,29 @@ from .settings import Settings, resolve_settings
 __all__ = ["estimate_memory"]
 
 
-def estimate_memory(
-    n: int, cells: int, d: int, k: int, h: int, context_sizes: int, *, model_bytes: int = 4
-) -> dict[str, int]:
-    """Bytes a run needs, roughly, by part: ``field``, ``model`` (training tensors), ``outputs``, ``total``.
+def estimate_memory(config: Any, n_points: int, n_vars: int, n_dims: int, cells: int) -> dict[str, int]:
+    """Bytes an ``impute`` run needs at its peak, by part.
 
     Parameters
     ----------
-    n, cells : int
-        Locations inside the domain (N), and cells of the variables' full shape (the output grid).
-    d, k, h : int
-        Columns of x (D), variables (K), neighbours (H).
-    context_sizes : int
-        Neighbourhood sizes the encoder summarises (2K context values each).
-    model_bytes : int
-        Bytes of the model's floats (4 for float32, 8 for float64).
+    config : GPVAEConfig
+    n_points, n_vars, n_dims : int
+        Locations inside the domain (N), variables (K), columns of x (D).
+    cells : int
+        Cells of the variables' full shape (the output grid).
+
+    Returns
+    -------
+    dict of str to int
+        :func:`~geogpvae.engine.resources.memory_parts` of the fit, calibration and prediction,
+        ``assembled`` (the output's mean, standard deviation and flag variables) and ``total``.
     """
-    field_bytes = 8 * n * (d + k) + 8 * cells * k
-    model = n * (d + k + 2 * k * context_sizes) * model_bytes + n * k + 8 * n * (h + 1)
-    outputs = cells * k * (8 + 8 + 1) + 4 * 8 * n * k
-    return {
-        "field": field_bytes,
-        "model": model,
-        "outputs": outputs,
-        "total": field_bytes + model + outputs,
-    }
+    from ..engine.resources import memory_parts
 
-
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if nbytes < 1024 or unit == "TiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.1f} TiB"  # pragma: no cover
+    parts = memory_parts(config, n_points, n_vars, n_dims)
+    parts["assembled"] = 17 * cells * n_vars
+    parts["total"] += parts["assembled"]
+    return parts
 
 
 def _exclusion_reason(ds: Any, name: str, chosen: Sequence[str]) -> str:
@@ -81,14 +71,17 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     import xarray as xr
 
     from ..engine.config import GPVAEConfig
+    from ..engine.resources import available_memory, check_declared_size, estimate_seconds
     from ..fields.cf import already_imputed
     from ..fields.coordinates import choose_coordinates
     from ..fields.geometry import build_geometry
     from ..fields.stacking import domain_mask
     from ..fields.variables import select_variables, variable_dims
 
-    exclude = ([settings.mask_var] if settings.mask_var else []) + list(settings.coords or [])
+    mask = [settings.mask_var] if settings.mask_var else []
+    exclude = mask + list(settings.coords or [])
     names = select_variables(ds, settings.vars, exclude=exclude)
+    check_declared_size(ds, names + mask)  # before any value is read
     dims = variable_dims(ds, names)
     chosen = choose_coordinates(ds, dims, settings.coords)
     options = {k: v for k, v in settings.options.items() if k not in ("transform", "coord_scale")}
@@ -104,15 +97,6 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     n = cells if domain is None else int(domain.sum())
     never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))
     d, k = geometry.n_columns, len(names)
-    memory = estimate_memory(
-        n,
-        cells,
-        d,
-        k,
-        config.neighbours,
-        len(config.context_scales),
-        model_bytes=8 if config.dtype == "float64" else 4,
-    )
     return {
         "dims": sizes,
         # one dim is a 1-D grid (a series, a transect) when its own coordinate places it
@@ -125,7 +109,9 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
         "coordinates": [{"name": n_, "role": r} for n_, r in chosen],
         "x": {"columns": d, "description": geometry.describe()},
         "engine": _engine_report(config, n),
-        "memory_bytes": memory,
+        "memory_bytes": estimate_memory(config, n, k, d, cells),
+        "memory_available_bytes": available_memory(),
+        "seconds": round(estimate_seconds(config, n, k, d), 1),
     }
 
 
@@ -210,13 +196,33 @@ def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
         f"of batches of {e['batch_size']}, {e['dtype']}"
         + ("" if e["default_epochs"] is None else f" (under half of the default budget's {e['default_epochs']} epochs)")
     )
-    m = info["memory_bytes"]
-    lines.append(
-        f"memory estimate: about {_size(m['total'])} (field {_size(m['field'])}, model tensors "
-        f"{_size(m['model'])}, outputs {_size(m['outputs'])}); an estimate: add about 1 GiB for "
-        "Python and PyTorch, and the model tensors live on the GPU when there is one"
-    )
+    lines += _memory_text(info["memory_bytes"], info["memory_available_bytes"], info["seconds"], e)
     return "\n".join(lines)
+
+
+def _memory_text(m: Mapping[str, int], available: int, seconds: float, engine: Mapping[str, Any]) -> list[str]:
+    """The memory and time estimate, and a note where the memory available is short of it."""
+    from ..engine.resources import format_bytes as size
+
+    lines = [
+        f"memory estimate: about {size(m['total'])} at the peak of fit, calibration and prediction on the CPU "
+        f"(Python and PyTorch {size(m['baseline'])}, field {size(m['field'])}, a training step "
+        f"{size(m['training'])}, a prediction chunk {size(m['prediction'])}, outputs "
+        f"{size(m['outputs'] + m['assembled'])}); "
+        f"an estimate, within about 1.5x; {size(available)} available here",
+        f"time estimate: about {_duration(seconds)} on this machine's CPU cores (rough; a GPU is faster)",
+    ]
+    if m["total"] - m["baseline"] > available:
+        lines.append(
+            f"note: impute would refuse this run here: lower --neighbours ({engine['neighbours']}) or the batch "
+            f"size (--option batch_size=..., now {engine['batch_size']}), or use a machine with more memory")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
 def cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from .._version import __version__
-from ..errors import UnreadableFileError
+from ..errors import UnreadableFileError, one_line
 from ..fields.atomic import abort_partial_writes
 from ..fields.torch_files import atomic_torch_save, read_torch_file
 
@@ -257,6 +257,8 @@ def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[s
 
 
 def _read(path: Path) -> dict[str, Any]:
+    from ..engine.state import format_version  # the engine is loaded only when a checkpoint is read
+
     fix = "delete it or pass --overwrite to start over"
     try:
         payload = read_torch_file(path, "geogpvae checkpoint")
@@ -264,12 +266,29 @@ def _read(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"{err}; {fix}") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not a geogpvae checkpoint (format tag missing); {fix}")
-    if int(payload.get("version", 0)) > _CHECKPOINT_VERSION:
+    try:
+        version = format_version(payload)
+    except ValueError as err:
+        raise CheckpointError(f"{path} is a damaged geogpvae checkpoint: {err}; {fix}") from None
+    if version > _CHECKPOINT_VERSION:
         raise CheckpointError(
             f"{path} was written by a newer geogpvae ({payload.get('package_version')}); "
             f"resume with that version, or {fix}"
         )
     return payload
+
+
+def _check_snapshot(path: Path, snapshot: Any) -> None:
+    """Refuse a snapshot whose counters, shapes or numbers cannot be right (a damaged checkpoint)."""
+    from ..engine.core import build_model
+    from ..engine.state import check_checkpoint
+
+    try:
+        check_checkpoint(snapshot, build_model)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RuntimeError) as err:
+        what = f"missing entry {err}" if isinstance(err, KeyError) else one_line(err)[:300]
+        raise CheckpointError(f"{path} is a damaged geogpvae checkpoint ({what}); delete it or pass "
+                              "--overwrite to start over") from None
 
 
 def _differences(saved: Mapping[str, Any], identity: Mapping[str, Any]) -> list[str]:
@@ -295,7 +314,8 @@ def load_checkpoint(path: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
     Raises
     ------
     CheckpointError
-        Not a checkpoint, or not this job's ``identity`` (:func:`job_identity`; the message says what differs).
+        Not a checkpoint, damaged (checksum, counters, shapes, NaN values), or not this job's
+        ``identity`` (:func:`job_identity`; the message says what differs).
     """
     payload = _read(Path(path))
     diffs = _differences(payload.get("job", {}), identity)
@@ -304,6 +324,7 @@ def load_checkpoint(path: Path, identity: Mapping[str, Any]) -> dict[str, Any]:
             f"checkpoint {path} belongs to a different job ({'; '.join(diffs)}). "
             "Resume with the same inputs and options, or pass --overwrite to start over"
         )
+    _check_snapshot(Path(path), payload.get("checkpoint"))
     return payload["checkpoint"]
 
 

@@ -28,7 +28,7 @@ from .inputs import (
     real_values,
     standardisation,
 )
-from .metric import learn_metric, saved_scale, uses_learnt_metric, warmup_epochs
+from .metric import learn_metric, saved_scale, uses_learnt_metric, warmup_epochs, warmup_rounds
 from .model import GPVAE
 from .nugget import nugget
 from .posterior import Posterior, Prediction
@@ -282,7 +282,7 @@ class GPVAEEngine:
             self.x_scale_ = saved_scale(resume["engine"])
         elif self.learns_metric and uses_learnt_metric(self.config, x.shape[1]):
             self.x_scale_ = learn_metric(self._warm_fit, x, y, observed, trace=self.metric_trace_,
-                                         progress=self.progress)
+                                         rounds=warmup_rounds(self.config, x.shape[0]), progress=self.progress)
         else:
             self.x_scale_ = 1.0
         if np.all(np.asarray(self.x_scale_) == 1.0):
@@ -418,7 +418,7 @@ class GPVAEEngine:
 
     def _build_model(self, n_vars: int, n_dims: int, n_points: int, kl_factor: float | None = None,
                      hidden_variance: bool | None = None) -> GPVAE:
-        noise = self.noise_start_.tolist() if self.noise_start_ is not None else 0.1
+        noise = None if self.noise_start_ is None else self.noise_start_.tolist()  # None: loaded weights
         return build_model(self.config, n_vars, n_dims, n_points, lengthscale=self.lengthscale_, noise=noise,
                            kl_factor=kl_factor, hidden_variance=hidden_variance, device=self.device)
 
@@ -623,7 +623,7 @@ class GPVAEEngine:
 
 
 def build_model(config: GPVAEConfig, n_vars: int, n_dims: int, n_points: int, *, lengthscale: float,
-                noise: float | list[float] = 0.1, kl_factor: float | None = None,
+                noise: float | list[float] | None = None, kl_factor: float | None = None,
                 hidden_variance: bool | None = None, device: torch.device | str = "cpu") -> GPVAE:
     """A freshly initialised model for a field, seeded by ``config.seed``.
 
@@ -634,8 +634,9 @@ def build_model(config: GPVAEConfig, n_vars: int, n_dims: int, n_points: int, *,
         K variables, D coordinates, N locations.
     lengthscale : float
         Initial latent lengthscale, in model coordinate units.
-    noise : float or list of float
-        Initial likelihood variance (standardised units), one for all or one per variable.
+    noise : float or list of float, optional
+        Initial likelihood variance (standardised units), one for all or one per variable
+        (default: :class:`GPVAE`'s, for weights loaded next).
     kl_factor : float, optional
         The KL weight as a multiple of the base weight (default 1).
     hidden_variance : bool, optional
@@ -652,8 +653,9 @@ def build_model(config: GPVAEConfig, n_vars: int, n_dims: int, n_points: int, *,
     model = GPVAE(
         n_vars, n_dims, config.latent_size(n_vars), engine=config.engine,
         context_dim=2 * n_vars * len(config.context_scales), encoder_hidden=config.encoder_hidden,
-        decoder_hidden=config.decoder_hidden, kernel=config.kernel, lengthscale=lengthscale, noise=noise,
+        decoder_hidden=config.decoder_hidden, kernel=config.kernel, lengthscale=lengthscale,
         beta=config.kl_weight(n_points, kl_factor or 1.0), hidden_variance=hidden_variance,
+        **({} if noise is None else {"noise": noise}),
     )
     return model.to(device=device, dtype=_DTYPES[config.dtype])
 

@@ -16,7 +16,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .config import GPVAEConfig
 
-__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "uses_learnt_metric", "warm_lengthscales", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
+__all__ = ["axis_scales", "learn_metric", "warmup_epochs", "warmup_rounds", "uses_learnt_metric", "warm_lengthscales", "spread", "WARMUP_STEPS", "WARMUP_SHARE",
            "WARMUP_ROUNDS", "MIN_RATIO", "ROUND_GROWTH"]
 
 #: optimiser steps of each warm-up round at most ...
@@ -72,6 +72,17 @@ def warmup_epochs(config: GPVAEConfig, n_points: int, steps: int | None = None) 
     if steps is None:
         steps = min(WARMUP_STEPS, WARMUP_SHARE * config.n_epochs(n_points) * per_epoch)
     return max(1, math.ceil(steps / per_epoch))
+
+
+def warmup_rounds(config: GPVAEConfig, n_points: int) -> int:
+    """Warm-up rounds to run: :data:`WARMUP_ROUNDS`, fewer where an explicit ``epochs`` cannot hold them.
+
+    The rounds together (each :func:`warmup_epochs` long) never train more epochs than an
+    explicit ``epochs`` budget.
+    """
+    if config.epochs is None:
+        return WARMUP_ROUNDS
+    return min(WARMUP_ROUNDS, config.epochs // warmup_epochs(config, n_points))
 
 
 def uses_learnt_metric(config: GPVAEConfig, n_dims: int) -> bool:

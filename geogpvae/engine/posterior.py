@@ -1,12 +1,8 @@
 """From a trained model to predictions: latent posteriors at targets and their predictive moments.
 
-A :class:`Posterior` holds what a fitted engine predicts with (the model, the options, the
-standardisation, the training field and what calibration chose) and answers, for a set of
-target locations, the latent posterior of each source (the encoder's, the neighbours' GP
-conditional, their combination, the stretched neighbours) and the predictive moments in the
-original units. The engine builds one after training and after calibration
-(:meth:`GPVAEEngine.posterior <geogpvae.engine.core.GPVAEEngine.posterior>`); calibration
-scores its sources on held-out values.
+A :class:`Posterior` holds what a fitted engine predicts with and gives, at target locations,
+each latent source's posterior (encoder, neighbours' GP conditional, both combined, stretched
+neighbours) and the predictive moments in the original units.
 """
 
 from __future__ import annotations
@@ -39,9 +35,7 @@ REGIMES = ("observed", "unobserved")
 
 
 def split_mode(mode: str) -> tuple[str, float]:
-    """A latent source and its lengthscale stretch: ``"neighbours*2"`` is the neighbours' GP
-    conditional with every latent lengthscale doubled, ``"neighbours*0.5"`` halved (candidates
-    calibration scores for locations with no value of their own), ``"neighbours"`` stretch 1."""
+    """A latent source and its lengthscale stretch: ``"neighbours*2"`` -> ``("neighbours", 2.0)``."""
     base, _, factor = mode.partition("*")
     return base, float(factor) if factor else 1.0
 
@@ -53,20 +47,18 @@ class Prediction:
     Attributes
     ----------
     mean, std : ndarray, shape (M, K)
-        Predictive mean and standard deviation in the original units. For a variable modelled
-        in log space they are the mean and standard deviation of the back-transformed
-        (log-normal mixture) predictive distribution.
+        Predictive mean and standard deviation in the original units (for log-modelled
+        variables, of the back-transformed log-normal mixture).
     mean_model, std_model : ndarray, shape (M, K)
-        The predictive mean and standard deviation in the modelled space (the log of the
-        variable for log-transformed ones), where the predictive is close to Gaussian.
+        The same in the modelled space (the log, for log-modelled variables).
     source : ndarray of int8, shape (M,)
         Where each latent posterior came from: 0 encoder, 1 neighbours, 2 both combined.
 
     Notes
     -----
     A variable whose observed values (at least
-    :data:`~geogpvae.engine.core.MIN_CONSTANT_VALUES`) are all equal is
-    predicted as that value everywhere, with standard deviation 0.
+    :data:`~geogpvae.engine.core.MIN_CONSTANT_VALUES`) are all equal is predicted as that
+    value everywhere, with standard deviation 0.
     """
 
     mean: np.ndarray
@@ -76,18 +68,7 @@ class Prediction:
     source: np.ndarray
 
     def take(self, rows: np.ndarray) -> Prediction:
-        """The prediction at some of its locations.
-
-        Parameters
-        ----------
-        rows : ndarray of int, shape (M,)
-            Indices along the first axis (locations), in the order wanted; repeats allowed.
-
-        Returns
-        -------
-        Prediction
-            Every array indexed by ``rows``: means and stds of shape (M, K), sources (M,).
-        """
+        """The prediction at ``rows`` (int indices of locations, shape (M,); repeats allowed)."""
         return Prediction(*(getattr(self, f.name)[rows] for f in dataclasses.fields(self)))
 
 
@@ -202,11 +183,8 @@ class Posterior:
     @torch.no_grad()
     def sources(self, target: Targets, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
                 need: torch.Tensor | None = None) -> dict:
-        """Both latent posteriors at the targets: the neighbours' and the encoder's.
-
-        ``need`` (bool, shape (M,)) limits the neighbours' posterior, the costly one, to the
-        targets that use it; the others get the prior there (mean 0, marginal variance).
-        """
+        """Both latent posteriors at the targets; the neighbours' only where ``need`` (bool (M,)),
+        the prior elsewhere."""
         model = self.model
         rows = None if need is None or bool(need.all()) else torch.nonzero(need).squeeze(1)
         mean_g, var_g = self.neighbours(target.x, anchor, self_index, rows)
@@ -236,14 +214,8 @@ class Posterior:
         self, x: torch.Tensor, anchor: dict[str, torch.Tensor], self_index: np.ndarray | None,
         rows: torch.Tensor, stretch: float, learnt_var: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The latent posterior of a stretched source (``"neighbours*F"``) at ``x[rows]``.
-
-        The mean is the neighbours' GP conditional with every latent lengthscale stretched
-        ``stretch`` times. Its variance is that conditional's too, unless some variable's gaps
-        cluster (:attr:`clustered`): then it is the learnt kernel's conditional variance
-        (``learnt_var`` when already computed, shape (len(rows), L)), since inside a large gap
-        the data do not reach further, as a stretched variance would say.
-        """
+        """The stretched source ``"neighbours*F"`` at ``x[rows]``: the stretched conditional's mean;
+        its variance, or where gaps cluster the learnt kernel's (``learnt_var`` if computed)."""
         mean, var = self.neighbours(x, anchor, self_index, rows, stretch)
         if np.any(self.clustered):
             var = learnt_var if learnt_var is not None else self.neighbours(x, anchor, self_index, rows)[1]
@@ -270,13 +242,8 @@ class Posterior:
         return {"observed": mode, "unobserved": unobserved}
 
     def select(self, parts: dict, mode: str | dict) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """The latent posterior of every target under a mode (or per-regime modes).
-
-        Sources: 0 encoder, 1 neighbours (GP conditional), 2 both combined. Locations with
-        observed values of their own follow ``modes["observed"]``, the others
-        ``modes["unobserved"]``; among the latter, those whose context lies beyond what the
-        encoder saw in training (``parts["in_range"]`` False) use the neighbours.
-        """
+        """Every target's latent posterior and source (0 encoder, 1 neighbours, 2 combined) under a
+        mode or per-regime modes; unobserved targets beyond the encoder's range use the neighbours."""
         modes = mode if isinstance(mode, dict) else self.regime_modes(mode)
         has_own = parts["has_own"]
         in_range = parts.get("in_range")
@@ -331,15 +298,9 @@ class Posterior:
     # ------------------------------------------------------------------ predictive moments
     def moments(self, mean, var, *, samples, seed, calibrated, has_own=None, visible=None,
                 noise: str | None = None) -> tuple[np.ndarray, ...]:
-        """Predictive moments; calibrated with the factors of each location's regime.
-
-        The variance added to the decoded spread is ``noise`` (one of
-        :data:`~geogpvae.engine.calibration.NOISES`) for every row, or by default each regime's
-        :attr:`noise`; ``"patterns"`` needs ``visible`` (M, K), the variables seen at each
-        target; with ``"scaled"`` the whole predictive variance of that variable is multiplied
-        by :attr:`GPVAE.hidden_ratio <geogpvae.engine.model.GPVAE.hidden_ratio>` (before the
-        calibration factor, when calibrated).
-        """
+        """Predictive moments, calibrated per regime; the added variance is ``noise`` (one of
+        :data:`~geogpvae.engine.calibration.NOISES`) or each regime's :attr:`noise`
+        (``"patterns"`` needs ``visible`` (M, K))."""
         own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
         choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise
         hidden_var, scales = None, [None, None]

@@ -20,6 +20,8 @@ from .progress import Progress, shown_here
 from .check_values import predictive_nll
 from .data import FieldData
 from .training import TrainState, check_inputs, train
+from .budget import (KL_FACTORS, MIN_SELECTION_EPOCHS, SELECTION_HOLDOUT, SELECTION_SHARE,  # noqa: F401
+                     WHOLE_FIELD_SELECTION_SHARE, selection_epochs, selection_share)
 
 if TYPE_CHECKING:
     from .config import GPVAEConfig
@@ -27,18 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["KL_FACTORS", "MIN_SELECTION_EPOCHS", "SELECTION_HOLDOUT", "SELECTION_SHARE",
            "WHOLE_FIELD_SELECTION_SHARE", "Selection", "SelectionProgress", "selection_epochs", "selection_share",
            "select_kl_factor", "check_score"]
-
-#: Candidate KL weights, as multiples of the engine's base weight (1 for SPA, N/H for HPA).
-KL_FACTORS = (1.0, 0.2)
-#: Share of the epoch budget each candidate trains for before the choice, with mini-batches
-SELECTION_SHARE = 0.35
-#: The same where every step takes the whole field
-WHOLE_FIELD_SELECTION_SHARE = 0.2
-#: The fewest epochs each candidate trains (fewer only where the budget leaves none after them).
-MIN_SELECTION_EPOCHS = 3
-#: Share of each variable's observed values held out to score the candidates.
-SELECTION_HOLDOUT = 0.1
-
 
 @dataclass
 class Selection:
@@ -95,32 +85,6 @@ class SelectionProgress:
     factors: tuple[float, ...]
 
 
-def selection_share(config: GPVAEConfig, n_points: int) -> float:
-    """The share of the budget each candidate trains for on a field of ``n_points`` locations.
-
-    Parameters
-    ----------
-    config : GPVAEConfig
-    n_points : int
-
-    Returns
-    -------
-    float
-        :data:`WHOLE_FIELD_SELECTION_SHARE` for whole-field steps, else :data:`SELECTION_SHARE`.
-    """
-    whole = config.batch_for(n_points) >= n_points
-    return WHOLE_FIELD_SELECTION_SHARE if whole else SELECTION_SHARE
-
-
-def selection_epochs(total_epochs: int, share: float = SELECTION_SHARE) -> int:
-    """Epochs each candidate trains: ``ceil(share * total_epochs)``, at least 1.
-
-    And at least :data:`MIN_SELECTION_EPOCHS` where that leaves an epoch after them.
-    """
-    floor = min(MIN_SELECTION_EPOCHS, total_epochs - 1)
-    return max(1, floor, math.ceil(share * total_epochs))
-
-
 @torch.no_grad()
 def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, seed: int,
                 shape: bool | np.ndarray = True) -> float:
@@ -146,7 +110,7 @@ def check_score(model: torch.nn.Module, data: FieldData, state: TrainState, *, s
 def select_kl_factor(
     build: Callable[[float], torch.nn.Module],
     data: FieldData,
-    config,
+    config: GPVAEConfig,
     *,
     epochs: int,
     factors: tuple[float, ...] = KL_FACTORS,

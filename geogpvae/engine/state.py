@@ -21,8 +21,9 @@ from .training import TrainState
 #: what this module is handed (kept untyped here: importing it would be an import cycle)
 GPVAEEngine = Any
 
-__all__ = ["STATE_FORMAT", "STATE_VERSION", "checkpoint_state", "engine_state", "saved_attributes", "saved_config",
-           "selection_from", "train_state_from", "with_hidden_moments"]
+__all__ = ["STATE_FORMAT", "STATE_VERSION", "check_checkpoint", "check_state", "checkpoint_state", "engine_state",
+           "format_version", "saved_attributes", "saved_config", "selection_from", "train_state_from",
+           "with_hidden_moments"]
 
 STATE_FORMAT = "geogpvae-engine"
 STATE_VERSION = 1
@@ -127,7 +128,7 @@ def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVA
     ``hidden_variance``; ValueError for a state that is not an engine's, or a newer one's."""
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError("not a geogpvae engine state (format tag missing or different)")
-    if int(state.get("version", 0)) > STATE_VERSION:
+    if format_version(state) > STATE_VERSION:
         raise ValueError(
             f"this state was written by a newer geogpvae ({state.get('package_version')}); upgrade to load it"
         )
@@ -136,6 +137,7 @@ def saved_config(state: dict[str, Any], device: str | None = None) -> tuple[GPVA
                          "longer available); refit it with this version")
     cfg = GPVAEConfig.from_dict(state["config"])
     hidden = state.get("hidden_variance", state["config"].get("hidden_variance", False))
+    check_state(state)
     return (cfg if device is None else cfg.replace(device=device)), hidden in (True, "auto")
 
 
@@ -187,7 +189,113 @@ def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[s
 def train_state_from(saved: dict[str, Any]) -> TrainState:
     """A :class:`TrainState` from a checkpoint's ``"train"`` entry (entries an older one lacks: none)."""
     return TrainState(
-        epoch=int(saved["epoch"]), history={k: list(v) for k, v in saved["history"].items()},
-        optimizer=saved["optimizer"], average=saved.get("average"), steps=int(saved.get("steps", 0)),
+        epoch=_count(saved, "epoch"), history={k: list(v) for k, v in saved["history"].items()},
+        optimizer=saved["optimizer"], average=saved.get("average"), steps=_count(saved, "steps", 0),
         monitor=dict(saved.get("monitor") or {}), done=bool(saved.get("done", False)),
     )
+
+
+# --------------------------------------------------------------------------- checks of saved states
+def format_version(state: dict[str, Any]) -> int:
+    """The ``version`` entry of a saved file's state (0 where absent); ValueError unless a whole number."""
+    version = state.get("version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"its format version {version!r} is not a whole number")
+    return version
+
+
+def _count(entry: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = entry.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"its {key} counter {value!r} is not a whole number >= 0")
+    return value
+
+
+def _first_not_finite(value: Any, where: str) -> str | None:
+    """Where a tensor in ``value`` (nested dicts and lists) holds NaN or infinity, or None."""
+    if isinstance(value, torch.Tensor):
+        bad = (value.is_floating_point() or value.is_complex()) and not bool(torch.isfinite(value).all())
+        return where if bad else None
+    if isinstance(value, float):
+        return where if not np.isfinite(value) else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        if isinstance(key, str) and "_constraint." in key:  # gpytorch bounds may be infinite
+            continue
+        found = _first_not_finite(item, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _check_finite(value: Any, where: str) -> None:
+    found = _first_not_finite(value, where)
+    if found is not None:
+        raise ValueError(f"{found} holds NaN or infinite values")
+
+
+def _check_shape(state: dict[str, Any], key: str, shapes: tuple[tuple[int, ...], ...]) -> None:
+    value = state.get(key)
+    if value is None:  # older states lack some entries
+        return
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) not in shapes:
+        got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise ValueError(f"entry {key!r} has shape {got}, not {' or '.join(map(str, shapes))}")
+
+
+def check_weight_shapes(state: dict[str, Any], weights: dict[str, torch.Tensor],
+                        build: Callable[..., torch.nn.Module], where: str = "weights") -> None:
+    """Refuse ``weights`` of another shape than those of the model ``build`` makes for ``state``'s
+    options, variables and dimensions (``build`` is :func:`geogpvae.engine.core.build_model`)."""
+    config, hidden = saved_config(state)
+    k, d = len(state["names"]), int(state["n_dims"])
+    with torch.random.fork_rng(devices=[]):  # building seeds the generator: leave it as it was
+        fresh = build(config, k, d, 1, lengthscale=1.0, hidden_variance=hidden).state_dict()
+    for name, tensor in weights.items():
+        if name in fresh and tuple(tensor.shape) != tuple(fresh[name].shape):
+            raise ValueError(f"weight {where}[{name!r}] has shape {tuple(tensor.shape)}, where {k} "
+                             f"variables in {d} dimensions need {tuple(fresh[name].shape)}")
+
+
+def check_state(state: dict[str, Any]) -> None:
+    """Refuse a saved engine state whose values cannot be right: counts, shapes of its scalers
+    against its variables and dimensions, NaN or infinite numbers (ValueError naming the entry);
+    :func:`check_weight_shapes` checks the weights' shapes."""
+    names = state["names"]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"entry 'names' is {names!r}, not a list of variable names")
+    k, d = len(names), _count(state, "n_dims")
+    if d == 0 or _count(state, "n_points") == 0:
+        raise ValueError("it records no coordinates or no locations")
+    for key in ("loc", "scale", "constant", "log"):
+        _check_shape(state, key, ((k,),))
+    _check_shape(state, "x_offset", ((d,),))
+    _check_shape(state, "x_scale", ((), (d,)))
+    _check_shape(state, "calibration", ((2, k), (k,)))  # (k,): before the two regimes
+    for key in ("loc", "scale", "x_offset", "x_scale", "calibration", "lengthscale"):
+        _check_finite(state.get(key), f"entry {key!r}")
+    field = state.get("field")
+    if field is not None:
+        n = len(field["x"])
+        for key, shape in (("x", (n, d)), ("y", (n, k)), ("observed", (n, k))):
+            _check_shape(field, key, (shape,))
+        _check_finite(field["x"], "field['x']")
+    _check_finite(state["weights"], "weights")
+
+
+def check_checkpoint(snapshot: dict[str, Any], build: Callable[..., torch.nn.Module]) -> None:
+    """Refuse a checkpoint (:func:`checkpoint_state`) whose values cannot be right: its engine state
+    and weights (:func:`check_state`, :func:`check_weight_shapes` with ``build``), epoch and step
+    counters, NaN or infinite optimiser state (ValueError naming the entry)."""
+    engine = snapshot["engine"]
+    check_weight_shapes(engine, engine["weights"], build)
+    best = (snapshot.get("selection") or {}).get("best")
+    trains = {"train": snapshot["train"]}
+    if best is not None:
+        check_weight_shapes(engine, best["weights"], build, "selection['best']['weights']")
+        _check_finite(best["weights"], "selection['best']['weights']")
+        trains["selection['best']['train']"] = best["train"]
+    for where, train in trains.items():
+        train_state_from(train)
+        for key in ("optimizer", "average"):
+            _check_finite(train.get(key), f"{where}[{key!r}]")

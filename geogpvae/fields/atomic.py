@@ -7,6 +7,7 @@ import os
 import re
 import secrets
 import socket
+import stat
 import threading
 import time
 import warnings
@@ -18,7 +19,8 @@ __all__ = ["abort_partial_writes"]
 
 
 def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+    """fsync a file; a temporary file of this process is checked to be the one it created first."""
+    fd = _open_staged(path, os.O_RDONLY) if path in _PARTIAL else os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
@@ -40,11 +42,13 @@ def _fsync_dir(folder: Path) -> None:
 
 # --------------------------------------------------------------------------- temporary files
 # ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a killed process's leftover is told from a write in progress
-_PARTIAL: set[Path] = set()  # temporary files this process is writing now
+_PARTIAL: dict[Path, tuple[int, int, int]] = {}  # temporary files being written: (device, inode, owner)
 _PARTIAL_LOCK = threading.RLock()
 # Errors of os.link on file systems without hard links (then O_EXCL + rename is used).
 _NO_LINK = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK,
             errno.EXDEV, errno.EACCES}
+# Opening a temporary file again: never through a link, never blocking on a pipe put in its place.
+_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _host() -> str:
@@ -110,23 +114,94 @@ def _leftovers(target: Path) -> None:
 
 
 def _create_temp(target: Path) -> Path:
-    """Create an empty temporary file beside ``target`` (mode 0o666 under the umask) and register it."""
+    """Create an empty temporary file beside ``target`` (mode 0o666 under the umask) and register it
+    with its device, inode and owner, which :func:`_check_staged` compares later."""
     for _ in range(100):
         tmp = _temp_name(target)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o666)
         except FileExistsError:
             continue
-        os.close(fd)
+        try:
+            info = os.fstat(fd)
+        finally:
+            os.close(fd)
         with _PARTIAL_LOCK:
-            _PARTIAL.add(tmp)
+            _PARTIAL[tmp] = (info.st_dev, info.st_ino, info.st_uid)
         return tmp
     raise FileExistsError(f"could not create a temporary file beside {target}")
 
 
+def _replaced(tmp: Path) -> OSError:
+    return OSError(
+        f"the temporary file {tmp} was replaced by another file or a link while it was "
+        "written (another process or user writing in that folder?); nothing was moved"
+    )
+
+
+def _swapped(tmp: Path, info: os.stat_result) -> None:
+    """Raise unless ``info`` is the regular file :func:`_create_temp` created at ``tmp``."""
+    with _PARTIAL_LOCK:
+        created = _PARTIAL.get(tmp)
+    if created is None:  # removed by abort_partial_writes
+        raise InterruptedError(f"the write of {tmp} was aborted")
+    if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino, info.st_uid) != created:
+        raise _replaced(tmp)
+
+
+def _check_staged(tmp: Path) -> None:
+    """Raise unless the name ``tmp`` is still the file this process created (not followed if a link)."""
+    try:
+        info = os.lstat(tmp)
+    except FileNotFoundError:
+        with _PARTIAL_LOCK:
+            aborted = tmp not in _PARTIAL
+        raise (InterruptedError(f"the write of {tmp} was aborted") if aborted else
+               OSError(f"the temporary file {tmp} was removed while it was written")) from None
+    _swapped(tmp, info)
+
+
+def _open_staged(tmp: Path, flags: int = os.O_WRONLY) -> int:
+    """A descriptor of the temporary file ``tmp``, opened without following a link, checked to be
+    the file :func:`_create_temp` created; the caller closes it."""
+    try:
+        fd = os.open(tmp, flags | _NO_FOLLOW)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.EMLINK, errno.ENXIO):  # a link (EMLINK: BSD), a pipe
+            raise _replaced(tmp) from None
+        raise
+    try:
+        _swapped(tmp, os.fstat(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _set_mode(tmp: Path, mode: int) -> None:
+    """Give the staged ``tmp`` the permission bits of ``mode`` (never setuid, setgid or sticky),
+    through a descriptor that does not follow a swapped-in link."""
+    fd = _open_staged(tmp, os.O_RDONLY)
+    try:
+        os.fchmod(fd, mode & 0o777)
+    finally:
+        os.close(fd)
+
+
+def _clear_special_bits(tmp: Path) -> None:
+    """Drop setuid, setgid and sticky bits from ``tmp`` (a replaced output's mode may carry them)."""
+    mode = os.lstat(tmp).st_mode
+    if mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
+        fd = _open_staged(tmp, os.O_RDONLY)
+        try:
+            os.fchmod(fd, mode & 0o777)
+        finally:
+            os.close(fd)
+
+
 def _discard(tmp: Path) -> None:
     with _PARTIAL_LOCK:
-        _PARTIAL.discard(tmp)
+        _PARTIAL.pop(tmp, None)
         try:
             tmp.unlink()
         except FileNotFoundError:
@@ -139,9 +214,12 @@ def _exists_message(target: Path) -> str:
 
 
 def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
-    """Move the finished ``tmp`` to ``target``: replace it, or create it exclusively (hard link)."""
+    """Move the finished ``tmp`` to ``target``: replace it, or create it exclusively (hard link).
+    ``tmp`` must still be the file :func:`_create_temp` made; setuid, setgid and sticky bits are dropped."""
     with _PARTIAL_LOCK:
         _check_not_aborted(tmp, target)
+        _check_staged(tmp)
+        _clear_special_bits(tmp)
         if overwrite:
             os.replace(tmp, target)
         else:
@@ -160,7 +238,7 @@ def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
                 os.replace(tmp, target)
             else:
                 tmp.unlink()
-        _PARTIAL.discard(tmp)
+        _PARTIAL.pop(tmp, None)
 
 
 def _check_not_aborted(tmp: Path, target: Path) -> None:

@@ -12,15 +12,18 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..errors import InputError
 from .labelling import point_geometry
 from .packing import kept_fill
 
-__all__ = ["CF_VERSION"]
+__all__ = ["CF_VERSION", "check_writable"]
 
 #: The CF version written files declare, unless the input's is later or CF-1.9 types are held.
 CF_VERSION = "CF-1.8"
 _CF_TOKEN = re.compile(r"^CF-(\d+)\.(\d+)$")
 _CHUNK_BYTES = 1 << 20
+#: what netCDF-C refuses in a name besides "/": control characters (and spaces at either end)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # Encoding keys of how a variable was read, recomputed for the written file.
 _LAYOUT_KEYS = ("zlib", "complevel", "shuffle", "compression", "compression_opts",
                 "chunksizes", "contiguous", "szip", "bzip2", "blosc", "zstd",
@@ -225,3 +228,115 @@ def _prepare(ds: xr.Dataset, complevel: int) -> xr.Dataset:
     out.attrs = attrs
     out.encoding = {k: v for k, v in ds.encoding.items() if k == "unlimited_dims"}
     return point_geometry(out)
+
+
+# --------------------------------------------------------------------------- writability
+def _text_problem(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid UTF-8 text"
+    return None
+
+
+def _name_problem(name: Any) -> str | None:
+    """Why NetCDF cannot hold ``name`` as the name of a variable, dim or attribute, or None."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not text"
+    if not name:
+        return "is empty"
+    if "/" in name:
+        return "holds '/' (NetCDF-4 separates groups with it)"
+    if _CONTROL.search(name):
+        return "holds a control character"
+    if name != name.strip():
+        return "starts or ends with a space"
+    return _text_problem(name)
+
+
+def _attribute_problem(value: Any) -> str | None:
+    """Why NetCDF cannot hold ``value`` as an attribute (as :func:`_clean_attrs` leaves it), or None."""
+    if value is None or isinstance(value, (bool, np.bool_, Mapping, bytes)):
+        return None
+    if isinstance(value, str):
+        return _text_problem(value)
+    if isinstance(value, int):
+        return None if -(2**63) <= value < 2**64 else "is an integer beyond 64 bits"
+    if isinstance(value, float):
+        return None
+    if not isinstance(value, (list, tuple, np.ndarray, np.generic)):
+        return f"is a {type(value).__name__}"
+    try:
+        arr = np.asarray(value)
+    except ValueError:
+        return "is a nested list of unequal lengths"
+    if arr.ndim > 1:
+        return f"is a nested list or a {arr.ndim}-D array (NetCDF attributes are 1-D)"
+    if arr.dtype.kind == "S" and arr.ndim:
+        return "is an array of bytes (give text, or one bytes value)"
+    if arr.dtype.kind in "US":
+        return next((p for p in map(_text_problem, map(str, arr.ravel())) if p), None)
+    if arr.dtype.kind in "biu" or (arr.dtype.kind == "f" and arr.dtype.itemsize <= 8):
+        return None
+    return f"holds {arr.dtype} values"
+
+
+def _dtype_problem(var: xr.Variable) -> str | None:
+    """Why NetCDF cannot hold the values of ``var``, or None."""
+    kind, dtype = var.dtype.kind, var.dtype
+    if kind == "c":
+        return f"is complex ({dtype})"
+    if kind == "V":
+        return f"has a structured dtype ({dtype})"
+    if kind == "f" and dtype.itemsize > 8:
+        return f"is {dtype}, beyond double precision"
+    if kind == "O" and not _is_cftime(var):  # as _check_object: strings, or None and NaN for gaps
+        for item in np.ravel(np.asarray(var.values)):
+            gap = item is None or (isinstance(item, float) and math.isnan(item))
+            if not (gap or isinstance(item, (str, bytes))):
+                return f"holds {type(item).__name__} objects"
+    return None
+
+
+def check_writable(ds: xr.Dataset) -> None:
+    """Refuse what a NetCDF-4 file cannot hold: names, dtypes and attributes (before any work).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+
+    Raises
+    ------
+    InputError
+        Naming the variable, dim or attribute, why, and what to do.
+    """
+    rename = "rename it (ds.rename, or ncrename in the file)"
+    for dim in ds.dims:
+        problem = _name_problem(dim)
+        if problem:
+            raise InputError(f"the output cannot be written to NetCDF: dim {dim!r} {problem}: {rename}")
+    for name, var in ds.variables.items():
+        problem = _name_problem(name)
+        if problem:
+            raise InputError(f"the output cannot be written to NetCDF: variable {name!r} {problem}: {rename}")
+        problem = _dtype_problem(var)
+        if problem:
+            raise InputError(
+                f"the output cannot be written to NetCDF: variable {name!r} {problem}, which NetCDF cannot "
+                f"hold: leave it out (ds.drop_vars, or ncks -x -v {name} in the file) or store it as real "
+                "numbers (e.g. its real and imaginary parts as two variables)"
+            )
+    owners = [("the Dataset", ds.attrs)] + [(f"variable {n!r}", v.attrs) for n, v in ds.variables.items()]
+    for owner, attrs in owners:
+        for key, value in attrs.items():
+            problem = _name_problem(str(key))
+            if problem:
+                raise InputError(f"the output cannot be written to NetCDF: the name of attribute {key!r} of "
+                                 f"{owner} {problem}: rename or delete it (ncatted -a in the file)")
+            problem = _attribute_problem(value)
+            if problem:
+                raise InputError(
+                    f"the output cannot be written to NetCDF: attribute {key!r} of {owner} ({value!r:.60}) "
+                    f"{problem}: NetCDF attributes hold text, numbers or flat lists of them; make it one "
+                    "(e.g. flatten it, or str(value)) or delete it (ncatted -a in the file)"
+                )

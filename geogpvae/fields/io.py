@@ -21,6 +21,7 @@ from .atomic import (
     _create_temp,
     _discard,
     _fsync,
+    _set_mode,
     _fsync_dir,
     _leftovers,
 )
@@ -93,7 +94,7 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     old_mode = None
     if overwrite and target.exists():
         try:
-            old_mode = target.stat().st_mode & 0o7777
+            old_mode = target.stat().st_mode & 0o777
         except OSError:
             old_mode = None
 
@@ -103,7 +104,7 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         _check_not_aborted(tmp, target)
         _fsync(tmp)
         if old_mode is not None:
-            os.chmod(tmp, old_mode)
+            _set_mode(tmp, old_mode)
         _commit(tmp, target, overwrite)
     except BaseException:
         _discard(tmp)

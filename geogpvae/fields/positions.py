@@ -85,11 +85,8 @@ def _columns(
         _check_finite(axis.names[0], lon)
         _check_finite(axis.names[1], lat)
         _check_degrees(source, axis.names)
-        if np.any(np.abs(lat) > 90):
-            raise InputError(
-                f"latitude {axis.names[1]!r} has values outside [-90, 90] degrees "
-                f"(min {lat.min():g}, max {lat.max():g})"
-            )
+        _check_range("longitude", axis.names[0], lon, 360, axis.names)
+        _check_range("latitude", axis.names[1], lat, 90, axis.names)
         return sphere_positions(lon, lat) * axis.scale
     if axis.kind == "index":  # positions, whatever labels the dim may carry
         source = source.drop_vars(axis.names[0], errors="ignore")
@@ -163,6 +160,20 @@ def _says_degrees(units: str) -> bool:
 _REVERSED_DEGREES = {"degrees_west": "east", "degree_west": "east", "degree_w": "east", "degrees_w": "east",
                      "degreew": "east", "degreesw": "east", "degrees_south": "north", "degree_south": "north",
                      "degree_s": "north", "degrees_s": "north", "degreess": "north"}
+
+
+def _check_range(what: str, name: str, values: np.ndarray, limit: float, names: Sequence[str]) -> None:
+    """Refuse longitudes beyond [-360, 360] and latitudes beyond [-90, 90] degrees (never wrapped)."""
+    if not np.any(np.abs(values) > limit):
+        return
+    lon, lat = names
+    raise InputError(
+        f"{what} {name!r} has values outside [-{limit:g}, {limit:g}] degrees (min {values.min():g}, max "
+        f"{values.max():g}), so they are not degrees: if they are projected coordinates (metres, km), "
+        f"name them x and y (ds.rename({{{lon!r}: 'x', {lat!r}: 'y'}})) or give them the standard_name "
+        "projection_x_coordinate and projection_y_coordinate; if they are degrees, bring longitudes into "
+        "[-180, 360] and latitudes into [-90, 90]"
+    )
 
 
 def _check_degrees(source: xr.Dataset | xr.DataArray, names: Sequence[str]) -> None:

@@ -1,22 +1,48 @@
-"""Saving and loading torch files (saved models, training checkpoints); torch is imported lazily."""
+"""Saving and loading torch files (saved models, training checkpoints); torch is imported lazily.
+
+A file is ``torch.save``'s zip archive with one more record, :data:`CHECKSUM_RECORD`: the SHA-256
+of the other records, the package version and a format tag. Reading verifies it where present
+(files of earlier versions have none), so a damaged or altered file is refused, never used.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import os
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from ..errors import UnreadableFileError
-from .atomic import _check_target, _commit, _create_temp, _discard, _fsync_dir, _leftovers
+from .atomic import (
+    _check_staged,
+    _check_target,
+    _commit,
+    _create_temp,
+    _discard,
+    _fsync_dir,
+    _leftovers,
+    _open_staged,
+)
 
 __all__ = [
+    "CHECKSUM_FORMAT",
+    "CHECKSUM_RECORD",
     "StagedFile",
     "UnreadableFileError",
     "atomic_torch_save",
     "read_torch_file",
     "stage_torch_save",
 ]
+
+#: Name of the checksum record inside the archive (beside ``data.pkl``).
+CHECKSUM_RECORD = "geogpvae-checksum.json"
+#: Format tag of that record.
+CHECKSUM_FORMAT = "geogpvae-checksum"
 
 
 class StagedFile:
@@ -57,7 +83,7 @@ class StagedFile:
 
 
 def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> StagedFile:
-    """``torch.save`` to a hidden temporary file beside ``path`` and fsync it; do not move it.
+    """``torch.save`` with a checksum to a hidden temporary file beside ``path``, fsynced; not moved.
 
     Parameters
     ----------
@@ -75,12 +101,16 @@ def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fal
     path = Path(os.fspath(path)).expanduser()
     _check_target(path, overwrite)
     _leftovers(path)
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    _add_checksum(buffer)
     tmp = _create_temp(path)
     try:
-        with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
+        with os.fdopen(_open_staged(tmp), "wb") as fh:  # never reopened by name
+            fh.write(buffer.getbuffer())
             fh.flush()
             os.fsync(fh.fileno())
+        _check_staged(tmp)
     except BaseException:
         _discard(tmp)
         raise
@@ -88,7 +118,7 @@ def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fal
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """``torch.save`` to a hidden temporary file beside ``path``, fsync it, then move it there.
+    """``torch.save`` with a checksum to a hidden temporary file beside ``path``, then move it there.
 
     Parameters
     ----------
@@ -109,6 +139,45 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fa
     return stage_torch_save(obj, path, overwrite=overwrite).commit()
 
 
+def _digest(archive: zipfile.ZipFile) -> str:
+    """SHA-256 of the records of ``archive`` but the checksum's (names, sizes, bytes; CRCs checked)."""
+    sha = hashlib.sha256()
+    for info in archive.infolist():
+        if info.filename.rpartition("/")[2] != CHECKSUM_RECORD:
+            data = archive.read(info)
+            sha.update(info.filename.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return sha.hexdigest()
+
+
+def _add_checksum(buffer: io.BytesIO) -> None:
+    """Append the checksum record to the archive ``torch.save`` wrote into ``buffer``."""
+    with zipfile.ZipFile(buffer, "a") as archive:
+        folder = archive.namelist()[0].partition("/")[0]
+        record = {"format": CHECKSUM_FORMAT, "version": 1, "package_version": __version__,
+                  "sha256": _digest(archive)}
+        archive.writestr(f"{folder}/{CHECKSUM_RECORD}", json.dumps(record))
+
+
+def _checksum_problem(data: bytes) -> str | None:
+    """What is wrong with the records of a zip archive, or None (no checksum record: not checked)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = [n for n in archive.namelist() if n.rpartition("/")[2] == CHECKSUM_RECORD]
+            digest = _digest(archive)
+            record = json.loads(archive.read(names[0])) if names else None
+    except MemoryError:
+        raise
+    except Exception as err:  # noqa: BLE001 - zipfile and zlib raise many kinds for a damaged file
+        return f"the file is damaged or truncated ({' '.join(str(err).split()) or type(err).__name__})"
+    if record is None:
+        return None
+    if not isinstance(record, dict) or record.get("format") != CHECKSUM_FORMAT:
+        return "its checksum record is damaged"
+    if record.get("sha256") != digest:
+        return "its content does not match its checksum (damaged or altered since it was written)"
+    return None
+
+
 def _describe_torch_error(err: BaseException, head: bytes) -> str:
     """What is wrong with a file torch refused, from its first bytes (never torch's unsafe advice)."""
     if not head:
@@ -125,7 +194,7 @@ def _describe_torch_error(err: BaseException, head: bytes) -> str:
 
 
 def read_torch_file(path: str | os.PathLike, what: str) -> Any:
-    """``torch.load(path, map_location="cpu", weights_only=True)`` with one-line errors.
+    """``torch.load(path, map_location="cpu", weights_only=True)`` after its checksum, with one-line errors.
 
     Parameters
     ----------
@@ -140,7 +209,8 @@ def read_torch_file(path: str | os.PathLike, what: str) -> Any:
     Raises
     ------
     UnreadableFileError
-        Empty, truncated, damaged, not torch's, or holding arbitrary Python objects.
+        Empty, truncated, damaged, not matching its checksum, not torch's, or holding arbitrary
+        Python objects.
     """
     import torch
 
@@ -149,15 +219,17 @@ def read_torch_file(path: str | os.PathLike, what: str) -> Any:
         raise FileNotFoundError(f"{what} {path} not found")
     if path.is_dir():
         raise IsADirectoryError(f"{what} {path} is a folder, not a file")
+    data = path.read_bytes()  # checked and loaded from memory: the same bytes
+    problem = _checksum_problem(data) if data.startswith(b"PK") else None
+    if problem is not None:
+        raise UnreadableFileError(f"{path} is not a readable {what}: {problem}")
     try:
         with warnings.catch_warnings():  # torch's remarks on odd pickles are not ours to pass on
             warnings.filterwarnings("ignore", module=r"torch(\.|$)")
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except (PermissionError, MemoryError):
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except MemoryError:
         raise
     except Exception as err:  # noqa: BLE001 - torch raises many kinds for a bad file
-        with open(path, "rb") as fh:
-            head = fh.read(4)
         raise UnreadableFileError(
-            f"{path} is not a readable {what}: {_describe_torch_error(err, head)}"
+            f"{path} is not a readable {what}: {_describe_torch_error(err, data[:4])}"
         ) from None

@@ -11,7 +11,6 @@ import pytest
 import xarray as xr
 from cli_helpers import _write
 
-from geogpvae.cli import info as cli_info
 from geogpvae.cli import main
 
 
@@ -111,12 +110,3 @@ def test_info_calls_a_series_a_grid_and_sites_scattered(tmp_path, capsys):
         assert main(["info", str(path), "--json"]) == 0
         layouts.append(json.loads(capsys.readouterr().out)["layout"])
     assert layouts == ["gridded", "scattered"]
-
-
-def test_memory_estimate_grows_with_the_field():
-    small = cli_info.estimate_memory(1000, 1000, 2, 3, 20, 1)
-    big = cli_info.estimate_memory(10_000, 10_000, 2, 3, 20, 1)
-    assert big["total"] == pytest.approx(10 * small["total"])
-    assert small["total"] == small["field"] + small["model"] + small["outputs"]
-    # x (N, D) and values (N, K) in float64 are part of it
-    assert small["field"] >= 8 * 1000 * (2 + 3)

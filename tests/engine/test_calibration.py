@@ -93,8 +93,6 @@ def test_stretched_neighbours_are_candidates_only_where_nothing_is_observed():
 
 
 def test_the_added_variances_scored_follow_hidden_variance():
-    from types import SimpleNamespace
-
     from geogpvae.engine.calibration import NOISES, noise_choices
     from geogpvae.engine.model import GPVAE
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..engine.resources import format_bytes
 from .._files import refuse_special_target
 from ..errors import warn_caller
 from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
@@ -177,14 +178,6 @@ def probe_folder(folder: Path, what: str) -> None:
     os.unlink(probe)
 
 
-def _size(nbytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if nbytes < 1024:
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.1f} TiB"
-
-
 def _free(path: str | os.PathLike[str]) -> int | None:
     """Free bytes on the device of the folder of ``path`` (None when it cannot be told)."""
     try:
@@ -213,7 +206,7 @@ def check_free_space(path: str, need: int) -> None:
     if free is not None and free < need:
         folder = Path(path).expanduser().absolute().parent
         raise UsageError(
-            f"not enough free space on {folder}: need about {_size(need)}, have {_size(free)}: "
+            f"not enough free space on {folder}: need about {format_bytes(need)}, have {format_bytes(free)}: "
             "free some space, or write the output elsewhere"
         )
 

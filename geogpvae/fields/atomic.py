@@ -192,11 +192,7 @@ def _clear_special_bits(tmp: Path) -> None:
     """Drop setuid, setgid and sticky bits from ``tmp`` (a replaced output's mode may carry them)."""
     mode = os.lstat(tmp).st_mode
     if mode & (stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX):
-        fd = _open_staged(tmp, os.O_RDONLY)
-        try:
-            os.fchmod(fd, mode & 0o777)
-        finally:
-            os.close(fd)
+        _set_mode(tmp, mode)
 
 
 def _discard(tmp: Path) -> None:

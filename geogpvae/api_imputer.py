@@ -15,7 +15,7 @@ import xarray as xr
 from .api_output import assemble, detached, predicted_variable, provenance
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
-from .engine.resources import check_declared_size, check_memory
+from .engine.resources import check_declared_size, check_memory, check_prediction_memory
 from .errors import InputError, UnreadableFileError
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, already_imputed, output_dtype
 from .fields.extent import warn_if_far
@@ -336,7 +336,8 @@ class GPVAEImputer:
         Raises
         ------
         InputError
-            A coordinate is missing or not finite, or every coordinate is a scalar.
+            A coordinate is missing or not finite, every coordinate is a scalar, or the prediction
+            would not fit in memory (checked before any coordinate is read).
 
         Warns
         -----
@@ -344,7 +345,9 @@ class GPVAEImputer:
             Every location lies farther from the training data than their own extent: the prediction is the prior.
         """
         self._require_fit()
-        x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_)
+        n_dims = self.engine_.training_locations.shape[1]
+        x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_, check_count=lambda n: (
+            check_prediction_memory(self.config_, n, len(self.vars_), n_dims)))
         warn_if_far(x, self.engine_.training_locations, self.geometry_)
         pred = self.engine_.predict(x)
         shape = tuple(int(locations.sizes[d]) for d in dims)
@@ -385,6 +388,8 @@ class GPVAEImputer:
             ``path`` exists and ``overwrite`` is False.
         RuntimeError
             The imputer is not trained.
+        OSError
+            ``errno.ENOSPC``, "no space left on device: PATH": the device filled up (nothing is left behind).
         """
         return atomic_torch_save(self.saved_state(), path, overwrite=overwrite)
 

@@ -18,7 +18,7 @@ import xarray as xr
 from .errors import InputError, warn_caller
 from .fields.cf import is_log_variable, log_moments
 
-__all__ = ["FEW_SCORED", "coverage_range", "few_scored_note", "validate"]
+__all__ = ["FEW_SCORED", "coverage_range", "crps_gaussian", "few_scored_note", "validate"]
 
 #: Half-width of a central 95 % Gaussian interval, in standard deviations
 Z95 = 1.959964
@@ -65,9 +65,40 @@ def _held_out_shaped(field: Any, share: float, seed: int) -> dict[str, np.ndarra
     return held
 
 
+def crps_gaussian(mean: np.ndarray, std: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Continuous ranked probability score of Gaussian predictives, per value (lower is better).
+
+    ``CRPS(N(mu, s^2), y) = s * (z * (2 Phi(z) - 1) + 2 phi(z) - 1 / sqrt(pi))`` with ``z = (y - mu) / s``
+    (Gneiting & Raftery 2007): the integral over ``t`` of ``(F(t) - 1[t >= y])^2``, in the units of
+    the values. For ``s -> 0`` it tends to ``|y - mu|``, the absolute error.
+
+    Parameters
+    ----------
+    mean, std, truth : array_like, broadcastable
+        Predictive means and standard deviations (> 0), and the values that occurred.
+
+    Returns
+    -------
+    ndarray
+        The score of each value, in data units.
+
+    Examples
+    --------
+    >>> round(float(crps_gaussian(0.0, 1.0, 0.0)), 4)
+    0.2337
+    """
+    from scipy.special import ndtr
+
+    mean, std, truth = (np.asarray(a, dtype=float) for a in (mean, std, truth))
+    z = (truth - mean) / std
+    pdf = np.exp(-0.5 * z**2) / np.sqrt(2 * np.pi)
+    return std * (z * (2 * ndtr(z) - 1) + 2 * pdf - 1 / np.sqrt(np.pi))
+
+
 def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str | None = None) -> dict[str, float]:
-    """RMSE, MAE (data units), Gaussian NLL (nats), 95 % coverage and mean squared z-score of held-out
-    values; NLL, coverage and z in log space for a log variable (``log_point``: its point estimate)."""
+    """RMSE, MAE (data units), Gaussian NLL (nats), CRPS, 95 % coverage and mean squared z-score of
+    held-out values; NLL, CRPS, coverage and z in log space for a log variable (``log_point``: its point
+    estimate)."""
     err = pred - truth
     mu, s, t = (pred, std, truth) if log_point is None else (*log_moments(pred, std, log_point), np.log(truth))
     z = (t - mu) / s
@@ -75,6 +106,7 @@ def _scores(pred: np.ndarray, std: np.ndarray, truth: np.ndarray, log_point: str
         "rmse": float(np.sqrt(np.mean(err**2))),
         "mae": float(np.mean(np.abs(err))),
         "nll": float(np.mean(0.5 * np.log(2 * np.pi * s**2) + 0.5 * z**2)),
+        "crps": float(np.mean(crps_gaussian(mu, s, t))),
         "cov95": float(np.mean(np.abs(z) < Z95)),
         "z2": float(np.mean(z**2)),
     }
@@ -154,10 +186,11 @@ def validate(
     xarray.Dataset
         On dim ``variable``, with coordinates ``units`` and ``space`` (``"log"`` or ``"linear"``):
         ``n`` (values scored, those inside the domain), ``rmse`` and ``mae`` (data units), ``nll``
-        (Gaussian, nats per value), ``cov95`` (share inside the 95 % intervals, nominally 0.95),
-        ``cov95_low``/``cov95_high`` (:func:`coverage_range`) and ``z2`` (mean squared
-        standardised error, nominally 1). For a log variable ``nll``, ``cov95`` and ``z2`` are
-        those of its log. Attributes record ``share``, ``gaps``, ``seed`` and the options.
+        (Gaussian, nats per value), ``crps`` (:func:`crps_gaussian`, data units), ``cov95`` (share
+        inside the 95 % intervals, nominally 0.95), ``cov95_low``/``cov95_high``
+        (:func:`coverage_range`) and ``z2`` (mean squared standardised error, nominally 1). For a
+        log variable ``nll``, ``crps``, ``cov95`` and ``z2`` are those of its log. Attributes
+        record ``share``, ``gaps``, ``seed`` and the options.
 
     Raises
     ------
@@ -171,7 +204,7 @@ def validate(
     >>> ds = make_gaussian_field((20, 20), seed=0)
     >>> scores = validate(ds, ["v0", "v1"], share=0.25, neighbours=8, epochs=3)
     >>> scores.variable.values.tolist(), sorted(scores.data_vars)
-    (['v0', 'v1'], ['cov95', 'cov95_high', 'cov95_low', 'mae', 'n', 'nll', 'rmse', 'z2'])
+    (['v0', 'v1'], ['cov95', 'cov95_high', 'cov95_low', 'crps', 'mae', 'n', 'nll', 'rmse', 'z2'])
     """
     from .api import GPVAEImputer, impute
 
@@ -204,7 +237,7 @@ def validate(
         row = {"n": int(ok.sum()), **_scores(pred[ok], std[ok], truth[ok], point)} if ok.any() else {"n": 0}
         row["cov95_low"], row["cov95_high"] = coverage_range(round(row.get("cov95", 0.0) * row["n"]), row["n"])
         rows.append(row)
-    keys = ["n", "rmse", "mae", "nll", "cov95", "cov95_low", "cov95_high", "z2"]
+    keys = ["n", "rmse", "mae", "nll", "crps", "cov95", "cov95_low", "cov95_high", "z2"]
     data = {k: ("variable", np.array([r.get(k, np.nan) for r in rows])) for k in keys}
     units = [str(ds[name].attrs.get("units", "")) for name in names]
     space = ["log" if is_log_variable(out[name]) else "linear" for name in names]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -263,6 +264,25 @@ def test_not_enough_free_space_is_refused_before_training(monkeypatch, capsys, g
     assert not out.exists() and not _leftovers(tmp_path)
 
 
+@pytest.mark.parametrize("extra", ["--save-model", "--checkpoint-dir"])
+def test_no_room_for_the_model_file_or_a_checkpoint_is_refused_before_training(monkeypatch, capsys, grid,
+                                                                                tmp_path, extra):
+    from geogpvae.cli import impute as command
+
+    # the output alone would fit (counted as nothing here); the model file or two checkpoints do not
+    monkeypatch.setattr(command, "output_bytes", lambda *args: 0)
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    monkeypatch.setattr(GPVAEImputer, "fit_field", _no_training)
+    out, where = tmp_path / "out.nc", tmp_path / ("model.pt" if extra == "--save-model" else "ckpt")
+    assert main(["impute", str(grid), str(out), *TINY]) == 1  # without them it goes on to train
+    assert "refused before training" in _error_line(capsys)
+    assert main(["impute", str(grid), str(out), *TINY, extra, str(where)]) == 2
+    line = _error_line(capsys)
+    assert "not enough free space on " in line and "have 1000 B" in line, line
+    assert not out.exists() and not (tmp_path / "model.pt").exists()
+
+
 def _spoiled(kind: str):
     """An opener of the inputs that adds what NetCDF cannot hold (as a non-NetCDF reader might)."""
     from geogpvae.cli import impute as command
@@ -331,8 +351,42 @@ def test_a_full_disk_while_writing_says_so_and_leaves_nothing(monkeypatch, capsy
     assert main(["impute", str(grid), str(out), *TINY, "--save-model", str(model)]) == 1
     line = _error_line(capsys)
     target = model if fault == "torch-model" else out
-    assert f"no space left on device: {target}" in line
+    assert f"no space left on device: {target}" in line and "JobFailure" not in line and "Errno" not in line
     assert not out.exists() and not model.exists() and not _leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("fault", ["enospc", "hdf-error"])
+def test_a_full_disk_under_to_netcdf_says_so_and_leaves_nothing(monkeypatch, tmp_path, fault):
+    import geogpvae.fields.io as io
+
+    full = {"now": False}
+    real = shutil.disk_usage
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=0) if full["now"] else real(p))
+
+    def write_fails(*args, **kwargs):
+        full["now"] = True
+        if fault == "enospc":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        raise RuntimeError("NetCDF: HDF error")
+
+    monkeypatch.setattr(io, "_write_netcdf", write_fails)
+    target = tmp_path / "out.nc"
+    with pytest.raises(OSError, match=f"no space left on device: {re.escape(str(target))}") as info:
+        geogpvae.to_netcdf(make_gaussian_field((4, 4), seed=0), target)
+    assert info.value.errno == errno.ENOSPC
+    assert not target.exists() and not _leftovers(tmp_path)
+
+
+def test_a_full_disk_under_save_says_so_and_leaves_nothing(monkeypatch, tmp_path):
+    from geogpvae.fields import torch_files
+
+    imputer = geogpvae.GPVAEImputer(neighbours=4, epochs=1, progress=False).fit(make_gaussian_field((6, 6), seed=0))
+    monkeypatch.setattr(torch_files, "_open_staged", lambda tmp: os.open("/dev/full", os.O_WRONLY))
+    target = tmp_path / "model.pt"
+    with pytest.raises(OSError, match=f"no space left on device: {re.escape(str(target))}") as info:
+        imputer.save(target)
+    assert info.value.errno == errno.ENOSPC
+    assert not target.exists() and not _leftovers(tmp_path)
 
 
 def test_a_full_disk_at_a_checkpoint_says_so(monkeypatch, capsys, grid, tmp_path):

@@ -356,3 +356,26 @@ def test_replaced_output_keeps_its_permissions_but_not_setuid_setgid_or_sticky(t
         pytest.skip("this file system or user cannot set that bit")
     io.to_netcdf(xr.Dataset({"v": ("x", np.arange(4.0))}), target, overwrite=True)
     assert stat.S_IMODE(target.stat().st_mode) == 0o750
+
+
+def test_a_damaged_checkpoint_given_to_fit_is_refused_before_any_training():
+    rng = np.random.default_rng(0)
+    x, y = rng.random((40, 2)), rng.normal(size=(40, 2))
+    good = GPVAEEngine(neighbours=4, epochs=2, progress=False).fit(x, y).checkpoint()
+    bad = {**good, "train": {**good["train"], "epoch": -5}}
+    steps = []
+    engine = GPVAEEngine(neighbours=4, epochs=2, progress=False)
+    with pytest.raises(ValueError, match=r"resume is not an intact geogpvae checkpoint .*epoch counter"):
+        engine.fit(x, y, resume=bad, callback=lambda e: steps.append(1))
+    assert steps == []
+    with pytest.raises(ValueError, match=r"missing entry 'engine'"):
+        GPVAEEngine(neighbours=4, epochs=2, progress=False).fit(x, y, resume={"train": good["train"]})
+    # through the public API as well, and an intact checkpoint still resumes
+    field = make_gaussian_field((8, 8), seed=0)
+    imputer = geogpvae.GPVAEImputer(**{**KW, "epochs": 2})
+    saved = {}
+    imputer.fit(field, callback=lambda e: saved.setdefault("ckpt", e.checkpoint()))
+    broken = {**saved["ckpt"], "train": {**saved["ckpt"]["train"], "steps": -1}}
+    with pytest.raises(ValueError, match=r"steps counter -1"):
+        geogpvae.GPVAEImputer(**{**KW, "epochs": 2}).fit(field, resume=broken)
+    geogpvae.GPVAEImputer(**{**KW, "epochs": 2}).fit(field, resume=saved["ckpt"])

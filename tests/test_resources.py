@@ -179,3 +179,41 @@ def test_warm_up_stays_within_an_explicit_epoch_budget(monkeypatch, epochs):
     field = make_field(grid_points((12, 12), 1 / 11), n_vars=2, rng=0)
     eng = core.GPVAEEngine(epochs=epochs, neighbours=4, progress=False, **SMALL).fit(field.points, field.values)
     assert rounds and len(rounds) * warmup_epochs(eng.config, 144) <= epochs
+
+
+@pytest.mark.parametrize("n, k", [(200, 2), (3000, 3)])
+def test_file_sizes_are_estimated_on_the_high_side(tmp_path, n, k):
+    from geogpvae.engine.core import GPVAEEngine
+    from geogpvae.engine.resources import file_bytes
+    from geogpvae.fields.torch_files import atomic_torch_save
+
+    rng = np.random.default_rng(0)
+    x, y = rng.random((n, 2)), rng.normal(size=(n, k))
+    y[rng.random(y.shape) < 0.3] = np.nan
+    engine = GPVAEEngine(neighbours=10, epochs=2, progress=False).fit(x, y)
+    model = atomic_torch_save(engine.state_dict(include_data=True), tmp_path / "model.pt").stat().st_size
+    checkpoint = atomic_torch_save(engine.checkpoint(), tmp_path / "job.ckpt").stat().st_size
+    estimate = file_bytes(engine.config, n, k, 2)
+    assert 1.0 <= estimate["model"] / model <= 1.3
+    assert 1.0 <= estimate["checkpoint"] / checkpoint <= 1.3
+
+
+def test_a_prediction_too_large_for_memory_is_refused_before_reading_locations(monkeypatch):
+    from geogpvae.engine import core
+
+    imputer = geogpvae.GPVAEImputer(neighbours=4, epochs=1, device="cpu", progress=False, **SMALL).fit(_sites(60))
+    grid = xr.Dataset(coords={"x": np.linspace(0, 1, 20_000), "y": np.linspace(0, 1, 20_000)})  # 4e8 locations
+    monkeypatch.setattr(core.GPVAEEngine, "predict", _no_training)
+    with pytest.raises(InputError, match=r"predicting at 400,000,000 locations would need about .* GiB"):
+        imputer.predict(grid)
+    small = xr.Dataset(coords={"x": np.linspace(0, 1, 5), "y": np.linspace(0, 1, 5)})
+    monkeypatch.undo()
+    assert imputer.predict(small)[imputer.vars_[0]].shape == (5, 5)
+
+
+def test_plot_checks_declared_sizes_before_reading(tmp_path, monkeypatch, capsys):
+    path = _declaring(tmp_path / "big.nc", (30_000, 30_000))
+    _short_of_memory(monkeypatch, 2 * GIB)
+    assert main(["plot", str(path), "--var", "v", "-o", str(tmp_path / "map.png")]) == 2
+    assert "declares 3.4 GiB of variables to read" in capsys.readouterr().err
+    assert not (tmp_path / "map.png").exists()

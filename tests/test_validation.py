@@ -231,3 +231,29 @@ def test_a_packed_input_with_bounds_in_codes_is_validated():
     ds.t.encoding = {"dtype": np.dtype("int16"), "scale_factor": 0.01, "add_offset": 300.0}
     scores = geogpvae.validate(ds, ["t"], share=0.2, neighbours=5, epochs=2)
     assert int(scores.n.sel(variable="t")) > 0
+
+
+def test_crps_is_the_integral_of_the_squared_distance_between_the_cdf_and_the_step():
+    from scipy.integrate import quad
+    from scipy.stats import norm
+
+    from geogpvae.validation import crps_gaussian
+
+    for mean, std, y in [(0.0, 1.0, 0.0), (1.5, 0.3, 0.2), (-2.0, 4.0, 3.0), (10.0, 0.05, 10.01)]:
+        left = quad(lambda t: norm.cdf(t, mean, std) ** 2, mean - 40 * std, y, limit=200)[0]
+        right = quad(lambda t: (1 - norm.cdf(t, mean, std)) ** 2, y, mean + 40 * std, limit=200)[0]
+        assert float(crps_gaussian(mean, std, y)) == pytest.approx(left + right, rel=1e-7, abs=1e-10)
+    # a sharp predictive scores its absolute error; the vector form is elementwise
+    assert float(crps_gaussian(1.0, 1e-9, 3.0)) == pytest.approx(2.0, rel=1e-6)
+    np.testing.assert_allclose(crps_gaussian(np.zeros(3), np.ones(3), np.array([0.0, 1.0, -1.0])),
+                               [crps_gaussian(0, 1, v) for v in (0.0, 1.0, -1.0)])
+
+
+def test_validate_reports_the_crps_of_the_held_out_values(monkeypatch):
+    from geogpvae.validation import crps_gaussian
+
+    ds = make_gaussian_field((20, 20), n_vars=1, seed=4)
+    truth = ds["v0"].copy()
+    _capture(monkeypatch, mean_of=lambda n: truth.fillna(0.0) + 0.3, std=0.5)
+    scores = geogpvae.validate(ds, ["v0"], share=0.3, seed=1)
+    assert float(scores.crps.sel(variable="v0")) == pytest.approx(float(crps_gaussian(0.3, 0.5, 0.0)))

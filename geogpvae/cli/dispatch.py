@@ -13,6 +13,7 @@ from .common import (
     EXIT_OK,
     EXIT_USAGE,
     PROG,
+    JobFailure,
     UsageError,
     _bad_input_types,
     _one_line,
@@ -124,9 +125,9 @@ def _failure(exc: BaseException, debug: bool) -> int:
         _report(exc, debug)
         return EXIT_USAGE
     if not debug:
+        kind = "" if isinstance(exc, JobFailure) else f"{type(exc).__name__}: "  # its message is for users
         print(
-            f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)} (run with --debug for "
-            "the traceback)",
+            f"{PROG}: error: {kind}{_one_line(exc)} (run with --debug for the traceback)",
             file=sys.stderr,
             flush=True,
         )

@@ -7,7 +7,6 @@ import glob
 import os
 import re
 import secrets
-import shutil
 import string
 import warnings
 from collections.abc import Mapping, Sequence
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.resources import format_bytes
-from .._files import refuse_special_target
+from .._files import disk_full, free_bytes, refuse_special_target
 from ..errors import warn_caller
 from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
 
@@ -178,12 +177,6 @@ def probe_folder(folder: Path, what: str) -> None:
     os.unlink(probe)
 
 
-def _free(path: str | os.PathLike[str]) -> int | None:
-    """Free bytes on the device of the folder of ``path`` (None when it cannot be told)."""
-    try:
-        return shutil.disk_usage(Path(path).expanduser().absolute().parent).free
-    except OSError:
-        return None
 
 
 def output_bytes(ds: Any, names: Sequence[str], inputs: Sequence[str]) -> int:
@@ -200,15 +193,27 @@ def output_bytes(ds: Any, names: Sequence[str], inputs: Sequence[str]) -> int:
     return int(kept * ratio + new)
 
 
-def check_free_space(path: str, need: int) -> None:
-    """Refuse to start a job whose output ``path`` (about ``need`` bytes) its device has no room for."""
-    free = _free(path)
-    if free is not None and free < need:
+def check_free_space(needs: Mapping[str | os.PathLike[str], int]) -> None:
+    """Refuse to start a job whose files (path -> about the bytes it takes) their devices have no room
+    for; files on one device count together."""
+    devices: dict[Any, list[Path]] = {}
+    total: dict[Any, int] = {}
+    for path, need in needs.items():
         folder = Path(path).expanduser().absolute().parent
-        raise UsageError(
-            f"not enough free space on {folder}: need about {format_bytes(need)}, have {format_bytes(free)}: "
-            "free some space, or write the output elsewhere"
-        )
+        try:
+            device = os.stat(folder).st_dev
+        except OSError:
+            device = folder
+        devices.setdefault(device, []).append(Path(path))
+        total[device] = total.get(device, 0) + int(need)
+    for device, paths in devices.items():
+        free = free_bytes(paths[0])
+        if free is not None and free < total[device]:
+            folder = paths[0].expanduser().absolute().parent
+            raise UsageError(
+                f"not enough free space on {folder}: need about {format_bytes(total[device])}, have "
+                f"{format_bytes(free)}: free some space, or write the output elsewhere"
+            )
 
 
 def no_space(path: str | os.PathLike[str], what: str = "nothing was written") -> JobFailure:
@@ -216,15 +221,6 @@ def no_space(path: str | os.PathLike[str], what: str = "nothing was written") ->
     return JobFailure(f"no space left on device: {path}; {what}: free some space and run again")
 
 
-def disk_full(err: BaseException, path: str | os.PathLike[str], need: int) -> bool:
-    """Whether ``err``, raised writing about ``need`` bytes to ``path``, says its device is full:
-    ENOSPC, or netCDF's "HDF error" and torch's failed writes when less than ``need`` is free."""
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    text = str(err)
-    vague = "HDF error" in text or "inline_container" in text or "file write failed" in text
-    free = _free(path) if vague else None
-    return free is not None and free < need
 
 
 def payload_bytes(obj: Any) -> int:

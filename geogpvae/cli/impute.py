@@ -23,12 +23,12 @@ from .common import (
     _one_line,
     _progress,
 )
+from .._files import disk_full
 from .files import (
     _open,
     _same_file,
     check_free_space,
     check_target,
-    disk_full,
     drop_own_outputs,
     expand_inputs,
     format_output,
@@ -186,12 +186,21 @@ def _on_main(cluster: Any, decide: Callable[[], Any], what: str) -> Any:
     return result[1]
 
 
-def _check_output(job: Job, ds: Any, names: Sequence[str]) -> None:
-    """Before training: the output can be written to NetCDF, and its folder has room for it."""
+def _check_output(job: Job, ds: Any, field: Any, config: Any) -> None:
+    """Before training: the output can be written to NetCDF, and the folders have room for the
+    output, the model file and a checkpoint being replaced (two copies)."""
+    from ..engine.resources import file_bytes
     from ..fields.encoding import check_writable
 
     check_writable(ds)
-    check_free_space(job.output, output_bytes(ds, names, job.inputs))
+    n, k = field.values.shape
+    sizes = file_bytes(config, n, k, field.x.shape[1])
+    needs = {job.output: output_bytes(ds, field.names, job.inputs)}
+    if job.save_model:
+        needs[job.save_model] = sizes["model"]
+    if job.checkpoint is not None:
+        needs[job.checkpoint] = 2 * sizes["checkpoint"]
+    check_free_space(needs)
 
 
 def _starting_point(job: Job, identity: dict[str, Any], cluster: Any, say: Reporter) -> Any:
@@ -337,7 +346,7 @@ def _impute_on(job: Job, cluster: Any, device: str) -> int:
     say(f"reading {', '.join(job.inputs)}")
     with _open(job.inputs, s.concat_dim, s.vars) as ds:
         field = imputer.prepare(ds, s.vars)
-        _on_main(cluster, lambda: _check_output(job, ds, field.names), "check the output")
+        _on_main(cluster, lambda: _check_output(job, ds, field, imputer.config_), "check the output")
         # epochs=None resolved once for the job: the engine's training plan does the same
         total = imputer.config_.n_epochs(field.values.shape[0])
         say(_describe_field(field, imputer, total))

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import EXIT_OK, Reporter, UsageError
+from ..engine.resources import check_declared_size
 from .files import _open, check_target, expand_inputs
 
 _PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "tif", "tiff", "eps", "ps")
@@ -149,6 +150,9 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 warnings.filterwarnings("ignore", message="no (coastlines|borders|coastlines or borders) on the map")
                 warnings.filterwarnings("ignore", message="cartopy is not available")
             kind = _plot_kind(args, ds[var].ndim)
+            if kind != "layers":  # a layer figure reads one layer
+                check_declared_size(ds, [v for v in (var, f"{var}_std", f"{var}_imputed") if v in ds.variables],
+                                    source=str(args.input))
             fig = _figure(ds, var, kind, args, truth)
             kind = "profile" if any(ax.get_gid() == "profile" for ax in fig.axes) else kind  # --isel well=N
             along = f" along {args.axis}" if kind == "layers" and args.axis in ds[var].dims else ""

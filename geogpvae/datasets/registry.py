@@ -21,7 +21,7 @@ class DataFile:
     Attributes
     ----------
     dataset, name : str
-        Data set and sub-folder of the data directory (``"jura"`` or ``"spe10"``), and file name in it.
+        Data set and sub-folder of the data directory (``"jura"``, ``"spe10"`` or ``"gstat"``), and file name in it.
     size : int or None
         Size in bytes, None where not known.
     sha256 : str or None
@@ -121,6 +121,41 @@ REGISTRY: dict[str, DataFile] = _entries(
         "original SPE10 permeability text file (mD): three whole blocks kx, ky, kz of "
         "1,122,000 values each, x fastest, then y, then z",
     ),
+    DataFile(
+        "gstat", "oxford.csv", 13037,
+        "92873a06d6cf578f06135e74000eb437d90f9a30f6a0eb13ae9bcea2db8b343f", None,
+        "gstat oxford: 126 soil profiles near Oxford, 22 columns (XCOORD, YCOORD in m, topsoil chemistry)",
+    ),
+    DataFile(
+        "gstat", "coalash.csv", 2150,
+        "41beab2fbaf7c6c9d9e80d794e4ee34f4571bd177370af74ca084a2b13755c3f", None,
+        "gstat coalash: x, y (grid units), coalash (%) at 208 nodes",
+    ),
+    DataFile(
+        "gstat", "fulmar.csv", 59245,
+        "3ce02d1114eaef77d5ef6da69aa74930c3fa029ab7b61fbe31db1291f95a2b0d", None,
+        "gstat fulmar: year, x, y (UTM31, m), depth, coast, fulmar (birds per km2) at 1,324 points",
+    ),
+    DataFile(
+        "gstat", "pcb.csv", 12587,
+        "021ea9cc04b0d399e90686acb051d3fa470738c2d7f47b4a1c7448eec86b2834", None,
+        "gstat pcb: year, x, y (UTM31, m), coast, depth, PCB138, yf at 216 sites",
+    ),
+    DataFile(
+        "gstat", "tull_Chlorid92.csv", 10855,
+        "932b2e49f703b4e566ec1779930d52c64cf078a0b13713904b61a9472ecefe53", None,
+        "gstat Chlorid92: Datum (s since 1970) and chloride (mg/l) at 36 wells, 161 dates",
+    ),
+    DataFile(
+        "gstat", "tull_tull36.csv", 812,
+        "773ef019c66570a5a06c635625bd4cfc095e2b42ce47126cb7acd72e6f1b3574", None,
+        "gstat tull36: x, y of the 36 wells, in Chlorid92's column order",
+    ),
+    DataFile(
+        "gstat", "tull_TULLNREG.csv", 6097,
+        "bacfb9d640422d11d79edcc2a6b709f66fed607ccd7372d49d0b83b76a272723", None,
+        "gstat TULLNREG: outline points of the Tullnerfeld region; not read by geogpvae",
+    ),
 )
 
 _JURA_FILES = (
@@ -129,6 +164,7 @@ _JURA_FILES = (
 _JURA_GRID_FILES = ("jura_grid.csv", "jura_grid_lonlat.csv")
 _SPE10_NPZ = "spe10.npz"
 _SPE10_DAT = ("spe_phi.dat", "spe_perm.dat")
+_GSTAT_FILES = ("oxford.csv", "coalash.csv", "fulmar.csv", "pcb.csv", "tull_Chlorid92.csv", "tull_tull36.csv")
 _WHERE_PUBLISHED = {
     "jura": (
         "The Jura data are published with the gstat R package (CRAN, "
@@ -143,6 +179,12 @@ _WHERE_PUBLISHED = {
         "https://www.spe.org/web/csp/datasets/set02.htm). Unzip spe_phi.dat and "
         "spe_perm.dat from it without line-ending conversion (not `unzip -a`); see "
         "datasets/README.md of the geogpvae source tree."
+    ),
+    "gstat": (
+        "The gstat surveys are published with the gstat R package (CRAN, "
+        "https://cran.r-project.org/package=gstat, data/*.rda): in R, `library(gstat); "
+        "data(oxford)` and likewise coalash, fulmar, pcb, tull; write each table with "
+        "write.csv(..., row.names = FALSE) as datasets/README.md of the geogpvae source tree shows."
     ),
 }
 
@@ -183,7 +225,7 @@ class ChecksumError(ValueError):
 _ENV_VAR = "GEOGPVAE_DATA_DIR"
 #: ``datasets/`` at the top of a source checkout (unused when it holds no data files).
 _REPO_DATA_DIR = Path(__file__).resolve().parents[2] / "datasets"
-_DATASETS = ("jura", "spe10")
+_DATASETS = ("jura", "spe10", "gstat")
 
 
 def _cache_dir() -> Path:
@@ -228,7 +270,7 @@ def data_home(dataset: str | None = None, data_dir: str | Path | None = None) ->
 
     Parameters
     ----------
-    dataset : {"jura", "spe10"} or None
+    dataset : {"jura", "spe10", "gstat"} or None
         That data set's sub-folder (where its files go); None: the data directory itself.
     data_dir : str or Path, optional
         Explicit data directory; it wins over everything else.
@@ -298,14 +340,15 @@ def available(data_dir: str | Path | None = None) -> dict[str, Path | None]:
     Returns
     -------
     dict
-        ``"jura"``, ``"jura_grid"`` and ``"spe10"`` (``spe10.npz`` or both ``.dat`` files) -> the
-        folder holding it, or None.
+        ``"jura"``, ``"jura_grid"``, ``"spe10"`` (``spe10.npz`` or both ``.dat`` files) and ``"gstat"``
+        (the five surveys of :func:`load_gstat`) -> the folder holding it, or None.
     """
     out: dict[str, Path | None] = {}
     wants = {
         "jura": ("jura", [_JURA_FILES]),
         "jura_grid": ("jura", [_JURA_GRID_FILES]),
         "spe10": ("spe10", [(_SPE10_NPZ,), _SPE10_DAT]),
+        "gstat": ("gstat", [_GSTAT_FILES]),
     }
     for label, (dataset, alternatives) in wants.items():
         folder = data_home(dataset, data_dir)

@@ -44,6 +44,7 @@ from .selection import (
 from .starts import start_lengthscale
 from .state import (
     STATE_FORMAT,
+    check_checkpoint,
     checkpoint_state,
     engine_state,
     saved_attributes,
@@ -222,6 +223,8 @@ class GPVAEEngine:
         GPVAEEngine
             ``self``.
         """
+        if resume is not None:
+            _check_resume(resume)
         x, y, observed = self._standardise(x, values, log, names)
         if resume is None:
             warn_short_epochs(self.config, x.shape[0])
@@ -620,6 +623,15 @@ class GPVAEEngine:
             eng._data = FieldData(field.x, field.y, field.observed, field.context, nbr=torch.empty(0))
             eng._anchor = eng.posterior().anchors(field)
         return eng
+
+
+def _check_resume(snapshot: Any) -> None:
+    """Refuse, before any work, a ``resume`` that is not an intact checkpoint (ValueError)."""
+    try:
+        check_checkpoint(snapshot, build_model)
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError, RuntimeError) as err:
+        what = f"missing entry {err}" if isinstance(err, KeyError) else str(err).splitlines()[0][:300]
+        raise ValueError(f"resume is not an intact geogpvae checkpoint ({what})") from None
 
 
 def build_model(config: GPVAEConfig, n_vars: int, n_dims: int, n_points: int, *, lengthscale: float,

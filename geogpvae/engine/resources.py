@@ -20,8 +20,8 @@ from ..errors import InputError
 if TYPE_CHECKING:
     from .config import GPVAEConfig
 
-__all__ = ["available_memory", "check_declared_size", "check_memory", "declared_bytes", "estimate_peak_memory",
-           "estimate_seconds", "format_bytes", "memory_parts", "BASELINE_BYTES"]
+__all__ = ["available_memory", "check_declared_size", "check_memory", "check_prediction_memory", "declared_bytes",
+           "estimate_peak_memory", "estimate_seconds", "file_bytes", "format_bytes", "memory_parts", "BASELINE_BYTES"]
 
 #: resident memory of the interpreter with NumPy, PyTorch and the package loaded
 BASELINE_BYTES = 320 * 2**20
@@ -163,6 +163,22 @@ def estimate_seconds(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: in
     return FIXED_SECONDS + steps * STEP_SECONDS + flops
 
 
+def file_bytes(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: int) -> dict[str, int]:
+    """About the bytes of the files a fit writes, on the high side (measured within 1.0-1.2).
+
+    Returns
+    -------
+    dict of str to int
+        ``model`` (the saved model: weights and the training field) and ``checkpoint`` (one
+        training checkpoint: weights, optimiser moments, averaged and best weights; no data).
+    """
+    n, k, d = int(n_points), int(n_vars), int(n_dims)
+    z = _sizes(config, n, k)
+    encoder, decoder = _layers(config, k, z)
+    weights = z["s"] * sum((i + 1) * o for i, o in encoder + decoder)
+    return {"model": int(1.1 * (weights + 8 * n * (d + k))) + 16384, "checkpoint": int(1.1 * 4 * weights) + 32768}
+
+
 def _cores(config: GPVAEConfig) -> int:
     """The CPU cores torch would use: ``threads``, else the process's allowance."""
     allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -237,6 +253,26 @@ def check_memory(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: int) -
         "lower neighbours (--neighbours)"
         + (" or batch_size (--option batch_size=...)" if largest == "training" else "")
         + ", or run on a machine with more memory")
+
+
+def check_prediction_memory(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: int) -> None:
+    """Refuse, before any location is read, a prediction at ``n_points`` new locations whose
+    coordinates, outputs and largest chunk exceed the memory available (CPU only).
+
+    Raises
+    ------
+    InputError
+        Naming the number of locations, the estimate and the memory available.
+    """
+    if not _on_cpu(config, n_points):
+        return
+    parts = memory_parts(config, n_points, n_vars, n_dims)
+    need, have = 8 * int(n_points) * int(n_dims) + parts["outputs"] + parts["prediction"], available_memory()
+    if need <= have:
+        return
+    raise InputError(
+        f"predicting at {n_points:,} locations would need about {format_bytes(need)} of memory but "
+        f"{format_bytes(have)} is available; predict a part at a time (e.g. a slice of the grid)")
 
 
 def declared_bytes(ds: Any, names: Iterable[str] | None = None) -> dict[str, int]:

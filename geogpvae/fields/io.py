@@ -12,6 +12,7 @@ from typing import Any, Union
 import numpy as np
 import xarray as xr
 
+from .._files import disk_full, no_space
 from ..errors import NetCDFReadError
 from ..errors import one_line as _one_line
 from .atomic import (
@@ -79,6 +80,9 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         The target exists (or appeared during the write) and ``overwrite`` is False.
     ValueError
         ``complevel`` outside 0-9.
+    OSError
+        ``errno.ENOSPC``, "no space left on device: PATH", when the device filled up (nothing is
+        left behind).
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
@@ -106,6 +110,11 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         if old_mode is not None:
             _set_mode(tmp, old_mode)
         _commit(tmp, target, overwrite)
+    except (OSError, RuntimeError) as err:
+        _discard(tmp)
+        if disk_full(err, target, sum(v.size * v.dtype.itemsize for v in prepared.variables.values())):
+            raise no_space(target) from err
+        raise
     except BaseException:
         _discard(tmp)
         raise

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -410,6 +410,7 @@ def locations(
     geometry: Geometry,
     variables: Sequence[str] = (),
     trained_dims: Sequence[str] = (),
+    check_count: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...], dict[str, Any]]:
     """Model coordinates of new locations, e.g. a grid or a list of sites.
 
@@ -422,6 +423,8 @@ def locations(
         The trained variables: the first on the locations' dims sets the dims' order.
     trained_dims : sequence of str, optional
         The training field's dims: their order where no variable sets it.
+    check_count : callable, optional
+        Called with the number of locations M before any coordinate is read (it may raise).
 
     Returns
     -------
@@ -443,6 +446,8 @@ def locations(
     dims = _location_dims(source, geometry, variables, trained_dims)
     sizes = _sizes(source)
     shape = tuple(sizes[d] for d in dims)
+    if check_count is not None:
+        check_count(int(np.prod(shape)))
     x = coordinates_at(source, geometry, dims, shape, np.arange(int(np.prod(shape))))
     coords = {str(k): v for k, v in source.coords.items() if set(map(str, v.dims)) <= set(dims)}
     return x, dims, coords

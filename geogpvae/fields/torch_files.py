@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from .._files import disk_full, no_space
 from .._version import __version__
 from ..errors import UnreadableFileError
 from .atomic import (
@@ -111,6 +112,11 @@ def stage_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fal
             fh.flush()
             os.fsync(fh.fileno())
         _check_staged(tmp)
+    except OSError as err:
+        _discard(tmp)
+        if disk_full(err, path, buffer.getbuffer().nbytes):
+            raise no_space(path) from err
+        raise
     except BaseException:
         _discard(tmp)
         raise
@@ -135,6 +141,9 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike, *, overwrite: bool = Fa
     ------
     FileExistsError
         ``path`` exists (or appears meanwhile) and ``overwrite`` is False.
+    OSError
+        ``errno.ENOSPC``, "no space left on device: PATH", when the device filled up (nothing is
+        left behind).
     """
     return stage_torch_save(obj, path, overwrite=overwrite).commit()
 

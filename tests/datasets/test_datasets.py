@@ -368,21 +368,23 @@ def test_data_dir_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_available(tmp_path: Path) -> None:
-    assert available(tmp_path) == {"jura": None, "jura_grid": None, "spe10": None}
+    assert available(tmp_path) == {"jura": None, "jura_grid": None, "spe10": None, "gstat": None}
     (tmp_path / "jura").mkdir()
     for n in JURA_SITE_FILES:
         (tmp_path / "jura" / n).write_text("x\n")
     (tmp_path / "spe10").mkdir()
     (tmp_path / "spe10" / "spe_phi.dat").write_text("1\n")
-    assert available(tmp_path) == {"jura": tmp_path / "jura", "jura_grid": None, "spe10": None}
+    assert available(tmp_path) == {"jura": tmp_path / "jura", "jura_grid": None, "spe10": None, "gstat": None}
     (tmp_path / "spe10" / "spe_perm.dat").write_text("1\n")
     assert available(tmp_path)["spe10"] == tmp_path / "spe10"
 
 
 @data
 def test_available_real(data_dir: Path) -> None:
-    assert available(data_dir) == {"jura": data_dir / "jura", "jura_grid": data_dir / "jura",
-                                   "spe10": data_dir / "spe10"}
+    found = available(data_dir)
+    assert {k: found[k] for k in ("jura", "jura_grid", "spe10")} == {
+        "jura": data_dir / "jura", "jura_grid": data_dir / "jura", "spe10": data_dir / "spe10"}
+    assert found["gstat"] in (None, data_dir / "gstat")
 
 
 # ------------------------------------------------------------------------------- SPE10

@@ -34,6 +34,8 @@ def _run(script: str, hidden: str, *args: str) -> subprocess.CompletedProcess:
     ("benchmarks/jura.py", "sklearn,sklearn.impute", "scikit-learn"),
     ("benchmarks/spe10.py", "sklearn", "scikit-learn"),
     ("benchmarks/stations.py", "sklearn", "scikit-learn"),
+    ("benchmarks/real_surveys.py", "pykrige", "PyKrige"),
+    ("benchmarks/real_surveys.py", "sklearn", "scikit-learn"),
 ])
 def test_missing_extra_is_named_before_any_work(script, hidden, needs):
     res = _run(script, hidden)

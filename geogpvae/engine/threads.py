@@ -1,25 +1,32 @@
 """How many CPU threads torch may use, chosen so that a job does not oversubscribe its cores.
 
 PyTorch starts one intra-op thread per core it sees, which on a shared node or a SLURM
-allocation smaller than the node oversubscribes the job's cores. :func:`configure_threads`
+allocation smaller than the node oversubscribes the job's cores, and its threads spin while
+they wait for each other, which collapses when other processes hold the cores. :func:`configure_threads`
 takes, in order: an explicit ``threads=``; a count the caller set with
 :func:`torch.set_num_threads` after this module was imported; ``OMP_NUM_THREADS``; else the
 cores of the process's affinity mask, shared among data-parallel processes
-(``LOCAL_WORLD_SIZE``, ``SLURM_NTASKS_PER_NODE``) and capped by ``SLURM_CPUS_PER_TASK``. The
-choice is logged once on the ``geogpvae`` logger, kept on the engine as ``threads_`` and
-written to output files as the ``geogpvae_threads`` attribute.
+(``LOCAL_WORLD_SIZE``, ``SLURM_NTASKS_PER_NODE``) and capped by ``SLURM_CPUS_PER_TASK`` and the
+cgroup CPU quota, then lowered to the CPUs that other running processes leave free (at least
+one). The choice is logged once on the ``geogpvae`` logger (a warning when the machine is busy),
+kept on the engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
+import statistics
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-__all__ = ["ThreadChoice", "available_cores", "choose_threads", "configure_threads"]
+__all__ = ["ThreadChoice", "available_cores", "cgroup_cpus", "choose_threads", "configure_threads",
+           "other_running"]
 
 logger = logging.getLogger("geogpvae")
 
@@ -68,7 +75,68 @@ def _affinity() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def available_cores(env: Mapping[str, str] | None = None, affinity: int | None = None) -> tuple[int, str]:
+def cgroup_cpus(root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:
+    """The CPUs a cgroup CPU quota allows (rounded up), or None without a quota.
+
+    Reads ``cpu.max`` (cgroup v2: ``"<quota> <period>"`` or ``"max <period>"``), else
+    ``cpu/cpu.cfs_quota_us`` and ``cpu/cpu.cfs_period_us`` (v1; a quota of -1 is none).
+
+    Parameters
+    ----------
+    root : str or path-like
+        The cgroup mount point (tests point it at a folder of fake files).
+
+    Returns
+    -------
+    int or None
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (folder / "cpu.max").write_text("150000 100000")
+    >>> cgroup_cpus(folder)
+    2
+    """
+    root = Path(root)
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        if quota == "max":
+            return None
+    except (OSError, ValueError):
+        try:
+            quota = (root / "cpu" / "cpu.cfs_quota_us").read_text().strip()
+            period = (root / "cpu" / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        q, p = int(quota), int(period)
+    except ValueError:
+        return None
+    return max(1, math.ceil(q / p)) if q > 0 and p > 0 else None
+
+
+def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loadavg") -> int | None:
+    """Processes other than this one running or ready to run now, or None where it cannot be told.
+
+    The median of ``samples`` readings, 5 ms apart, of the running count in ``/proc/loadavg``
+    (its fourth field, ``running/total``), less this process. Instantaneous, unlike the load
+    average, so an earlier fit of this process does not count.
+    """
+    counts = []
+    for i in range(max(1, samples)):
+        try:
+            running = int(Path(loadavg).read_text().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        counts.append(max(0, running - 1))
+        if i + 1 < samples:
+            time.sleep(0.005)
+    return int(statistics.median_low(counts))
+
+
+def available_cores(env: Mapping[str, str] | None = None, affinity: int | None = None,
+                    quota: int | None = None) -> tuple[int, str]:
     """Cores this process may use, from its affinity mask and the scheduler's allocation.
 
     Parameters
@@ -77,6 +145,8 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
         Environment to read (default :data:`os.environ`).
     affinity : int, optional
         Size of the CPU affinity mask (default: :func:`os.sched_getaffinity` of this process).
+    quota : int, optional
+        CPUs of the cgroup CPU quota (:func:`cgroup_cpus`); None: no quota.
 
     Returns
     -------
@@ -108,6 +178,9 @@ def available_cores(env: Mapping[str, str] | None = None, affinity: int | None =
     if slurm is not None:  # at most the cores of one SLURM task
         cores = min(cores, slurm)
         parts.append(f"SLURM_CPUS_PER_TASK={slurm}")
+    if quota is not None and quota < cores:
+        cores = max(1, int(quota))
+        parts.append(f"cgroup CPU quota: {cores} core{'s' if cores != 1 else ''}")
     return cores, "; ".join(parts)
 
 
@@ -117,6 +190,9 @@ def choose_threads(
     env: Mapping[str, str] | None = None,
     affinity: int | None = None,
     current: int | None = None,
+    quota: int | None | str = "read",
+    others: int | None | str = "read",
+    cpus: int | None = None,
 ) -> ThreadChoice:
     """Decide the torch thread count without changing anything.
 
@@ -131,6 +207,13 @@ def choose_threads(
     current : int, optional
         torch's current count (default :func:`torch.get_num_threads`); when it differs from
         the count torch started with, the caller set it and it is kept.
+    quota : int or None, optional
+        CPUs of the cgroup quota; default: read (:func:`cgroup_cpus`).
+    others : int or None, optional
+        Other processes running now; default: read (:func:`other_running`); None: unknown.
+    cpus : int, optional
+        CPUs of the machine (default :func:`os.cpu_count`); the threads are at most those the
+        ``others`` leave free, and at least 1.
 
     Returns
     -------
@@ -152,7 +235,13 @@ def choose_threads(
     omp = _positive_int(env.get("OMP_NUM_THREADS"))
     if omp is not None:
         return ThreadChoice(omp, f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS', '').strip()}")
-    cores, reason = available_cores(env, affinity)
+    cores, reason = available_cores(env, affinity, cgroup_cpus() if quota == "read" else quota)
+    others = other_running() if others == "read" else others
+    cpus = (os.cpu_count() or cores) if cpus is None else cpus
+    if others and cpus - others < cores:
+        free = max(1, cpus - others)
+        return ThreadChoice(free, f"{reason}; machine busy: {others} other running process"
+                                  f"{'es' if others != 1 else ''} on {cpus} CPUs")
     return ThreadChoice(cores, reason)
 
 
@@ -176,8 +265,11 @@ def configure_threads(threads: int | None = None) -> ThreadChoice:
         if choice.reason != "set with torch.set_num_threads":
             # our own setting is not a caller's: later calls may still change it
             _TORCH_DEFAULT = choice.threads
-    key = (choice.threads, choice.reason)
+    key = (choice.threads, choice.reason.split("; machine busy")[0])
     if key != _last_reported:
-        logger.info("using %s", choice)
+        if "machine busy" in choice.reason:
+            logger.warning("the machine is busy: using %s", choice)
+        else:
+            logger.info("using %s", choice)
         _last_reported = key
     return choice

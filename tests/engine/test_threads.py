@@ -50,12 +50,13 @@ def test_data_parallel_processes_share_the_node():
 def test_precedence_request_then_caller_then_omp_then_cores():
     default = threads._TORCH_DEFAULT
     env = {"OMP_NUM_THREADS": "3", "SLURM_CPUS_PER_TASK": "2"}
+    quiet = {"quota": None, "others": None}
     assert choose_threads(5, env=env, affinity=8, current=default) == threads.ThreadChoice(5, "requested")
     caller = choose_threads(env=env, affinity=8, current=default + 1)
     assert caller.threads == default + 1 and "torch.set_num_threads" in caller.reason
     assert choose_threads(env=env, affinity=8, current=default).threads == 3
-    assert choose_threads(env={"SLURM_CPUS_PER_TASK": "2"}, affinity=8, current=default).threads == 2
-    assert choose_threads(env={}, affinity=8, current=default).threads == 8
+    assert choose_threads(env={"SLURM_CPUS_PER_TASK": "2"}, affinity=8, current=default, **quiet).threads == 2
+    assert choose_threads(env={}, affinity=8, current=default, **quiet).threads == 8
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
@@ -100,3 +101,70 @@ def test_engine_applies_and_reports_the_choice(monkeypatch):
     assert out.attrs["geogpvae_threads"] == "1 CPU thread (requested)"
     assert np.isfinite(out.v0.values).all()
 
+
+
+# --------------------------------------------------------------------------- quotas and busy machines
+@pytest.mark.parametrize("files, cpus", [
+    ({"cpu.max": "150000 100000\n"}, 2), ({"cpu.max": "max 100000\n"}, None),
+    ({"cpu.max": "50000 100000"}, 1), ({"cpu.max": "garbage"}, None),
+    ({"cpu/cpu.cfs_quota_us": "400000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 4),
+    ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None), ({}, None)])
+def test_the_cgroup_cpu_quota_is_read_from_v2_and_v1_files(tmp_path, files, cpus):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert threads.cgroup_cpus(tmp_path) == cpus
+
+
+def test_a_cgroup_quota_caps_the_cores():
+    assert available_cores({}, affinity=16, quota=3) == (3, "CPU affinity: 16 cores; cgroup CPU quota: 3 cores")
+    assert available_cores({}, affinity=2, quota=8) == (2, "CPU affinity: 2 cores")
+    assert available_cores({"SLURM_CPUS_PER_TASK": "4"}, affinity=16, quota=2)[0] == 2
+
+
+def test_running_processes_are_counted_without_this_one(tmp_path):
+    path = tmp_path / "loadavg"
+    path.write_text("7.31 6.48 3.92 9/212 12261\n")
+    assert threads.other_running(samples=3, loadavg=path) == 8
+    path.write_text("0.00 0.01 0.05 1/80 1\n")
+    assert threads.other_running(samples=1, loadavg=path) == 0
+    path.write_text("nonsense")
+    assert threads.other_running(samples=1, loadavg=path) is None
+    assert threads.other_running(samples=1, loadavg=tmp_path / "absent") is None
+
+
+def test_a_busy_machine_gets_the_cpus_the_others_leave_free():
+    default = threads._TORCH_DEFAULT
+
+    def pick(others, cpus=8, **kw):
+        return choose_threads(env={}, affinity=8, current=default, quota=None, others=others, cpus=cpus, **kw)
+
+    assert pick(0).threads == 8 and "busy" not in pick(0).reason
+    assert pick(None).threads == 8  # unknown: as if quiet
+    assert pick(3).threads == 5
+    busy = pick(12)
+    assert busy.threads == 1
+    assert busy.reason == "CPU affinity: 8 cores; machine busy: 12 other running processes on 8 CPUs"
+    # an explicit request, a caller's count and OMP_NUM_THREADS are kept on a busy machine too
+    assert choose_threads(4, env={}, affinity=8, current=default, others=12, cpus=8).threads == 4
+    assert choose_threads(env={"OMP_NUM_THREADS": "2"}, affinity=8, current=default, others=12, cpus=8).threads == 2
+    # a 64-CPU node whose other jobs leave more than this job's 4 cores free
+    assert choose_threads(env={"SLURM_CPUS_PER_TASK": "4"}, affinity=64, current=default, quota=None, others=40,
+                          cpus=64).threads == 4
+
+
+def test_a_busy_machine_is_said_once_as_a_warning(monkeypatch, caplog):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK", raising=False)
+    monkeypatch.setattr(threads, "_affinity", lambda: 2)
+    monkeypatch.setattr(threads, "cgroup_cpus", lambda: None)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
+    counts = iter([8, 9, 8])
+    monkeypatch.setattr(threads, "other_running", lambda: next(counts))
+    with caplog.at_level(logging.INFO, logger="geogpvae"):
+        choices = [configure_threads() for _ in range(3)]
+    assert [c.threads for c in choices] == [1, 1, 1] and torch.get_num_threads() == 1
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warned] == [
+        "the machine is busy: using 1 CPU thread (CPU affinity: 2 cores; "
+        "machine busy: 8 other running processes on 2 CPUs)"]

@@ -15,6 +15,7 @@ Needs the SPE10 files (GEOGPVAE_DATA_DIR).
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import sys
@@ -40,6 +41,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     ds, names, truth, keep = load_task(False, args.mask_seed)
     work = ds[["porosity"]].copy()

@@ -14,6 +14,7 @@ prior's custom autograd functions and data-dependent shapes break it).
 
 from __future__ import annotations
 
+import os
 import argparse
 import platform
 import time
@@ -62,6 +63,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=200)
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU"

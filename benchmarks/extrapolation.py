@@ -18,6 +18,7 @@ should come back to). Nothing here is scored against held-out values.
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import sys
@@ -86,6 +87,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = parser.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     print(reference_line(), flush=True)
     results = [run(seed, json.loads(args.options)) for seed in range(args.seeds)]

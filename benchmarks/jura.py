@@ -20,6 +20,7 @@ Needs the Jura files (GEOGPVAE_DATA_DIR) and the ``bench`` extra (scikit-learn, 
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -162,6 +163,8 @@ def main() -> None:
     args = p.parse_args()
     require("benchmarks/jura.py", {"pykrige": "PyKrige", "sklearn": "scikit-learn"})
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     ds, work, val, truth = task()
     options = dict(PAPER_NETWORKS) if args.paper_networks else {}

@@ -12,6 +12,7 @@ log Zn. No validation Cd value is read.
 
 from __future__ import annotations
 
+import os
 import argparse
 import sys
 from pathlib import Path
@@ -31,6 +32,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     ds, work, val, _ = task()  # the truth is not used
     out = geogpvae.impute(work, vars=["Ni", "Zn", "Cd"], neighbours=10, seed=args.seed, progress=False)

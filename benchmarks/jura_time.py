@@ -25,6 +25,7 @@ counted, so two codes compare more steadily. Alternate the codes, several rounds
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -72,6 +73,8 @@ def main() -> None:
     p.add_argument("--copies", type=int, default=1, help="train on this many copies of the survey, side by side")
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     options = json.loads(args.options)
     _, work, _, _ = task()

@@ -77,6 +77,8 @@ def main() -> None:
     p.add_argument("--vars", type=int, default=3,
                    help="variables K; the model has L = max(2, K - 1) latent channels")
     args = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     layouts = {"scattered 6000": rng.uniform(0, 80, (6000, 2)), "grid 60x100": grid_points((60, 100))}

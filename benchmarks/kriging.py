@@ -274,6 +274,8 @@ def main() -> None:
     args = p.parse_args()
     require("benchmarks/kriging.py", {"pykrige": "PyKrige", "sklearn": "scikit-learn"})
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     options = json.loads(args.options)
     print(f"One scattered variable at new sites, {args.split} split; machine "

@@ -16,6 +16,7 @@ std. Both outputs are compressed the same way (zlib level 4, shuffle).
 
 from __future__ import annotations
 
+import os
 import argparse
 import platform
 import tempfile
@@ -87,6 +88,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=None, help="training epochs (default: the package's)")
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     folder = Path(tempfile.mkdtemp(prefix="packed_output_"))
     source = folder / "era5.nc"

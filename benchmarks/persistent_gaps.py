@@ -26,6 +26,7 @@ and in gaps shaped like the real ones) and prints its RMSE, cov95 and z2 beside 
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -130,6 +131,8 @@ def main() -> None:
                    help="no caps missing in every month: only the random cells and the caps that move")
     p.add_argument("--validate", action="store_true", help="also run geogpvae.validate (random, shaped)")
     args = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     options = json.loads(args.options)
     ds, truth, kinds = sst_field(args.res, args.months, args.seed, args.random_gap, not args.no_persistent)

@@ -16,6 +16,7 @@ Use a field seed other than 0 (the one ``speed.py`` scores) to diagnose or to tu
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -38,6 +39,8 @@ def main() -> None:
     parser.add_argument("--options", default="{}", help="engine options as JSON")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     shape = tuple(int(v) for v in args.shape.split(","))
     field = make_field(grid_points(shape), n_vars=4, n_latent=3, lengthscale=4.0, missing=0.5,

@@ -51,6 +51,7 @@ Needs the data files (GEOGPVAE_DATA_DIR: jura/, gstat/, spe10/) and the ``bench`
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -452,6 +453,8 @@ def main() -> None:
         p.error(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
     require("benchmarks/real_surveys.py", {"pykrige": "PyKrige", "sklearn": "scikit-learn"})
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     options = json.loads(args.options)
     print(f"machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -29,6 +29,7 @@ Needs the SPE10 files (GEOGPVAE_DATA_DIR) and the ``bench`` extra (scikit-learn)
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -263,6 +264,8 @@ def main() -> None:
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     if not args.no_references:
         require("benchmarks/spe10.py", {"sklearn": "scikit-learn"},

@@ -21,6 +21,7 @@ Prints the machine (CPU, threads, GPU or "no GPU").
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -126,6 +127,8 @@ def main() -> None:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     if args.child:
         print(json.dumps(one_engine(args)))

@@ -39,6 +39,7 @@ Needs the ``bench`` extra (scikit-learn).
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -253,6 +254,8 @@ def main() -> None:
     args = p.parse_args()
     require("benchmarks/stations.py", {"sklearn": "scikit-learn"})
     if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+        # the engine is imported looks like torch's default to it
         torch.set_num_threads(args.threads)
     seeds = [SPLITS[args.split] + args.first + i for i in range(args.seeds)]
     methods = [m for m in args.methods.split(",") if m]

@@ -19,6 +19,7 @@ seeds, for each option set given as JSON.
 
 from __future__ import annotations
 
+import os
 import argparse
 import json
 import platform
@@ -200,6 +201,8 @@ def main() -> None:
     p.add_argument("--references", action="store_true",
                    help="Jura: also score kriging, KNNImputer and the mean on the same folds")
     args = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     print(f"tuning split {args.task} ({args.split}): {args.folds} folds x {args.seeds} seeds from {args.first_seed}; "
           f"{platform.machine()}, {torch.get_num_threads()} threads, geogpvae {geogpvae.__version__}", flush=True)

@@ -17,6 +17,7 @@ surface gaps with the package defaults and with that scale:
 
 from __future__ import annotations
 
+import os
 import argparse
 import platform
 import sys
@@ -74,6 +75,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=None)
     p.add_argument("--threads", type=int, default=2)
     args = p.parse_args()
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # what geogpvae reads: torch's own count set before
+    # the engine is imported looks like torch's default to it
     torch.set_num_threads(args.threads)
     ds, truth, where = roms_like(args.times, args.seed)
     with warnings.catch_warnings():

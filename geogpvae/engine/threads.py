@@ -7,8 +7,8 @@ takes, in order: an explicit ``threads=``; a count the caller set with
 :func:`torch.set_num_threads` after this module was imported; ``OMP_NUM_THREADS``; else the
 cores of the process's affinity mask, shared among data-parallel processes
 (``LOCAL_WORLD_SIZE``, ``SLURM_NTASKS_PER_NODE``) and capped by ``SLURM_CPUS_PER_TASK`` and the
-cgroup CPU quota, then lowered to the CPUs that other running processes leave free (at least
-one). The choice is logged once on the ``geogpvae`` logger (a warning when the machine is busy),
+cgroup CPU quota, then lowered to the CPUs that the running threads of other processes leave
+free (at least one). The choice is logged once on the ``geogpvae`` logger (a warning when the machine is busy),
 kept on the engine as ``threads_`` and written to output files as the ``geogpvae_threads`` attribute.
 """
 
@@ -116,12 +116,29 @@ def cgroup_cpus(root: str | os.PathLike[str] = "/sys/fs/cgroup") -> int | None:
     return max(1, math.ceil(q / p)) if q > 0 and p > 0 else None
 
 
-def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loadavg") -> int | None:
-    """Processes other than this one running or ready to run now, or None where it cannot be told.
+def _own_running(tasks: str | os.PathLike[str]) -> int:
+    """This process's threads running or ready to run (state R in ``/proc/self/task/*/stat``), at least 1."""
+    count = 0
+    try:
+        for stat in Path(tasks).glob("*/stat"):
+            try:
+                text = stat.read_text()
+            except OSError:
+                continue
+            count += text[text.rindex(")") + 2:].startswith("R")  # the state follows "(name) "
+    except OSError:
+        pass
+    return max(1, count)
+
+
+def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loadavg",
+                  tasks: str | os.PathLike[str] = "/proc/self/task") -> int | None:
+    """Threads of other processes running or ready to run now, or None where it cannot be told.
 
     The median of ``samples`` readings, 5 ms apart, of the running count in ``/proc/loadavg``
-    (its fourth field, ``running/total``), less this process. Instantaneous, unlike the load
-    average, so an earlier fit of this process does not count.
+    (its fourth field, ``running/total``) less this process's running threads (still spinning
+    after its last operation, or the reader itself). Instantaneous, unlike the load average, so
+    an earlier fit of this process does not count.
     """
     counts = []
     for i in range(max(1, samples)):
@@ -129,7 +146,7 @@ def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loa
             running = int(Path(loadavg).read_text().split()[3].split("/")[0])
         except (OSError, ValueError, IndexError):
             return None
-        counts.append(max(0, running - 1))
+        counts.append(max(0, running - _own_running(tasks)))
         if i + 1 < samples:
             time.sleep(0.005)
     return int(statistics.median_low(counts))

@@ -122,15 +122,28 @@ def test_a_cgroup_quota_caps_the_cores():
     assert available_cores({"SLURM_CPUS_PER_TASK": "4"}, affinity=16, quota=2)[0] == 2
 
 
-def test_running_processes_are_counted_without_this_one(tmp_path):
+def _tasks(folder, states):
+    """A fake /proc/self/task: one thread per state letter."""
+    for i, state in enumerate(states):
+        (folder / str(100 + i)).mkdir(parents=True)
+        (folder / str(100 + i) / "stat").write_text(f"{100 + i} (py) thread) {state} 1 1 1 0 -1\n")
+    return folder
+
+
+def test_running_threads_of_other_processes_are_counted_without_this_ones(tmp_path):
     path = tmp_path / "loadavg"
     path.write_text("7.31 6.48 3.92 9/212 12261\n")
-    assert threads.other_running(samples=3, loadavg=path) == 8
+    one = _tasks(tmp_path / "one", "RSS")
+    assert threads.other_running(samples=3, loadavg=path, tasks=one) == 8
+    # this process's threads still spinning after its last operation are not others
+    three = _tasks(tmp_path / "three", "RRRS")
+    assert threads.other_running(samples=1, loadavg=path, tasks=three) == 6
+    assert threads._own_running(tmp_path / "none") == 1  # at least the reader
     path.write_text("0.00 0.01 0.05 1/80 1\n")
-    assert threads.other_running(samples=1, loadavg=path) == 0
+    assert threads.other_running(samples=1, loadavg=path, tasks=one) == 0
     path.write_text("nonsense")
-    assert threads.other_running(samples=1, loadavg=path) is None
-    assert threads.other_running(samples=1, loadavg=tmp_path / "absent") is None
+    assert threads.other_running(samples=1, loadavg=path, tasks=one) is None
+    assert threads.other_running(samples=1, loadavg=tmp_path / "absent", tasks=one) is None
 
 
 def test_a_busy_machine_gets_the_cpus_the_others_leave_free():

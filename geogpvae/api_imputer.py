@@ -331,7 +331,9 @@ class GPVAEImputer:
         xarray.Dataset
             ``v`` (predictive mean) and ``v_std`` per variable on the locations, with training attributes
             and dtype and the attributes of :func:`geogpvae.api.impute` (the ``unobserved`` factor applies);
-            its coordinates are copies of those of ``locations``.
+            its coordinates are copies of those of ``locations``. Dims: in the order of a variable of
+            ``locations`` (a DataArray's own), else the training field's dims first, then as ``locations``
+            gives them.
 
         Raises
         ------

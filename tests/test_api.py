@@ -312,17 +312,19 @@ def test_predict_on_a_grid_from_scattered_training(fitted):
     )
     pred = fitted.predict(grid)
     assert set(pred.data_vars) == {f"v{i}{s}" for i in range(3) for s in ("", "_std")}
-    assert pred.v0.dims == ("x", "y") and pred.v0.shape == (5, 4)
+    # the dims come back in the order the grid gives them: (y, x) here, (x, y) below
+    assert pred.v0.dims == ("y", "x") and pred.v0.shape == (4, 5)
+    assert fitted.predict(xr.Dataset(coords={"x": grid.x, "y": grid.y})).v0.dims == ("x", "y")
     assert np.isfinite(pred.v0).all() and (pred.v0_std > 0).all()
     assert pred.v0.attrs["ancillary_variables"] == "v0_std"
     xr.testing.assert_identical(pred.x, grid.x)
     # a DataArray template: its values are ignored, its dim order kept (Monte Carlo noise is
     # drawn in location order, so another order gives slightly different means)
-    same = xr.DataArray(np.ones((5, 4)), dims=("x", "y"), coords=grid.coords)
+    same = xr.DataArray(np.ones((4, 5)), dims=("y", "x"), coords=grid.coords)
     np.testing.assert_array_equal(fitted.predict(same).v0.values, pred.v0.values)
-    turned = fitted.predict(same.transpose("y", "x"))
-    assert turned.v0.dims == ("y", "x")
-    np.testing.assert_allclose(turned.v0.transpose("x", "y").values, pred.v0.values, atol=0.2)
+    turned = fitted.predict(same.transpose("x", "y"))
+    assert turned.v0.dims == ("x", "y")
+    np.testing.assert_allclose(turned.v0.transpose("y", "x").values, pred.v0.values, atol=0.2)
 
 
 

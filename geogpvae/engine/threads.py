@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,10 +134,11 @@ def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loa
                   tasks: str | os.PathLike[str] = "/proc/self/task") -> int | None:
     """Threads of other processes running or ready to run now, or None where it cannot be told.
 
-    The median of ``samples`` readings, 5 ms apart, of the running count in ``/proc/loadavg``
+    The fewest over ``samples`` readings, 5 ms apart, of the running count in ``/proc/loadavg``
     (its fourth field, ``running/total``) less this process's running threads (still spinning
-    after its last operation, or the reader itself). Instantaneous, unlike the load average, so
-    an earlier fit of this process does not count.
+    after its last operation, or the reader itself): a process that holds a CPU is in every
+    reading, a short one rarely. Instantaneous, unlike the load average, so an earlier fit of
+    this process does not count.
     """
     counts = []
     for i in range(max(1, samples)):
@@ -149,7 +149,7 @@ def other_running(samples: int = 3, loadavg: str | os.PathLike[str] = "/proc/loa
         counts.append(max(0, running - _own_running(tasks)))
         if i + 1 < samples:
             time.sleep(0.005)
-    return int(statistics.median_low(counts))
+    return min(counts)
 
 
 def available_cores(env: Mapping[str, str] | None = None, affinity: int | None = None,

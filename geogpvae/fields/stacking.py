@@ -394,8 +394,10 @@ def _location_dims(
         template = next((source[v] for v in names if set(found) <= set(map(str, source[v].dims))), None)
     if template is not None:
         order = [str(d) for d in template.dims if str(d) in found]
-    else:  # coordinates only: the training field's order, e.g. (lat, lon) rather than (lon, lat)
+    else:  # coordinates only: the training field's order, e.g. (lat, lon) rather than (lon, lat),
+        # then the order in which the locations give their dims
         order = [str(d) for d in trained_dims if str(d) in found]
+        order += [str(d) for d in source.dims if str(d) in found and str(d) not in order]
     found = order + [d for d in found if d not in order]
     if not found:
         raise InputError(

@@ -181,3 +181,14 @@ def test_a_busy_machine_is_said_once_as_a_warning(monkeypatch, caplog):
     assert [r.getMessage() for r in warned] == [
         "the machine is busy: using 1 CPU thread (CPU affinity: 2 cores; "
         "machine busy: 8 other running processes on 2 CPUs)"]
+
+
+def test_a_process_seen_in_one_reading_only_does_not_count(tmp_path, monkeypatch):
+    path, one = tmp_path / "loadavg", _tasks(tmp_path / "one", "R")
+    path.write_text("0.1 0.1 0.1 3/80 1\n")
+    later = iter(["0.1 0.1 0.1 1/80 1\n", "0.1 0.1 0.1 3/80 1\n"])
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: path.write_text(next(later)))
+    assert threads.other_running(samples=3, loadavg=path, tasks=one) == 0
+    path.write_text("0.1 0.1 0.1 3/80 1\n")
+    monkeypatch.setattr(threads.time, "sleep", lambda seconds: None)
+    assert threads.other_running(samples=3, loadavg=path, tasks=one) == 2  # in every reading: it holds a CPU

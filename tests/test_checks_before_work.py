@@ -325,28 +325,30 @@ _TORCH_FULL = ("[enforce fail at inline_container.cc:672] . PytorchStreamWriter 
                "data/0: file write failed")
 
 
-@pytest.mark.parametrize("fault", ["enospc", "hdf-error", "torch-model"])
-def test_a_full_disk_while_writing_says_so_and_leaves_nothing(monkeypatch, capsys, grid, tmp_path, fault):
+def _disk_fills(monkeypatch, fault: str) -> None:
+    """The device reports no free space from the first failed write on, which fails as ``fault``
+    says: ``"enospc"`` (OSError), ``"hdf-error"`` (netCDF's vague RuntimeError) or ``"torch-model"``."""
     import geogpvae.fields.io as io
 
     full = {"now": False}
     real = shutil.disk_usage
     monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=0) if full["now"] else real(p))
 
-    def write_fails(*args, **kwargs):
+    def fails(*args, **kwargs):
         full["now"] = True
         if fault == "enospc":
             raise OSError(errno.ENOSPC, "No space left on device")
-        raise RuntimeError("NetCDF: HDF error")
-
-    def save_fails(*args, **kwargs):
-        full["now"] = True
-        raise RuntimeError(_TORCH_FULL)
+        raise RuntimeError(_TORCH_FULL if fault == "torch-model" else "NetCDF: HDF error")
 
     if fault == "torch-model":
-        monkeypatch.setattr(torch, "save", save_fails)
+        monkeypatch.setattr(torch, "save", fails)
     else:
-        monkeypatch.setattr(io, "_write_netcdf", write_fails)
+        monkeypatch.setattr(io, "_write_netcdf", fails)
+
+
+@pytest.mark.parametrize("fault", ["enospc", "hdf-error", "torch-model"])
+def test_a_full_disk_while_writing_says_so_and_leaves_nothing(monkeypatch, capsys, grid, tmp_path, fault):
+    _disk_fills(monkeypatch, fault)
     out, model = tmp_path / "out.nc", tmp_path / "model.pt"
     assert main(["impute", str(grid), str(out), *TINY, "--save-model", str(model)]) == 1
     line = _error_line(capsys)
@@ -357,19 +359,7 @@ def test_a_full_disk_while_writing_says_so_and_leaves_nothing(monkeypatch, capsy
 
 @pytest.mark.parametrize("fault", ["enospc", "hdf-error"])
 def test_a_full_disk_under_to_netcdf_says_so_and_leaves_nothing(monkeypatch, tmp_path, fault):
-    import geogpvae.fields.io as io
-
-    full = {"now": False}
-    real = shutil.disk_usage
-    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=0) if full["now"] else real(p))
-
-    def write_fails(*args, **kwargs):
-        full["now"] = True
-        if fault == "enospc":
-            raise OSError(errno.ENOSPC, "No space left on device")
-        raise RuntimeError("NetCDF: HDF error")
-
-    monkeypatch.setattr(io, "_write_netcdf", write_fails)
+    _disk_fills(monkeypatch, fault)
     target = tmp_path / "out.nc"
     with pytest.raises(OSError, match=f"no space left on device: {re.escape(str(target))}") as info:
         geogpvae.to_netcdf(make_gaussian_field((4, 4), seed=0), target)

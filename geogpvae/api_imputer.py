@@ -207,7 +207,7 @@ class GPVAEImputer:
         """
         engine = GPVAEEngine(self.config_, progress=self.progress)
         engine.fit(field.x, field.values, log=field.log, names=field.names,
-                   resume=resume, callback=callback, should_stop=should_stop)
+                   resume=resume, callback=callback, should_stop=should_stop, site_axes=field.sites)
         self.engine_ = engine
         self.vars_ = list(field.names)
         self.dims_ = tuple(field.dims)

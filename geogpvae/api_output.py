@@ -149,6 +149,9 @@ def provenance(imp: Any, out: xr.Dataset, call: str = "impute") -> xr.Dataset:
             options["kl_factor"] = float(eng.kl_factor_)
         if len(eng.clustered_gaps_) == len(imp.vars_):  # known after a fit (or loaded; not in older files)
             options["clustered_gaps"] = [v for v, c in zip(imp.vars_, eng.clustered_gaps_) if c]
+        if eng.site_levels_ is not None:  # a station network: how far apart its sites' own levels lie
+            options["site_levels"] = {"sites": len(eng.site_levels_.sites), "sd": dict(
+                zip(eng.names, map(float, np.sqrt(eng.site_levels_.between)), strict=True))}
         if eng.predict_mode_ is not None:  # predict_mode="auto": calibration's choice per regime
             options["predict_mode_chosen"] = eng.predict_mode_
         if eng.noise_:  # hidden_variance on: calibration's choice of added variance per regime

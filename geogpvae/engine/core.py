@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ from .nugget import nugget
 from .posterior import Posterior, Prediction
 from .progress import Progress
 from .same_field import matching_rows
+from .site_levels import SiteLevels, about_site_levels, with_levels
 from .selection import (
     KL_FACTORS,
     SELECTION_HOLDOUT,
@@ -125,6 +126,8 @@ class GPVAEEngine:
         self.kl_scores_: dict[float, float] = {}
         #: variables whose missing values cluster (outages): checked and calibrated in gaps
         self.clustered_gaps_: np.ndarray = np.zeros(0, dtype=bool)
+        self.site_levels_: SiteLevels | None = None  #: each station's own level (``fit``'s ``site_axes``)
+        self._site_rows: np.ndarray | None = None  # the site of each training location
         self._x = self._y = self._observed = None
         self._context_index: np.ndarray | None = None  # context neighbours of self._x
         self._data: FieldData | None = None
@@ -158,11 +161,16 @@ class GPVAEEngine:
         if self.model is None:
             raise RuntimeError("the engine is not trained yet: call fit() first (or load a saved one)")
 
-    def _to_model_space(self, values: np.ndarray, observed: np.ndarray) -> np.ndarray:
-        """Log-transform where asked and standardise; 0 where not observed."""
+    def _to_model_space(self, values: np.ndarray, observed: np.ndarray, level: np.ndarray | float = 0.0) -> np.ndarray:
+        """Log-transform where asked, less each site's ``level`` (N, K), standardised; 0 where not observed."""
         safe = np.where(observed & self.log, values, 1.0)
         mod = np.where(self.log, np.log(safe), values)
-        return np.where(observed, (mod - self.loc) / self.scale, 0.0)
+        return np.where(observed, (mod - level - self.loc) / self.scale, 0.0)
+
+    def _levels_at(self, x: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Site level and its variance (N, K) at centred ``x`` (None: the training locations), or None."""
+        lv = self.site_levels_
+        return None if lv is None else lv.at(self._site_rows if x is None else lv.rows(x))
 
     def _check_values(self, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         values = real_values(values, self.names)
@@ -193,6 +201,7 @@ class GPVAEEngine:
         resume: dict[str, Any] | None = None,
         callback: Callable[..., None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        site_axes: Sequence[int] | None = None,
     ) -> GPVAEEngine:
         """Train on a field.
 
@@ -217,6 +226,9 @@ class GPVAEEngine:
             Polled after every epoch; when it returns True training stops early and ``fit``
             returns with :attr:`interrupted` set (so a checkpoint can be written and the job
             resumed later).
+        site_axes : sequence of int, optional
+            The columns of ``x`` that place a station of a network (not its time): each station's
+            own level is modelled apart (:mod:`~geogpvae.engine.site_levels`).
 
         Returns
         -------
@@ -225,7 +237,7 @@ class GPVAEEngine:
         """
         if resume is not None:
             _check_resume(resume)
-        x, y, observed = self._standardise(x, values, log, names)
+        x, y, observed = self._standardise(x, values, log, names, site_axes)
         if resume is None:
             warn_short_epochs(self.config, x.shape[0])
         x = self._metric(x, y, observed, resume)
@@ -240,7 +252,8 @@ class GPVAEEngine:
         return self
 
     def _standardise(
-        self, x: np.ndarray, values: np.ndarray, log: Any, names: list[str] | None
+        self, x: np.ndarray, values: np.ndarray, log: Any, names: list[str] | None,
+        site_axes: Sequence[int] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Check the field, fix names, transforms and standardisation; standardised values."""
         cfg = self.config
@@ -268,7 +281,12 @@ class GPVAEEngine:
         self.constant_ = self._constants(values, observed)
         for text in missing_code_warnings(values, observed, self.names):
             warn_caller(text)
-        y = self._to_model_space(values, observed)
+        level, self.site_levels_, self._site_rows = 0.0, None, None
+        if site_axes is not None:  # a station network: the anomalies about each station's level
+            mod = self._to_model_space(values, observed) * self.scale
+            self.site_levels_, self._site_rows, level, self.loc, self.scale = about_site_levels(
+                mod, observed, x, site_axes, self.loc, self.scale)
+        y = self._to_model_space(values, observed, level)
         self._x, self._y, self._observed = x, y, observed
         self._context_index = None
         self.n_points_ = n
@@ -448,7 +466,8 @@ class GPVAEEngine:
         """
         if self._x is None or self._data is None:
             return None
-        own = self._y * self.scale + self.loc
+        levels = self._levels_at(None)
+        own = self._y * self.scale + self.loc + (0.0 if levels is None else levels[0])
         own[:, self.log] = np.exp(own[:, self.log])  # only log-modelled columns: no overflow
         own[~self._observed] = np.nan
         return matching_rows(self.training_locations, own, x, values)
@@ -516,11 +535,12 @@ class GPVAEEngine:
         if values is not None:
             if x is None:
                 raise InputError("values need their coordinates x")
-            xq = (check_coordinates(x) - self.x_offset_) * self.x_scale_
+            xq = (xc := check_coordinates(x) - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"coordinates have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
             vals, observed = self._check_values(values, xq.shape[0])
-            y = self._to_model_space(vals, observed)
+            levels = self._levels_at(xc)
+            y = self._to_model_space(vals, observed, 0.0 if levels is None else levels[0])
             check_standardised(y, self.names)
             field = post.field(xq, y, observed)
             anchor = post.anchors(field)
@@ -528,16 +548,16 @@ class GPVAEEngine:
             targets, self_index = rows_of(field), self_index_of(anchor, n)
         elif x is None:
             if self._data is None:
-                raise RuntimeError(
-                    "this engine holds no training field (saved without data): pass x (and values)"
-                )
+                raise RuntimeError("this engine holds no training field (saved without data): pass x (and values)")
             field = self._training_field()
             anchor, n = self._anchor, field.x.shape[0]
             targets, self_index = rows_of(field), self_index_of(anchor, n)
+            levels = self._levels_at(None)
         else:
-            xq = (check_coordinates(x, "new locations") - self.x_offset_) * self.x_scale_
+            xq = (xc := check_coordinates(x, "new locations") - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:
                 raise InputError(f"new locations have {xq.shape[1]} dimensions; the model was trained on {self.model.n_dims}")
+            levels = self._levels_at(xc)
             if self._anchor is None:
                 raise RuntimeError("this engine holds no training field to predict from")
             anchor, self_index, n = self._anchor, None, xq.shape[0]
@@ -545,8 +565,9 @@ class GPVAEEngine:
             def targets(rows: slice) -> Targets:
                 return post.new_locations(xq[rows])
 
-        return self._predict_in_chunks(post, targets, n, anchor, self_index, mode, samples=samples, seed=seed,
-                                       calibrated=calibrated)
+        out = self._predict_in_chunks(post, targets, n, anchor, self_index, mode, samples=samples, seed=seed,
+                                      calibrated=calibrated)
+        return out if levels is None else with_levels(out, *levels, self.log, self.constant_)
 
     def _predict_in_chunks(self, post: Posterior, targets: Callable[[slice], Targets], n: int, anchor: dict,
                            self_index: np.ndarray | None, mode: str, **moments: Any) -> Prediction:

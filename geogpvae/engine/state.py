@@ -15,6 +15,7 @@ from .config import GPVAEConfig
 from .metric import saved_scale
 from .model import pattern_count
 from .selection import SelectionProgress
+from .site_levels import SiteLevels
 from .training import TrainState
 
 
@@ -56,6 +57,7 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
         "kl_scores": {float(f): float(v) for f, v in eng.kl_scores_.items()},
         "clustered_gaps": [bool(c) for c in eng.clustered_gaps_],
         "hidden_variance": eng.model.hidden_variance,
+        "site_levels": _site_levels_entry(eng.site_levels_),
         "weights": _weights(eng.model),
         "history": {k: list(map(float, v)) for k, v in eng.history.items()},
     }
@@ -66,7 +68,16 @@ def engine_state(eng: GPVAEEngine, *, include_data: bool = True) -> dict[str, An
             "y": torch.as_tensor(post.train_y, dtype=torch.float64),
             "observed": torch.as_tensor(post.train_observed, dtype=torch.bool),
         }
+        if eng.site_levels_ is not None:
+            state["field"]["site_rows"] = torch.as_tensor(eng._site_rows, dtype=torch.int64)
     return state
+
+
+def _site_levels_entry(levels: SiteLevels | None) -> dict[str, Any] | None:
+    if levels is None:
+        return None
+    return {k: (list(v) if k == "axes" else torch.as_tensor(v, dtype=torch.float64))
+            for k, v in levels.to_dict().items()}
 
 
 def checkpoint_state(eng: GPVAEEngine) -> dict[str, Any]:
@@ -169,7 +180,15 @@ def saved_attributes(state: dict[str, Any]) -> dict[str, Any]:
         "_x": None if field is None else field["x"].numpy(),
         "_y": None if field is None else field["y"].numpy(),
         "_observed": None if field is None else field["observed"].numpy(),
+        "site_levels_": _site_levels_from(state.get("site_levels")),  # older files: none
+        "_site_rows": None if field is None or "site_rows" not in field else field["site_rows"].numpy(),
     }
+
+
+def _site_levels_from(entry: dict[str, Any] | None) -> SiteLevels | None:
+    if entry is None:
+        return None
+    return SiteLevels.from_dict({k: (v if k == "axes" else v.numpy()) for k, v in entry.items()})
 
 
 def with_hidden_moments(weights: dict[str, torch.Tensor], n_vars: int) -> dict[str, torch.Tensor]:
@@ -274,13 +293,38 @@ def check_state(state: dict[str, Any]) -> None:
     _check_shape(state, "calibration", ((2, k), (k,)))  # (k,): before the two regimes
     for key in ("loc", "scale", "x_offset", "x_scale", "calibration", "lengthscale"):
         _check_finite(state.get(key), f"entry {key!r}")
+    levels = state.get("site_levels")
+    if levels is not None:
+        _check_site_levels(levels, k, d)
     field = state.get("field")
     if field is not None:
         n = len(field["x"])
         for key, shape in (("x", (n, d)), ("y", (n, k)), ("observed", (n, k))):
             _check_shape(field, key, (shape,))
         _check_finite(field["x"], "field['x']")
+        if levels is not None:
+            _check_shape(field, "site_rows", ((n,),))
+            rows = field.get("site_rows")
+            if rows is None or bool((rows < 0).any()) or bool((rows >= len(levels["sites"])).any()):
+                raise ValueError("entry field['site_rows'] is missing or names sites the model does not hold")
     _check_finite(state["weights"], "weights")
+
+
+def _check_site_levels(levels: Any, k: int, d: int) -> None:
+    axes = levels.get("axes") if isinstance(levels, dict) else None
+    if (not isinstance(axes, list) or not axes or not all(isinstance(a, int) and 0 <= a < d for a in axes)
+            or len(set(axes)) != len(axes)):
+        raise ValueError(f"entry 'site_levels' names no valid columns of the {d} coordinates")
+    sites = levels.get("sites")
+    if not isinstance(sites, torch.Tensor) or sites.dim() != 2 or tuple(sites.shape)[1:] != (len(axes),):
+        raise ValueError("entry site_levels['sites'] is not a table of site coordinates")
+    for key, shape in (("level", (len(sites), k)), ("var", (len(sites), k)), ("between", (k,))):
+        _check_shape(levels, key, (shape,))
+        if levels.get(key) is None:
+            raise ValueError(f"entry site_levels[{key!r}] is missing")
+        _check_finite(levels[key], f"site_levels[{key!r}]")
+    if bool((levels["var"] < 0).any()) or bool((levels["between"] < 0).any()):
+        raise ValueError("entry 'site_levels' holds negative variances")
 
 
 def check_checkpoint(snapshot: dict[str, Any], build: Callable[..., torch.nn.Module]) -> None:

@@ -17,6 +17,7 @@ from .never_observed import is_time_axis, never_observed_warning
 from .observations import _check_values, _undecoded_fills
 from .placeholders import placeholder_places, placeholder_warning
 from .positions import _take, check_spanned, coordinates_at, unspanned_dims
+from .sites import network_sites
 from .scales import looks_vertical, unitless_axes, unitless_axes_warning
 from .variables import parse_transforms, select_variables, variable_dims
 
@@ -133,6 +134,9 @@ class Field:
     geometry : Geometry
     originals : dict of str to xarray.DataArray
         Each variable as input, in memory (observed values are copied from it).
+    sites : tuple of int or None
+        For a station network, the columns of ``x`` that place a station
+        (:func:`~geogpvae.fields.sites.network_sites`).
     """
 
     names: list[str]
@@ -144,6 +148,7 @@ class Field:
     transforms: dict[str, str | None]
     geometry: Geometry
     originals: dict[str, xr.DataArray] = field(repr=False, default_factory=dict)
+    sites: tuple[int, ...] | None = None
 
     @property
     def log(self) -> np.ndarray:
@@ -248,7 +253,8 @@ def stack_field(
     x = coordinates_at(ds, geometry, dims, shape, index)
     values, originals = _stack_values(ds, names, dims, shape, index)
     _check_values(values, names, transforms, masked=mask is not None, originals=originals)
-    return Field(names, dims, shape, domain, x, values, dict(transforms), geometry, originals)
+    return Field(names, dims, shape, domain, x, values, dict(transforms), geometry, originals,
+                 sites=network_sites(ds, geometry, dims))
 
 
 #: 99th / 1st percentile ratio of a positive variable above which a log transform is proposed

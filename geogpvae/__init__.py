@@ -4,6 +4,8 @@ Main entry points
 -----------------
 impute, GPVAEImputer
     xarray in, imputed fields and their uncertainty out.
+simulate
+    Equally likely filled fields, drawn jointly (conditional realisations).
 validate
     Hold out a share of the observed values, impute, and score the imputation and its intervals.
 to_netcdf, open_dataset
@@ -30,7 +32,7 @@ from .errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from . import datasets, plot
-    from .api import GPVAEImputer, impute
+    from .api import GPVAEImputer, impute, simulate
     from .engine.config import GPVAEConfig
     from .engine.core import GPVAEEngine
     from .fields.io import open_dataset, to_netcdf
@@ -39,6 +41,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: Public names imported on first use: name -> (module, attribute or None for the module).
 _LAZY: dict[str, tuple[str, str | None]] = {
     "impute": (".api", "impute"),
+    "simulate": (".api", "simulate"),
     "validate": (".validation", "validate"),
     "GPVAEImputer": (".api", "GPVAEImputer"),
     "GPVAEConfig": (".engine.config", "GPVAEConfig"),
@@ -59,6 +62,7 @@ __all__ = [
     "impute",
     "open_dataset",
     "plot",
+    "simulate",
     "to_netcdf",
     "validate",
 ]

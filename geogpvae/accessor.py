@@ -58,7 +58,8 @@ class GPVAEAccessor:
     """Imputation and plots for a Dataset, as ``ds.gpvae``.
 
     Each method is a function with this Dataset as its first argument: ``impute``
-    :func:`geogpvae.api.impute`, ``validate`` :func:`geogpvae.validation.validate`, ``plot_layers``
+    :func:`geogpvae.api.impute`, ``simulate`` :func:`geogpvae.api.simulate`, ``validate``
+    :func:`geogpvae.validation.validate`, ``plot_layers``
     :func:`geogpvae.plot.layers`, ``plot_map`` :func:`geogpvae.plot.field_map`, ``plot_uncertainty``
     :func:`geogpvae.plot.uncertainty`.
 
@@ -69,6 +70,7 @@ class GPVAEAccessor:
     """
 
     impute = _Forward("geogpvae.api", "impute")
+    simulate = _Forward("geogpvae.api", "simulate")
     validate = _Forward("geogpvae.validation", "validate")
     plot_layers = _Forward("geogpvae.plot", "layers")
     plot_map = _Forward("geogpvae.plot", "field_map")

@@ -14,10 +14,11 @@ import xarray as xr
 
 from .api_imputer import GPVAEImputer
 from .api_output import assemble
+from .api_simulate import check_count, realisations
 from .engine.config import GPVAEConfig
 from .model_file import SAVE_FORMAT
 
-__all__ = ["GPVAEImputer", "impute", "SAVE_FORMAT"]
+__all__ = ["GPVAEImputer", "impute", "simulate", "SAVE_FORMAT"]
 
 
 def impute(
@@ -108,3 +109,75 @@ def impute(
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
     return assemble(imputer, ds, field, imputer.engine_.predict())
+
+
+def simulate(
+    ds: xr.Dataset,
+    n: int,
+    vars: str | Sequence[str] | None = None,
+    *,
+    seed: int = GPVAEConfig.seed,
+    engine: str = GPVAEConfig.engine,
+    neighbours: int = GPVAEConfig.neighbours,
+    coords: str | Sequence[str] | None = None,
+    mask: xr.DataArray | str | None = None,
+    transform: str | Mapping[str, str | None] | None = None,
+    coord_scale: Mapping[str, float] | None = None,
+    epochs: int | None = GPVAEConfig.epochs,
+    device: str = GPVAEConfig.device,
+    progress: bool | str = True,
+    **options: Any,
+) -> xr.Dataset:
+    """Equally likely filled fields: ``n`` joint draws of every hole, given the observed values.
+
+    The model is trained as :func:`geogpvae.impute` trains it (the same options, the same
+    defaults), then every hole is drawn jointly with the others: the latent GPs given the
+    observed locations, decoded, with the likelihood's noise and the calibration of the
+    intervals, back-transformed. The pointwise mean and standard deviation of many realisations
+    are ``impute``'s ``v`` and ``v_std``; unlike the mean, each realisation has the spatial
+    texture of the field (the mean is smoother than any real field).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Not modified.
+    n : int
+        Number of realisations.
+    vars, engine, neighbours, coords, mask, transform, coord_scale, epochs, device, progress, **options
+        As for :func:`geogpvae.impute`.
+    seed : int
+        Seeds the training and the draws: the same seed gives the same realisations.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``ds`` with each variable ``v`` on ``(realization, *dims)`` (observed values bit for bit
+        in every realisation; the coordinate ``realization`` numbers them from 0, CF
+        ``standard_name: realization``) and its flag ``v_imputed``; the global attribute
+        ``geogpvae_realizations`` records the count and the seed.
+
+    Raises
+    ------
+    InputError
+        As :func:`geogpvae.impute`, or ``n`` not a whole number >= 1, before any training.
+
+    Notes
+    -----
+    Memory: the realisations themselves, ``n`` times the field in float64, plus the latent
+    draws of 16 realisations at a time.
+
+    Examples
+    --------
+    >>> from geogpvae.datasets import make_gaussian_field
+    >>> ds = make_gaussian_field((16, 16), seed=0)
+    >>> out = simulate(ds, 3, ["v0"], neighbours=8, epochs=3, progress=False)
+    >>> out.v0.dims, int(out.v0.isnull().sum())
+    (('realization', 'y', 'x'), 0)
+    """
+    check_count(n, 0)
+    imputer = GPVAEImputer(engine=engine, neighbours=neighbours, coords=coords, mask=mask, transform=transform,
+                           coord_scale=coord_scale, epochs=epochs, seed=seed, device=device, progress=progress,
+                           **options)
+    field = imputer.prepare(ds, vars)
+    imputer.fit_field(field)
+    return realisations(imputer, ds, field, n, seed=seed)

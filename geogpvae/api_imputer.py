@@ -317,6 +317,38 @@ class GPVAEImputer:
             raise
         return assemble(self, ds, field, self._predict_field(field))
 
+    def simulate(self, ds: xr.Dataset, n: int, *, seed: int | None = None, first: int = 0) -> xr.Dataset:
+        """Realisations of the training field: ``n`` equally likely fillings of its holes, drawn jointly.
+
+        Parameters
+        ----------
+        ds : xarray.Dataset
+            The Dataset the imputer was fitted on (the same locations and observed values, in
+            any order). Not modified.
+        n : int
+            Number of realisations.
+        seed : int, optional
+            Seed of the draws (default: the model's). Realisation ``i`` of a seed is the same
+            whatever ``first`` and ``n``, so a long ensemble can be drawn in parts.
+        first : int
+            Number of the first realisation.
+
+        Returns
+        -------
+        xarray.Dataset
+            As :func:`geogpvae.simulate`.
+
+        Raises
+        ------
+        InputError
+            ``ds`` is not the training field, or ``n`` or ``first`` is not a whole number.
+        """
+        from .api_simulate import realisations
+
+        self._require_fit()
+        field = stack_field(ds, self.vars_, self.geometry_, self._transforms, self.mask, trained_dims=self.dims_)
+        return realisations(self, ds, field, n, seed=seed, first=first)
+
     # ------------------------------------------------------------------ predict
     def predict(self, locations: xr.Dataset | xr.DataArray) -> xr.Dataset:
         """Predict every trained variable at new locations, e.g. a grid.

@@ -1,0 +1,104 @@
+"""Realisations through the xarray API: exact observed values, reproducible, the predictions'
+moments, and the texture the mean lacks."""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogpvae
+from geogpvae.datasets import make_gaussian_field
+from geogpvae.engine.realisations import draw_realisations, simulation_plan
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """A smooth one-variable field with a 16 x 16 hole in a 36 x 36 grid."""
+    ds, truth = make_gaussian_field((36, 36), n_vars=1, n_latent=1, lengthscale=0.15, kernel="matern32",
+                                    missing=0.05, noise=0.05, nonlinear=0.0, seed=3, return_truth=True)
+    hole = np.zeros((36, 36), bool)
+    hole[10:26, 10:26] = True
+    ds["v0"] = ds.v0.where(~xr.DataArray(hole, dims=ds.v0.dims))
+    imp = geogpvae.GPVAEImputer(epochs=60, seed=0, progress=False).fit(ds, ["v0"])
+    return ds, truth, hole, imp
+
+
+def test_every_realisation_keeps_the_observed_values_and_fills_every_hole(fitted):
+    ds, _, _, imp = fitted
+    out = imp.simulate(ds, 4)
+    assert out.v0.dims == ("realization", "y", "x") and out.v0.notnull().all()
+    assert out.realization.attrs["standard_name"] == "realization"
+    np.testing.assert_array_equal(out.realization.values, [0, 1, 2, 3])
+    seen = ds.v0.notnull().values
+    for r in range(4):
+        np.testing.assert_array_equal(out.v0.values[r][seen], ds.v0.values[seen])
+    assert not np.array_equal(out.v0.values[0], out.v0.values[1])
+    np.testing.assert_array_equal(out.v0_imputed.values, ~seen)
+    assert "v0_std" not in out and "4 joint draws" in out.attrs["geogpvae_realizations"]
+
+
+def test_the_same_seed_gives_the_same_realisations_however_they_are_grouped(fitted):
+    ds, _, _, imp = fitted
+    whole = imp.simulate(ds, 5, seed=7)
+    part = imp.simulate(ds, 2, seed=7, first=3)
+    np.testing.assert_array_equal(part.v0.values, whole.v0.values[3:])
+    np.testing.assert_array_equal(part.realization.values, [3, 4])
+    assert not np.array_equal(imp.simulate(ds, 1, seed=8).v0.values[0], whole.v0.values[0])
+
+
+def test_many_realisations_have_the_pointwise_mean_and_spread_of_the_predictions(fitted):
+    """Against the predictions with 2,048 latent samples (the default's 64 carry Monte Carlo error of
+    their own): the draws' mean within its Monte Carlo error, their spread within 5 %."""
+    _, _, _, imp = fitted
+    eng = imp.engine_
+    draws = draw_realisations(eng, simulation_plan(eng, 1), 400)[..., 0]
+    pred = eng.predict(samples=2048)
+    gap = ~eng._observed[:, 0]
+    z = (draws.mean(0)[gap] - pred.mean[gap, 0]) / (pred.std[gap, 0] / np.sqrt(400))
+    # neighbouring cells' errors move together (their draws do), so z is one N(0, 1) per cell, not an average
+    assert np.mean(z**2) < 2.0 and np.abs(z).max() < 5
+    assert np.mean(draws.std(0)[gap] / pred.std[gap, 0]) == pytest.approx(1.0, abs=0.05)
+
+
+def semivariance(a, lag):
+    return 0.5 * np.mean(np.concatenate([(a[:, lag:] - a[:, :-lag]).ravel() ** 2,
+                                         (a[lag:] - a[:-lag]).ravel() ** 2]))
+
+
+def test_realisations_keep_the_texture_that_the_mean_smooths_away(fitted):
+    """Semivariance between neighbouring cells inside the hole: the mean's is a fraction of the true
+    field's, the realisations' is of its size (kriging's smoothing effect, and its remedy)."""
+    ds, truth, hole, imp = fitted
+    block = (slice(10, 26), slice(10, 26))
+    mean = imp.impute(ds).v0.values[block]
+    sims = imp.simulate(ds, 20).v0.values[:, block[0], block[1]]
+    true = truth.v0.values[block]
+    for lag in (1, 2):
+        ratio_mean = semivariance(mean, lag) / semivariance(true, lag)
+        ratio_draws = np.mean([semivariance(s, lag) for s in sims]) / semivariance(true, lag)
+        assert ratio_mean < 0.6 and 0.6 < ratio_draws < 2.5
+
+
+def test_a_bad_count_or_another_field_is_refused_before_any_draw(fitted):
+    ds, _, _, imp = fitted
+    for n in (0, -1, 2.5, True):
+        with pytest.raises(geogpvae.InputError, match="n must be"):
+            imp.simulate(ds, n)
+    with pytest.raises(geogpvae.InputError, match="first must be"):
+        imp.simulate(ds, 1, first=-2)
+    other = ds.copy(deep=True)
+    other["v0"] = other.v0.where(other.x < 0.5)
+    with pytest.raises(geogpvae.InputError, match="fitted on"):
+        imp.simulate(other, 2)
+
+
+def test_simulate_trains_and_draws_in_one_call():
+    ds = make_gaussian_field((12, 12), n_vars=2, seed=1)
+    out = geogpvae.simulate(ds, 2, ["v0", "v1"], neighbours=6, epochs=3, progress=False)
+    assert out.v0.shape == (2, 12, 12) and out.v1.notnull().all()
+    assert "simulate(" in out.attrs["history"]
+
+
+def test_the_accessor_draws_realisations_too():
+    ds = make_gaussian_field((10, 10), n_vars=1, seed=2)
+    out = ds.gpvae.simulate(2, neighbours=5, epochs=2, progress=False)
+    assert out.v0.sizes["realization"] == 2

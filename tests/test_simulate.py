@@ -102,3 +102,13 @@ def test_the_accessor_draws_realisations_too():
     ds = make_gaussian_field((10, 10), n_vars=1, seed=2)
     out = ds.gpvae.simulate(2, neighbours=5, epochs=2, progress=False)
     assert out.v0.sizes["realization"] == 2
+
+
+def test_realisations_write_to_netcdf_and_read_back(tmp_path):
+    ds = make_gaussian_field((10, 10), n_vars=1, seed=4)
+    out = geogpvae.simulate(ds, 3, neighbours=5, epochs=2, progress=False)
+    geogpvae.to_netcdf(out, tmp_path / "sims.nc")
+    back = xr.open_dataset(tmp_path / "sims.nc")
+    np.testing.assert_array_equal(back.v0.values, out.v0.values)
+    assert back.realization.attrs["standard_name"] == "realization"
+    back.close()

@@ -117,14 +117,6 @@ def simulate(
     vars: str | Sequence[str] | None = None,
     *,
     seed: int = GPVAEConfig.seed,
-    engine: str = GPVAEConfig.engine,
-    neighbours: int = GPVAEConfig.neighbours,
-    coords: str | Sequence[str] | None = None,
-    mask: xr.DataArray | str | None = None,
-    transform: str | Mapping[str, str | None] | None = None,
-    coord_scale: Mapping[str, float] | None = None,
-    epochs: int | None = GPVAEConfig.epochs,
-    device: str = GPVAEConfig.device,
     progress: bool | str = True,
     **options: Any,
 ) -> xr.Dataset:
@@ -143,8 +135,11 @@ def simulate(
         Not modified.
     n : int
         Number of realisations.
-    vars, engine, neighbours, coords, mask, transform, coord_scale, epochs, device, progress, **options
+    vars, progress
         As for :func:`geogpvae.impute`.
+    **options
+        ``engine``, ``neighbours``, ``coords``, ``mask``, ``transform``, ``coord_scale``,
+        ``epochs``, ``device`` and any engine option, as for :func:`geogpvae.impute`.
     seed : int
         Seeds the training and the draws: the same seed gives the same realisations.
 
@@ -175,9 +170,7 @@ def simulate(
     (('realization', 'y', 'x'), 0)
     """
     check_count(n, 0)
-    imputer = GPVAEImputer(engine=engine, neighbours=neighbours, coords=coords, mask=mask, transform=transform,
-                           coord_scale=coord_scale, epochs=epochs, seed=seed, device=device, progress=progress,
-                           **options)
+    imputer = GPVAEImputer(seed=seed, progress=progress, **options)
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
     return realisations(imputer, ds, field, n, seed=seed)

@@ -296,19 +296,35 @@ class Posterior:
         return mean, var, source
 
     # ------------------------------------------------------------------ predictive moments
+    def added_terms(self, own: np.ndarray, visible: torch.Tensor | None, noise: str | None = None
+                    ) -> tuple[torch.Tensor | None, list[np.ndarray | None]]:
+        """The variance added to the decoded spread at each target ((M, K), standardised units;
+        None: the likelihood's) and each regime's factor on the whole variance ((K,) or None), for
+        targets with (``own``, bool (M,)) and without observed values of their own."""
+        choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise
+        if not choice:
+            return None, [None, None]
+        m = len(own)
+        per_regime = [added_variance(self.model, choice.get(r), visible, m) for r in REGIMES]
+        rows = torch.as_tensor(own, device=per_regime[0].device).unsqueeze(1)
+        return torch.where(rows, *per_regime).detach(), [variance_scale(self.model, choice.get(r)) for r in REGIMES]
+
+    @staticmethod
+    def regime_factor(regime: int, factors: np.ndarray | None, scales: list[np.ndarray | None]) -> np.ndarray | None:
+        """The factor on regime ``regime``'s predictive variance ((K,) or None): calibration's
+        ``factors`` (2-D, one row per regime) times the regime's scale."""
+        vf = None if factors is None else factors[min(regime, len(factors) - 1)]
+        if scales[regime] is not None:
+            vf = scales[regime] if vf is None else vf * scales[regime]
+        return vf
+
     def moments(self, mean, var, *, samples, seed, calibrated, has_own=None, visible=None,
                 noise: str | None = None) -> tuple[np.ndarray, ...]:
         """Predictive moments, calibrated per regime; the added variance is ``noise`` (one of
         :data:`~geogpvae.engine.calibration.NOISES`) or each regime's :attr:`noise`
         (``"patterns"`` needs ``visible`` (M, K))."""
         own = np.ones(mean.shape[0], dtype=bool) if has_own is None else np.asarray(has_own, dtype=bool)
-        choice = {"observed": noise, "unobserved": noise} if noise is not None else self.noise
-        hidden_var, scales = None, [None, None]
-        if choice:
-            per_regime = [added_variance(self.model, choice.get(r), visible, mean.shape[0]) for r in REGIMES]
-            rows = torch.as_tensor(own, device=mean.device).unsqueeze(1)
-            hidden_var = torch.where(rows, *per_regime).detach()
-            scales = [variance_scale(self.model, choice.get(r)) for r in REGIMES]
+        hidden_var, scales = self.added_terms(own, visible, noise)
         factors = self.calibration if calibrated else None
         if factors is None and all(s is None for s in scales):
             return predictive_moments(self.model, mean, var, loc=self.loc, scale=self.scale, log=self.log,
@@ -318,9 +334,7 @@ class Posterior:
         for regime, rows in ((0, own), (1, ~own)):
             if not rows.any():
                 continue
-            vf = None if factors is None else factors[min(regime, len(factors) - 1)]
-            if scales[regime] is not None:
-                vf = scales[regime] if vf is None else vf * scales[regime]
+            vf = self.regime_factor(regime, factors, scales)
             idx = torch.as_tensor(np.flatnonzero(rows), device=mean.device)
             res = predictive_moments(self.model, mean[idx], var[idx], loc=self.loc, scale=self.scale,
                                      log=self.log, samples=samples, seed=seed, var_factor=vf,

@@ -22,8 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .posterior import REGIMES
-from .predict import _decode, added_variance, pseudo_observations, variance_scale
+from .predict import _decode, pseudo_observations
 from .simulation import VecchiaFactor, anchor_weights, conditioned_draws, prior_draws, realisation_noise, vecchia_factor
 from .targets import rows_of, self_index_of
 
@@ -77,19 +76,14 @@ def _variance_terms(post: Any, has_own: np.ndarray, visible: torch.Tensor) -> tu
     """Per location and variable, the calibrated variance factor and the added variance, as
     :meth:`~geogpvae.engine.posterior.Posterior.moments` applies them."""
     m, k = visible.shape
-    factor, added = np.ones((m, k)), post.model.noise_var.detach().double().cpu().numpy()[None, :].repeat(m, 0)
-    calib = None if post.calibration is None else np.atleast_2d(post.calibration)
-    for r, regime in enumerate(REGIMES):
-        rows = has_own if regime == "observed" else ~has_own
-        if post.noise:
-            kind = post.noise.get(regime)
-            extra = added_variance(post.model, kind, visible, m).detach().double().cpu().numpy()
-            added[rows] = extra[rows]
-            scale = variance_scale(post.model, kind)
-            if scale is not None:
-                factor[rows] *= scale
-        if calib is not None:
-            factor[rows] *= calib[min(r, len(calib) - 1)]
+    hidden, scales = post.added_terms(has_own, visible)
+    added = (post.model.noise_var.detach().expand(m, k) if hidden is None else hidden).double().cpu().numpy()
+    factors = None if post.calibration is None else np.atleast_2d(post.calibration)
+    factor = np.ones((m, k))
+    for regime, rows in ((0, has_own), (1, ~has_own)):
+        vf = post.regime_factor(regime, factors, scales)
+        if vf is not None:
+            factor[rows] = vf
     return factor, added
 
 
@@ -165,6 +159,7 @@ def draw_realisations(engine: Any, plan: SimulationPlan, n: int, *, first: int =
     loc, scale, m = engine.loc, engine.scale, plan.mean_model
     spread = np.sqrt(plan.factor)
     jitter_sd = np.sqrt(plan.factor * plan.added) * scale
+    fixed = np.isfinite(engine.constant_) if engine.constant_ is not None else np.zeros(k, bool)
     for r in range(n):
         decoded = np.empty((count, k))
         for s in range(0, count, CHUNK):
@@ -173,7 +168,6 @@ def draw_realisations(engine: Any, plan: SimulationPlan, n: int, *, first: int =
         if levels is not None:
             y += levels[0] + np.sqrt(levels[1]) * site_noise[engine._site_rows, :, r]
         y[:, engine.log] = np.exp(y[:, engine.log])
-        fixed = np.isfinite(engine.constant_) if engine.constant_ is not None else np.zeros(k, bool)
         y[:, fixed] = engine.constant_[fixed]
         out[r] = y
     return out

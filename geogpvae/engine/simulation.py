@@ -137,7 +137,7 @@ def prior_draws(factor: VecchiaFactor, eps: torch.Tensor) -> torch.Tensor:
     """Draws of the prior from standard normal numbers ``eps`` (N, L, R): shape (N, L, R)."""
     weights, sd = factor.weights.to(eps.dtype), factor.sd.to(eps.dtype)
     idx = torch.as_tensor(factor.nbr)
-    draws = torch.empty_like(eps)
+    draws = torch.zeros_like(eps)  # padded slots read row 0 with weight 0: it must not hold NaN yet
     for level, rows in enumerate(factor.levels):
         step = sd[rows].unsqueeze(-1) * eps[rows]
         if level:

@@ -97,3 +97,14 @@ def test_draws_moved_onto_another_posterior_take_its_mean_and_variance(setting):
                               idx, weights, cond, mean, var)
     assert torch.max(torch.abs(draws.mean(-1) - 2.0)) < 5 * np.sqrt(0.25 / r)
     assert torch.max(torch.abs(draws.var(-1) - 0.25)) < 5 * np.sqrt(2 / r) * 0.25
+
+
+def test_padded_neighbour_slots_never_bring_in_values_not_drawn_yet(setting, monkeypatch):
+    """Padded slots point at row 0 with weight 0; row 0 drawn last must not leak into earlier levels
+    (0 * NaN is NaN), whatever the memory held before."""
+    kernel, x = setting
+    factor = vecchia_factor(kernel, x, neighbours=4, jitter=JITTER, seed=0, backend="kdtree")
+    assert factor.levels[0].numel() == 1 and int(factor.levels[0][0]) != 0  # row 0 comes later
+    monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
+    draws = prior_draws(factor, realisation_noise((len(x), 2), seed=0, first=0, n=3))
+    assert torch.isfinite(draws).all()

@@ -81,7 +81,7 @@ def _dispatch(argv: list[str], debug: bool) -> int:
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError(
-                f"choose a command: impute, info, validate, predict, plot or demo (see '{PROG} --help')"
+                f"choose a command: impute, simulate, info, validate, predict, plot or demo (see '{PROG} --help')"
             )
         return args.handler(args, argv)
     except BrokenPipeError:  # the reader stopped early (geogpvae info ... | head): not an error

@@ -179,16 +179,17 @@ def probe_folder(folder: Path, what: str) -> None:
 
 
 
-def output_bytes(ds: Any, names: Sequence[str], inputs: Sequence[str]) -> int:
+def output_bytes(ds: Any, names: Sequence[str], inputs: Sequence[str], realizations: int | None = None) -> int:
     """About the size of the output of imputing ``names`` in ``ds``: the variables passed through
     compressed as well as in the ``inputs``, ``v`` and ``v_std`` uncompressed, a byte a cell of
-    ``v_imputed``."""
+    ``v_imputed``; with ``realizations``, that many copies of ``v`` instead of ``v`` and ``v_std``."""
     from ..fields.cf import output_dtype
 
     raw = sum(v.size * v.dtype.itemsize for v in ds.variables.values())
     on_disk = sum(os.path.getsize(f) for f in inputs)
     ratio = min(1.0, on_disk / raw) if raw else 1.0
-    new = sum(ds[n].size * (2 * output_dtype(ds[n].dtype).itemsize + 1) for n in names)
+    copies = 2 if realizations is None else realizations
+    new = sum(ds[n].size * (copies * output_dtype(ds[n].dtype).itemsize + 1) for n in names)
     kept = sum(v.size * v.dtype.itemsize for n, v in ds.variables.items() if n not in names)
     return int(kept * ratio + new)
 

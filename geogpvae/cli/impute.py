@@ -195,7 +195,7 @@ def _check_output(job: Job, ds: Any, field: Any, config: Any) -> None:
     check_writable(ds)
     n, k = field.values.shape
     sizes = file_bytes(config, n, k, field.x.shape[1])
-    needs = {job.output: output_bytes(ds, field.names, job.inputs)}
+    needs = {job.output: output_bytes(ds, field.names, job.inputs, job.settings.realizations)}
     if job.save_model:
         needs[job.save_model] = sizes["model"]
     if job.checkpoint is not None:
@@ -255,7 +255,8 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     """
     from ..fields.torch_files import stage_torch_save
 
-    result = imputer.impute(ds)
+    s = job.settings
+    result = imputer.impute(ds) if s.realizations is None else imputer.simulate(ds, s.realizations, first=s.first)
     result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
     overwrite = job.settings.overwrite
     model = None
@@ -428,6 +429,13 @@ def _finish(
 def cmd_impute(args: argparse.Namespace, argv: Sequence[str]) -> int:
     """``geogpvae impute``."""
     settings = resolve_settings(args, needs_output=True)
+    if settings.realizations is not None:
+        raise UsageError(f"realizations are drawn by '{PROG} simulate', not by impute: drop realizations from the config file")
+    return run_job(settings, argv)
+
+
+def run_job(settings: Settings, argv: Sequence[str]) -> int:
+    """Plan, check and run an ``impute`` (or, with ``settings.realizations``, a ``simulate``) job."""
     job = plan_job(settings, argv)
     if settings.skip_existing and Path(job.output).exists():
         reason = unfinished_reason(job.output)

@@ -14,6 +14,7 @@ from .impute import cmd_impute
 from .info import cmd_info
 from .plot import cmd_plot
 from .predict import cmd_predict
+from .simulate import cmd_simulate
 from .validate import cmd_validate
 
 __all__ = ["build_parser"]
@@ -50,6 +51,20 @@ job.toml:
 exit codes: 0 done; 1 failed; 2 bad usage or input (nothing written);
   128+N stopped by signal N (143 SIGTERM), OUT not written: a first signal during
   training stops after the epoch and a checkpoint; a second one stops at once.
+"""
+
+_SIMULATE_EPILOG = f"""\
+examples:
+  {PROG} simulate spe10.nc spe10_draws.nc -n 20 --vars porosity,kx --log-vars kx
+  {PROG} impute soil.nc soil_filled.nc --save-model soil.pt
+  {PROG} simulate soil.nc soil_draws.nc -n 100 --model soil.pt              # no new training
+  {PROG} simulate soil.nc soil_draws_2.nc -n 100 --first 100 --model soil.pt  # the next 100
+
+Each realisation keeps the observed values bit for bit and fills every hole jointly with the
+others; realisation I of a seed is the same whatever -n and --first, so an ensemble can be
+drawn in parts. The output holds each variable on (realization, ...) and v_imputed.
+Training takes every impute option (checkpoints, --resume, torchrun/srun launches).
+exit codes: as impute.
 """
 
 _INFO_EPILOG = f"""\
@@ -221,6 +236,31 @@ def _impute_parser(subs: Any) -> None:
             p.add_argument(flag, **settings)
     _common(p, progress=True)
     p.set_defaults(handler=cmd_impute)
+
+
+def _simulate_parser(subs: Any) -> None:
+    p = subs.add_parser(
+        "simulate",
+        help="equally likely filled fields (realisations) of a NetCDF file",
+        epilog=_SIMULATE_EPILOG,
+        formatter_class=_FORMATTER,
+        usage=f"{PROG} simulate [options] -n N IN [IN ...] OUT",
+        description="Train as impute does (or load --model), then write N joint draws of every "
+        "hole, given the observed values, to OUT, atomically.",
+    )
+    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s) or glob pattern(s), then the output file")
+    p.add_argument("-n", "--realizations", type=int, metavar="N", help="number of realisations")
+    p.add_argument("--first", type=int, metavar="I", help="number of the first realisation (default 0)")
+    p.add_argument("--model", metavar="M.pt", help="draw from a model saved by impute --save-model, fitted on IN "
+                   "(no training)")
+    _engine_flags(p)
+    for flag, settings in _IMPUTE_OPTIONS:
+        if flag in _SHARED:
+            _shared(p, flag, **settings)
+        else:
+            p.add_argument(flag, **settings)
+    _common(p, progress=True)
+    p.set_defaults(handler=cmd_simulate)
 
 
 def _info_parser(subs: Any) -> None:
@@ -415,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=_version_text())
     parser.add_argument("--debug", action="store_true", default=False, help=argparse.SUPPRESS)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for add in (_impute_parser, _info_parser, _validate_parser, _predict_parser, _plot_parser, _demo_parser):
+    for add in (_impute_parser, _simulate_parser, _info_parser, _validate_parser, _predict_parser, _plot_parser, _demo_parser):
         add(subs)
     return parser
 

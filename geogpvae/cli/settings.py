@@ -57,6 +57,13 @@ def _positive(value: Any, key: str) -> int:
     return value
 
 
+def _count(value: Any, key: str) -> int:
+    value = _integer(value, key)
+    if value < 0:
+        raise ValueError(f"{key} must be 0 or more, got {value}")
+    return value
+
+
 def _flag(value: Any, key: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{key} must be true or false, got {value!r}")
@@ -161,6 +168,8 @@ class Settings:
     skip_existing: bool = False
     distributed: str = "auto"
     dist_timeout: float = 3600.0
+    realizations: int | None = None
+    first: int = 0
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -188,6 +197,8 @@ _CONVERT: dict[str, Callable[[Any, str], Any]] = {
     "skip_existing": _flag,
     "distributed": _choice("auto", "off"),
     "dist_timeout": _seconds,
+    "realizations": _positive,
+    "first": _count,
     "options": _table,
 }
 _PATH_KEYS = ("input", "output", "checkpoint_dir", "save_model")

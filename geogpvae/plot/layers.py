@@ -266,8 +266,8 @@ def _layer_row(f: _Field, sel: dict[str, int]) -> _LayerRow:
     hdim, vdim = _orient(v)
     order = (vdim, hdim)
     v = v.transpose(*order)
-    flag = f.flag.isel(sel).transpose(*order) if f.flag is not None else None
-    std = f.std.isel(sel).transpose(*order) if f.std is not None else None
+    flag = f.flag.isel(sel, missing_dims="ignore").transpose(*order) if f.flag is not None else None  # as realisations'
+    std = f.std.isel(sel, missing_dims="ignore").transpose(*order) if f.std is not None else None
     observed, imputed, inside = _status(v, std, flag)
     if flag is None and std is None:
         imputed = None  # nothing tells the cells apart: no mask on the error panel

@@ -220,7 +220,7 @@ class _MapGeometry:
         """The slice of ``a`` shown, shaped (vertical, horizontal) for grids or (site,)."""
         if a is None:
             return None
-        a = a.isel(self.sel).transpose(*self.spatial)
+        a = a.isel(self.sel, missing_dims="ignore").transpose(*self.spatial)  # a flag of realisations lacks their dim
         if self.order is not None:
             a = a.isel({self.spatial[1]: self.order})
         return a.values

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+import xarray as xr
 from figure_helpers import (
     assert_masked_equal,
     colorbars,
@@ -237,3 +238,36 @@ def test_layers_tall_panels_leave_no_gap_above_the_colourbars():
     width, height = fig.get_size_inches()
     used = fig.get_tightbbox(renderer)
     assert height - used.height < 0.3 and width - used.width < 0.3
+
+
+def _realisations_of(ds, var, n=3, seed=5):
+    """A file as ``simulate`` writes it: ``var`` on (realization, ...), its flag without that dim."""
+    rng = np.random.default_rng(seed)
+    flag = ds[f"{var}_imputed"]
+    draws = [ds[var].where(flag != 1, ds[var] * np.exp(0.2 * rng.normal(size=ds[var].shape))) for _ in range(n)]
+    out = ds[[f"{var}_imputed"]].copy()
+    out[var] = xr.concat(draws, "realization").assign_attrs(ds[var].attrs, ancillary_variables=f"{var}_imputed")
+    return out.assign_coords(realization=("realization", np.arange(n), {"standard_name": "realization"}))
+
+
+def test_layers_and_maps_of_one_realisation():
+    """A realisation file: the layers and the map of the picked realisation, its holes from the flag."""
+    ds, _ = make_volume()
+    draws = _realisations_of(ds, "kx")
+    fig = plot.layers(draws.isel(realization=2), "kx", layer=[3])
+    axs = {ax.get_gid(): ax for ax in panels(fig)}
+    assert set(axs) == {"observed", "imputed"}
+    assert_masked_equal(mesh(axs["imputed"]).get_array(), draws.kx.isel(realization=2, z=2).values)
+    fig = plot.field_map(draws, "kx", isel={"realization": 1, "z": 2})
+    axs = {ax.get_gid(): ax for ax in panels(fig)}
+    assert_masked_equal(mesh(axs["imputed"]).get_array(), draws.kx.isel(realization=1, z=2).values)
+
+
+def test_realisations_of_a_map_as_rows():
+    """A 2-D field's realisations drawn one per row, along ``realization``."""
+    ds, _ = make_volume()
+    draws = _realisations_of(ds.isel(z=0, drop=True), "porosity")
+    fig = plot.layers(draws, "porosity", layer=[1, 3], axis="realization")
+    imputed = [ax for ax in panels(fig) if ax.get_gid() == "imputed"]
+    for ax, r in zip(imputed, [0, 2], strict=True):
+        assert_masked_equal(mesh(ax).get_array(), draws.porosity.isel(realization=r).values)

@@ -12,6 +12,7 @@ from typing import Any
 
 import xarray as xr
 
+from .api_lazy import is_lazy, lazy_predict
 from .api_output import assemble, detached, predicted_variable, provenance
 from .engine.config import GPVAEConfig
 from .engine.core import GPVAEEngine, Prediction
@@ -350,13 +351,20 @@ class GPVAEImputer:
         return realisations(self, ds, field, n, seed=seed, first=first)
 
     # ------------------------------------------------------------------ predict
-    def predict(self, locations: xr.Dataset | xr.DataArray) -> xr.Dataset:
+    def predict(self, locations: xr.Dataset | xr.DataArray, *, chunks: Mapping[Hashable, int] | None = None
+                ) -> xr.Dataset:
         """Predict every trained variable at new locations, e.g. a grid.
 
         Parameters
         ----------
         locations : xarray.Dataset or xarray.DataArray
             The trained coordinates (values ignored): 1-D coordinates on their own dims, or along one dim.
+            Dask-backed locations give a dask-backed result, one task per block.
+        chunks : mapping of dim to int, optional
+            Predict lazily in blocks of these sizes (dims not named stay whole, or keep the
+            chunks of dask-backed ``locations``): nothing is computed until the result is, on
+            whichever dask scheduler is active (a ``distributed`` cluster spreads the blocks over
+            its workers); each block's memory is that of predicting it alone.
 
         Returns
         -------
@@ -377,8 +385,11 @@ class GPVAEImputer:
         -----
         CoordinateWarning
             Every location lies farther from the training data than their own extent: the prediction is the prior.
+            (Lazily: every location of a block, when the block is computed.)
         """
         self._require_fit()
+        if chunks is not None or is_lazy(locations):
+            return lazy_predict(self, locations, chunks)
         n_dims = self.engine_.training_locations.shape[1]
         x, dims, coords = _locations(locations, self.geometry_, self.vars_, self.dims_, check_count=lambda n: (
             check_prediction_memory(self.config_, n, len(self.vars_), n_dims)))

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from .api_lazy import chunked_like
 from .engine.core import Prediction
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, imputation_variables, output_dtype
 from .fields.labelling import add_provenance, label_lon_lat, label_units
@@ -51,8 +52,8 @@ def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dat
         if log:
             made[name].attrs["geogpvae_point_estimate"] = "mean"
         made[name + STD_SUFFIX].attrs.update(variance_factors(imp, j))
-        for key, var in made.items():
-            out[key] = var.variable  # on the copied coordinates, not those of ds
+        for key, var in made.items():  # on the copied coordinates, not those of ds; chunked as the input
+            out[key] = chunked_like(var.variable, ds[name] if name in ds else None)
     if not str(out.attrs.get("title", "")).strip():  # CF 2.6.2: a file says what it holds
         out.attrs["title"] = f"{', '.join(field.names)} imputed by geogpvae"
     return provenance(imp, out)

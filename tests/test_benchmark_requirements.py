@@ -29,19 +29,20 @@ def _run(script: str, hidden: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, cwd=REPO, timeout=600, check=False)
 
 
-@pytest.mark.parametrize("script, hidden, needs", [
-    ("benchmarks/jura.py", "pykrige", "PyKrige"),
-    ("benchmarks/jura.py", "sklearn,sklearn.impute", "scikit-learn"),
-    ("benchmarks/spe10.py", "sklearn", "scikit-learn"),
-    ("benchmarks/stations.py", "sklearn", "scikit-learn"),
-    ("benchmarks/real_surveys.py", "pykrige", "PyKrige"),
-    ("benchmarks/real_surveys.py", "sklearn", "scikit-learn"),
+@pytest.mark.parametrize("script, hidden, needs, extra", [
+    ("benchmarks/jura.py", "pykrige", "PyKrige", "bench"),
+    ("benchmarks/jura.py", "sklearn,sklearn.impute", "scikit-learn", "bench"),
+    ("benchmarks/spe10.py", "sklearn", "scikit-learn", "bench"),
+    ("benchmarks/stations.py", "sklearn", "scikit-learn", "bench"),
+    ("benchmarks/real_surveys.py", "pykrige", "PyKrige", "bench"),
+    ("benchmarks/real_surveys.py", "sklearn", "scikit-learn", "bench"),
+    ("benchmarks/dask_predict.py", "distributed", "distributed", "dask"),
 ])
-def test_missing_extra_is_named_before_any_work(script, hidden, needs):
+def test_missing_extra_is_named_before_any_work(script, hidden, needs, extra):
     res = _run(script, hidden)
     assert res.returncode == 2, res.stderr
     err = res.stderr.strip().splitlines()
-    assert len(err) == 1 and needs in err[0] and 'pip install -e ".[bench]"' in err[0], res.stderr
+    assert len(err) == 1 and needs in err[0] and f'pip install -e ".[{extra}]"' in err[0], res.stderr
     # it stopped before loading data (the data folder does not exist) or training anything
     assert res.stdout == ""
 

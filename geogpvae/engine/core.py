@@ -55,14 +55,13 @@ from .state import (
     with_hidden_moments,
 )
 from .targets import Targets, rows_of, self_index_of
-from .threads import configure_threads
+from .threads import configure_threads, one_at_a_time
 from .data import CONTEXT_HIDING_SHARE, FieldData, context_index, context_radius, field_data, resolve_device, with_context_hiding
 from .training import TrainState, distributed, train
 
 __all__ = ["GPVAEEngine", "Prediction", "STATE_FORMAT", "build_model"]
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
 
 #: the fewest observed values, all equal, that make a variable constant (filled, std 0)
 MIN_CONSTANT_VALUES = 3
@@ -488,6 +487,7 @@ class GPVAEEngine:
         return Targets(d.x, d.y, d.observed, d.context)
 
     # ------------------------------------------------------------------ predict
+    @one_at_a_time
     @torch.no_grad()
     def predict(
         self,

@@ -14,13 +14,16 @@ kept on the engine as ``threads_`` and written to output files as the ``geogpvae
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -290,3 +293,23 @@ def configure_threads(threads: int | None = None) -> ThreadChoice:
             logger.info("using %s", choice)
         _last_reported = key
     return choice
+
+
+#: held while a prediction runs: predictions of one process run one at a time
+_PREDICTING = threading.RLock()
+
+
+def one_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` run under one process-wide lock.
+
+    Two predictions run at once from two Python threads (dask's threaded scheduler, a web
+    server) gave wrong values; each one uses every torch thread anyway, so running them in turn
+    costs little. Worker processes (a dask ``distributed`` cluster) still predict in parallel.
+    """
+
+    @functools.wraps(method)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _PREDICTING:
+            return method(*args, **kwargs)
+
+    return locked

@@ -1,0 +1,116 @@
+"""Dask-backed outputs (geogpvae/api_lazy.py): lazy prediction in blocks on any scheduler, a
+distributed LocalCluster included, and imputed variables chunked like the input."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogpvae
+from geogpvae.datasets import make_gaussian_field
+from geogpvae.errors import InputError
+
+dask = pytest.importorskip("dask")
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    ds = make_gaussian_field((16, 16), seed=0)
+    imp = geogpvae.GPVAEImputer(neighbours=8, epochs=20, progress=False, encoder_hidden=(16, 16),
+                                decoder_hidden=(16, 16), samples=8).fit(ds, ["v0", "v1"])
+    grid = xr.Dataset(coords={"y": np.linspace(-0.1, 1.1, 23), "x": np.linspace(0, 1, 17)})
+    for c in ("x", "y"):
+        grid[c].attrs = dict(ds[c].attrs)
+    return ds, imp, grid, imp.predict(grid)
+
+
+def _same(a: xr.Dataset, b: xr.Dataset) -> None:
+    """Same variables, attributes and values to float32 rounding (blocks run the networks in batches of
+    other sizes; a wrong block, a shifted one or a race differs by far more)."""
+    def timeless(attrs):
+        return {k: v for k, v in attrs.items() if k != "history"}
+
+    assert list(a.data_vars) == list(b.data_vars) and timeless(a.attrs) == timeless(b.attrs)
+    for name in a.data_vars:
+        assert a[name].dims == b[name].dims and a[name].attrs == b[name].attrs
+        np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-6, atol=1e-7)
+
+
+def test_predict_in_blocks_is_lazy_and_equals_one_shot(fitted):
+    _, imp, grid, eager = fitted
+    lazy = imp.predict(grid, chunks={"y": 10, "x": 6})
+    assert lazy.v0.chunks == ((10, 10, 3), (6, 6, 5)) and lazy.v1_std.chunks == lazy.v0.chunks
+    _same(lazy.compute(scheduler="sync"), eager)
+    _same(lazy.compute(scheduler="threads"), eager)  # blocks predicted from several threads at once
+
+
+def test_a_chunked_template_sets_the_blocks(fitted):
+    _, imp, grid, eager = fitted
+    template = xr.DataArray(np.zeros((23, 17)), coords=grid.coords, dims=("y", "x")).chunk({"y": 8})
+    lazy = imp.predict(template)
+    assert lazy.v0.chunks == ((8, 8, 7), (17,))
+    _same(lazy.compute(), eager)
+
+
+def test_predict_on_a_distributed_cluster(fitted, tmp_path):
+    """Worker processes predict the blocks; the result and its file equal the in-memory ones."""
+    distributed = pytest.importorskip("distributed")
+    _, imp, grid, eager = fitted
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  local_directory=tmp_path) as cluster, distributed.Client(cluster):
+        lazy = imp.predict(grid, chunks={"y": 12})
+        _same(lazy.compute(), eager)
+        geogpvae.to_netcdf(lazy, tmp_path / "lazy.nc")
+    geogpvae.to_netcdf(eager, tmp_path / "eager.nc")
+    with xr.open_dataset(tmp_path / "lazy.nc") as back, xr.open_dataset(tmp_path / "eager.nc") as one_shot:
+        _same(back.load(), one_shot.load())
+
+
+def test_concurrent_predictions_from_threads_agree(fitted):
+    _, imp, grid, eager = fitted
+    results = [None] * 4
+
+    def one(i):
+        results[i] = imp.predict(grid)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for out in results:
+        _same(out, eager)
+
+
+def test_imputed_variables_come_back_chunked_like_the_input(fitted):
+    ds, imp, _, _ = fitted
+    chunked = ds.chunk({"y": 8, "x": 5})
+    out = imp.impute(chunked)
+    plain = imp.impute(ds)
+    for name in ("v0", "v0_std", "v0_imputed", "v1", "v1_std", "v1_imputed"):
+        assert out[name].chunks == ((8, 8), (5, 5, 5, 1)), name
+        np.testing.assert_array_equal(out[name].values, plain[name].values)
+    assert out.v2.chunks == chunked.v2.chunks  # passed through, still lazy
+
+
+@pytest.mark.parametrize(("chunks", "message"), [({"z": 4}, "not a dim"), ({"y": 0}, "whole number"),
+                                                 ({"y": 2.5}, "whole number")])
+def test_bad_chunks_are_refused(fitted, chunks, message):
+    _, imp, grid, _ = fitted
+    with pytest.raises(InputError, match=message):
+        imp.predict(grid, chunks=chunks)
+
+
+def test_scattered_new_sites_in_blocks(fitted):
+    ds, imp, _, _ = fitted
+    rng = np.random.default_rng(3)
+    sites = xr.Dataset(coords={"x": ("site", rng.uniform(0, 1, 50)), "y": ("site", rng.uniform(0, 1, 50))})
+    for c in ("x", "y"):
+        sites[c].attrs = dict(ds[c].attrs)
+    eager = imp.predict(sites)
+    lazy = imp.predict(sites, chunks={"site": 16})
+    assert lazy.v0.chunks == ((16, 16, 16, 2),)
+    _same(lazy.compute(), eager)

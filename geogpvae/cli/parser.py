@@ -211,6 +211,17 @@ _IMPUTE_OPTIONS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def _impute_options(p: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    """Add the options of ``impute`` beyond the engine flags (those in ``only``, if given)."""
+    for flag, settings in _IMPUTE_OPTIONS:
+        if only is not None and flag not in only:
+            continue
+        if flag in _SHARED:
+            _shared(p, flag, **settings)
+        else:
+            p.add_argument(flag, **settings)
+
+
 def _impute_parser(subs: Any) -> None:
     p = subs.add_parser(
         "impute",
@@ -229,11 +240,7 @@ def _impute_parser(subs: Any) -> None:
         "{stem}, {name}, {index})",
     )
     _engine_flags(p)
-    for flag, settings in _IMPUTE_OPTIONS:
-        if flag in _SHARED:
-            _shared(p, flag, **settings)
-        else:
-            p.add_argument(flag, **settings)
+    _impute_options(p)
     _common(p, progress=True)
     p.set_defaults(handler=cmd_impute)
 
@@ -254,11 +261,7 @@ def _simulate_parser(subs: Any) -> None:
     p.add_argument("--model", metavar="M.pt", help="draw from a model saved by impute --save-model, fitted on IN "
                    "(no training)")
     _engine_flags(p)
-    for flag, settings in _IMPUTE_OPTIONS:
-        if flag in _SHARED:
-            _shared(p, flag, **settings)
-        else:
-            p.add_argument(flag, **settings)
+    _impute_options(p)
     _common(p, progress=True)
     p.set_defaults(handler=cmd_simulate)
 
@@ -308,13 +311,7 @@ def _validate_parser(subs: Any) -> None:
                    "out (default 0.1)")
     p.add_argument("--gaps", choices=["random", "shaped"], default="random", help="random (default), or in "
                    "gaps shaped like each variable's missing values")
-    for flag, settings in _IMPUTE_OPTIONS:
-        if flag not in ("--log-vars", "--epochs", "--device", "--seed", "--progress"):
-            continue
-        if flag in _SHARED:
-            _shared(p, flag, **settings)
-        else:
-            p.add_argument(flag, **settings)
+    _impute_options(p, only=("--log-vars", "--epochs", "--device", "--seed", "--progress"))
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p, progress=True)
     p.set_defaults(handler=cmd_validate)

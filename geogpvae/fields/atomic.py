@@ -41,7 +41,9 @@ def _fsync_dir(folder: Path) -> None:
 
 
 # --------------------------------------------------------------------------- temporary files
-# ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a killed process's leftover is told from a write in progress
+# ``.<target name>.<pid>@<host>.<12 hex>.tmp``: a killed process's leftover is told from a write in progress.
+# It is a folder only its owner may enter (mode 0o700) holding the file ``<target name>``: the
+# writers that reopen the file by name (netCDF, HDF5) cannot be pointed elsewhere by another user.
 _PARTIAL: dict[Path, tuple[int, int, int]] = {}  # temporary files being written: (device, inode, owner)
 _PARTIAL_LOCK = threading.RLock()
 # Errors of os.link on file systems without hard links (then O_EXCL + rename is used).
@@ -87,11 +89,11 @@ def _leftovers(target: Path) -> None:
             continue
         path = target.parent / name
         with _PARTIAL_LOCK:
-            if path in _PARTIAL:
+            if path in _PARTIAL or path / target.name in _PARTIAL:
                 continue
         if match is not None and match.group(2) == host and not _pid_running(int(match.group(1))):
             try:
-                path.unlink()
+                _remove_leftover(path)
             except FileNotFoundError:
                 continue
             except OSError as err:
@@ -113,15 +115,41 @@ def _leftovers(target: Path) -> None:
             "is writing that file", UserWarning, stacklevel=3)
 
 
+def _remove_leftover(path: Path) -> None:
+    """Remove a killed write's staging folder (its files, not following links) or, from older
+    versions, its temporary file."""
+    if path.is_dir() and not path.is_symlink():
+        for entry in os.scandir(path):
+            os.unlink(entry.path)
+        path.rmdir()
+    else:
+        path.unlink()
+
+
+def _unstage(tmp: Path) -> None:
+    """Remove the staging folder of ``tmp`` once the file has left it (nothing if not empty)."""
+    try:
+        tmp.parent.rmdir()
+    except OSError:
+        pass
+
+
 def _create_temp(target: Path) -> Path:
-    """Create an empty temporary file beside ``target`` (mode 0o666 under the umask) and register it
-    with its device, inode and owner, which :func:`_check_staged` compares later."""
+    """Create an empty temporary file for ``target`` (mode 0o666 under the umask) in a staging
+    folder of its own beside it (mode 0o700) and register it with its device, inode and owner,
+    which :func:`_check_staged` compares later."""
     for _ in range(100):
-        tmp = _temp_name(target)
+        folder = _temp_name(target)
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o666)
+            os.mkdir(folder, 0o700)
         except FileExistsError:
             continue
+        tmp = folder / target.name
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o666)
+        except BaseException:
+            folder.rmdir()
+            raise
         try:
             info = os.fstat(fd)
         finally:
@@ -202,6 +230,7 @@ def _discard(tmp: Path) -> None:
             tmp.unlink()
         except FileNotFoundError:
             pass
+        _unstage(tmp)
 
 
 def _exists_message(target: Path) -> str:
@@ -235,6 +264,7 @@ def _commit(tmp: Path, target: Path, overwrite: bool) -> None:
             else:
                 tmp.unlink()
         _PARTIAL.pop(tmp, None)
+        _unstage(tmp)
 
 
 def _check_not_aborted(tmp: Path, target: Path) -> None:
@@ -257,6 +287,7 @@ def abort_partial_writes() -> list[Path]:
                 tmp.unlink()
             except OSError:
                 pass
+            _unstage(tmp)
         _PARTIAL.clear()
     return removed
 

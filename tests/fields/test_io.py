@@ -433,7 +433,7 @@ def test_links_pipes_and_devices_are_never_replaced(tmp_path):
 def _failing_writer(exc):
     def write(ds, tmp, engine):
         # the temporary file exists and gets partly written before the failure
-        assert Path(tmp).exists() and Path(tmp).name.startswith(".out.nc.")
+        assert Path(tmp).exists() and Path(tmp).parent.name.startswith(".out.nc.")  # in a hidden staging folder
         Path(tmp).write_bytes(b"\x89HDF\r\n\x1a\npartial")
         raise exc
     return write

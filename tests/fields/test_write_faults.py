@@ -8,6 +8,7 @@ either moves its file into place.
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -203,3 +204,30 @@ def test_abort_partial_writes_removes_the_temporary_file(tmp_path, monkeypatch):
         io.to_netcdf(xr.Dataset({"v": ("x", np.arange(3.0))}), out)
     assert len(removed) == 1 and not removed[0].exists()
     assert not out.exists() and _temps(tmp_path) == []
+
+
+def test_staging_folder_is_private_and_goes_away(tmp_path, monkeypatch):
+    """netCDF reopens the temporary file by name: it lies in a folder only its owner may enter."""
+    out = tmp_path / "out.nc"
+    seen = {}
+    write = io._write_netcdf
+
+    def spying(ds, tmp, engine):
+        seen["folder"], seen["mode"] = Path(tmp).parent, stat.S_IMODE(os.stat(Path(tmp).parent).st_mode)
+        write(ds, tmp, engine)
+
+    monkeypatch.setattr(io, "_write_netcdf", spying)
+    io.to_netcdf(xr.Dataset({"v": ("x", np.arange(3.0))}), out)
+    assert seen["folder"].parent == tmp_path and seen["folder"].name.startswith(".out.nc.")
+    assert seen["mode"] == 0o700
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.nc"]
+
+
+def test_staging_folder_of_a_killed_run_is_removed(tmp_path):
+    out = tmp_path / "out.nc"
+    dead = tmp_path / f".out.nc.{_dead_pid()}@{atomic._host()}.0123456789ab.tmp"
+    dead.mkdir(mode=0o700)
+    (dead / "out.nc").write_bytes(b"partial")
+    with pytest.warns(UserWarning, match="removed"):
+        io.to_netcdf(xr.Dataset({"v": ("x", np.arange(3.0))}), out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.nc"]

@@ -103,7 +103,10 @@ def stretchable(kernel: nn.Module) -> bool:
 
 @contextlib.contextmanager
 def stretched(kernel: nn.Module, factor: float) -> Iterator[nn.Module]:
-    """The kernel with every lengthscale times ``factor`` for the block (no gradient), restored bit for bit."""
+    """The kernel with every lengthscale times ``factor`` for the block (no gradient), restored bit for bit.
+
+    The kernel itself is changed meanwhile: callers that share it across threads hold a lock
+    (:func:`geogpvae.engine.threads.one_at_a_time`)."""
     if factor == 1.0:
         yield kernel
         return

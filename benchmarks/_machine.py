@@ -1,6 +1,6 @@
 """The machine a benchmark ran on, and how fast it was that day: a fixed reference workload.
 
-Shared virtual machines change speed between days (this project's 2-core VM ran one session
+Shared virtual machines change speed between days (this project's 2-core VM ran one day
 about 50 % slower than the one before, on the same code). A benchmark that prints
 :func:`reference_line` beside its machine line gives readers the seconds of one fixed workload, timed in
 the same process and threads just before the benchmark: dividing a timing by it compares runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of issue 9, item 4, in one run, for a session lent a GPU machine.
+# The GPU measurements in one run, on a machine lent a GPU.
 #
 #   bash benchmarks/gpu_check.sh                    # on the GPU machine, from the repository root
 #   GPU_CHECK_DEVICE=cpu GPU_CHECK_SHAPES=8,10,6 bash benchmarks/gpu_check.sh   # a dry run here
@@ -14,8 +14,8 @@
 #      peak GPU memory, roofline ratio, accuracy and coverage;
 #   4. profile.txt: benchmarks/profile_step.py on the GPU at 141,900 cells, batch 4,096: the time
 #      of a step's phases, host clock against GPU kernel time, the profiler's kernel table, and
-#      the rate of steps back to back with the batch plans copied in one pinned buffer (since
-#      this session) and, for an A/B, with one pageable copy per tensor (before);
+#      the rate of steps back to back with the batch plans copied in one pinned buffer (the
+#      current code) and, for an A/B, with one pageable copy per tensor (before);
 #   5. small.txt: a Jura-sized survey (19 x 19 = 361 sites, 3 variables, 30 % missing) imputed
 #      with the package defaults on the GPU and on the CPU, and the device "auto" chooses for it
 #      (the CPU since 2f4caf7, after the first run found the GPU slower for such fields).

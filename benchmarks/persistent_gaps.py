@@ -1,6 +1,6 @@
 """Gaps that stay in place month after month: a synthetic monthly SST field on the globe.
 
-The twentieth session's new-user pass found that patches missing in every month of a
+A new-user pass found that patches missing in every month of a
 (time, lat, lon) field were filled with about the global mean, far from the truth, while a
 per-month neighbour average filled them well. This script rebuilds such a field and scores
 ``geogpvae.impute`` on it by kind of gap (RMSE, the Gaussian NLL of the fill and its std in

@@ -1,6 +1,6 @@
 """Levels without length units beside longitude/latitude: an ocean s-coordinate.
 
-The twenty-third session's new-user pass (an ocean modeller with ROMS-like output) found
+A new-user pass (an ocean modeller with ROMS-like output) found
 surface gaps filled from the level below: the s-coordinate ``s_rho`` (numbers in [-1, 0], no
 units) sits beside longitude/latitude in km, so every location's nearest neighbours are the
 levels of its own column. geogpvae now warns and names the scale that makes one level as far

@@ -171,6 +171,8 @@ class Settings:
     realizations: int | None = None
     first: int = 0
     options: dict[str, Any] = field(default_factory=dict)
+    #: the settings given (command line or config file), not left at their defaults
+    given: frozenset[str] = frozenset()
 
 
 _CONVERT: dict[str, Callable[[Any, str], Any]] = {
@@ -308,6 +310,7 @@ def resolve_settings(args: argparse.Namespace, *, needs_output: bool) -> Setting
     for key, value in top.items():
         if key not in ("input", "output"):
             setattr(settings, key, value)
+    settings.given = frozenset(top) | (frozenset({"options"}) if settings.options else frozenset())
     settings.inputs, settings.output = _positional(args.paths, top, needs_output)
     if settings.quiet and "progress" not in top:
         settings.progress = "none"

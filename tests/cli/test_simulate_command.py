@@ -47,8 +47,10 @@ def test_saved_model_draws_the_same_realisations_in_parts(data, tmp_path, monkey
     b, _ = _values(part, "v2")
     assert list(b.realization.values) == [1, 2]
     np.testing.assert_array_equal(a.sel(realization=[1, 2]).values, b.values)
-    other = tmp_path / "other.nc"
-    assert main(["simulate", str(data["grid"]), str(other), "-n", "1", "--seed", "7", "--model", model, "-q"]) == 0
+    other, job = tmp_path / "other.nc", tmp_path / "job.toml"
+    job.write_text("seed = 7\n")  # a seed from the config file counts as given
+    assert main(["simulate", str(data["grid"]), str(other), "-n", "1", "--config", str(job), "--model", model,
+                 "-q"]) == 0
     c, attrs = _values(other, "v2")
     assert not np.array_equal(c.values[0], a.values[0]) and attrs["geogpvae_realizations"].endswith("seed 7")
 
@@ -61,6 +63,7 @@ def test_saved_model_draws_the_same_realisations_in_parts(data, tmp_path, monkey
         (["-n", "2", "--first", "-1"], "first must be 0 or more"),
         (["-n", "2", "--model", "MODEL", "--epochs", "4"], "drop --epochs"),
         (["-n", "2", "--model", "MODEL", "--vars", "v0"], "drop --vars"),
+        (["-n", "2", "--model", "MODEL", "--config", "JOB"], "drop --engine"),
     ],
 )
 def test_bad_requests_are_refused_before_any_work(data, tmp_path, capsys, monkeypatch, extra, message):
@@ -68,7 +71,9 @@ def test_bad_requests_are_refused_before_any_work(data, tmp_path, capsys, monkey
 
     monkeypatch.setattr(GPVAEImputer, "fit_field", _no_training)
     out = tmp_path / "out.nc"
-    extra = [str(data["model"]) if e == "MODEL" else e for e in extra]
+    job = tmp_path / "job.toml"
+    job.write_text('engine = "hpa"\n')
+    extra = [{"MODEL": str(data["model"]), "JOB": str(job)}.get(e, e) for e in extra]
     assert main(["simulate", str(data["grid"]), str(out), *extra, "-q"]) == 2
     assert message in _error_line(capsys)
     assert not out.exists()

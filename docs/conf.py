@@ -100,3 +100,14 @@ sphinx_gallery_conf = {
 html_theme = "furo"
 html_title = f"geogpvae {release}"
 html_static_path: list[str] = []
+
+
+def _skip_metadata_requests(app, what, name, obj, skip, options):
+    """Leave out the ``set_*_request`` methods scikit-learn adds to every estimator class."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_metadata_requests)

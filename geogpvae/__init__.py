@@ -4,6 +4,8 @@ Main entry points
 -----------------
 impute, GPVAEImputer
     xarray in, imputed fields and their uncertainty out.
+GPVAERegressor
+    numpy in and out, a scikit-learn estimator (needs scikit-learn).
 simulate
     Equally likely filled fields, drawn jointly (conditional realisations).
 validate
@@ -36,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine.config import GPVAEConfig
     from .engine.core import GPVAEEngine
     from .fields.io import open_dataset, to_netcdf
+    from .sklearn import GPVAERegressor
     from .validation import validate
 
 #: Public names imported on first use: name -> (module, attribute or None for the module).
@@ -44,6 +47,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "simulate": (".api", "simulate"),
     "validate": (".validation", "validate"),
     "GPVAEImputer": (".api", "GPVAEImputer"),
+    "GPVAERegressor": (".sklearn", "GPVAERegressor"),
     "GPVAEConfig": (".engine.config", "GPVAEConfig"),
     "GPVAEEngine": (".engine.core", "GPVAEEngine"),
     "open_dataset": (".fields.io", "open_dataset"),
@@ -57,6 +61,7 @@ __all__ = [
     "GPVAEConfig",
     "GPVAEEngine",
     "GPVAEImputer",
+    "GPVAERegressor",
     "InputError",
     "datasets",
     "impute",

@@ -12,7 +12,7 @@ from typing import Any
 
 import xarray as xr
 
-from .api_imputer import GPVAEImputer
+from .api_imputer import GPVAEImputer, imputer_from
 from .api_output import assemble
 from .api_simulate import check_count, realisations
 from .engine.config import GPVAEConfig
@@ -29,7 +29,7 @@ def impute(
     neighbours: int = GPVAEConfig.neighbours,
     coords: str | Sequence[str] | None = None,
     mask: xr.DataArray | str | None = None,
-    transform: str | Mapping[str, str | None] | None = None,
+    transforms: str | Mapping[str, str | None] | None = None,
     coord_scale: Mapping[str, float] | None = None,
     epochs: int | None = GPVAEConfig.epochs,
     seed: int = GPVAEConfig.seed,
@@ -47,8 +47,10 @@ def impute(
     vars : str or sequence of str, optional
         Variables to impute together. Default: every numeric data variable on the shared dims,
         except CF flag variables and earlier ``v_std``/``v_imputed`` outputs; others pass through.
-    engine, neighbours, coords, mask, transform, coord_scale, epochs, seed, device, progress
-        See :class:`GPVAEImputer`; other engine options go in ``**options``.
+    engine, neighbours, coords, mask, transforms, coord_scale, epochs, seed, device, progress
+        See :class:`GPVAEImputer`.
+    **options
+        Any other :class:`GPVAEImputer` argument (the engine options ``kernel``, ``samples``, ...).
 
     Returns
     -------
@@ -93,19 +95,9 @@ def impute(
     >>> int(out.v0.isnull().sum()), sorted(out.v0.attrs["ancillary_variables"].split())
     (0, ['v0_imputed', 'v0_std'])
     """
-    imputer = GPVAEImputer(
-        engine=engine,
-        neighbours=neighbours,
-        coords=coords,
-        mask=mask,
-        transform=transform,
-        coord_scale=coord_scale,
-        epochs=epochs,
-        seed=seed,
-        device=device,
-        progress=progress,
-        **options,
-    )
+    imputer = imputer_from(GPVAEImputer, dict(
+        engine=engine, neighbours=neighbours, coords=coords, mask=mask, transforms=transforms,
+        coord_scale=coord_scale, epochs=epochs, seed=seed, device=device, progress=progress, **options))
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
     return assemble(imputer, ds, field, imputer.engine_.predict())
@@ -138,7 +130,7 @@ def simulate(
     vars, progress
         As for :func:`geogpvae.impute`.
     **options
-        ``engine``, ``neighbours``, ``coords``, ``mask``, ``transform``, ``coord_scale``,
+        ``engine``, ``neighbours``, ``coords``, ``mask``, ``transforms``, ``coord_scale``,
         ``epochs``, ``device`` and any engine option, as for :func:`geogpvae.impute`.
     seed : int
         Seeds the training and the draws: the same seed gives the same realisations.
@@ -170,7 +162,7 @@ def simulate(
     (('realization', 'y', 'x'), 0)
     """
     check_count(n, 0)
-    imputer = GPVAEImputer(seed=seed, progress=progress, **options)
+    imputer = imputer_from(GPVAEImputer, dict(seed=seed, progress=progress, **options))
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
     return realisations(imputer, ds, field, n, seed=seed)

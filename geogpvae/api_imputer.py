@@ -5,6 +5,7 @@ Re-exported by :mod:`geogpvae.api`; what it writes back to xarray comes from :mo
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
@@ -14,13 +15,13 @@ import xarray as xr
 
 from .api_lazy import is_lazy, lazy_predict
 from .api_output import assemble, detached, predicted_variable, provenance
-from .engine.config import GPVAEConfig
+from .engine.config import GPVAEConfig, without_retired
 from .engine.core import GPVAEEngine, Prediction
 from .engine.resources import check_declared_size, check_memory, check_prediction_memory
-from .errors import InputError, UnreadableFileError
+from ._params import Parameters, parameter_names, store_arguments
+from .errors import InputError, NotFittedError, UnreadableFileError, warn_caller
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, already_imputed, output_dtype
 from .fields.extent import warn_if_far
-from .fields.geometry import Geometry
 from .fields.stacking import Field, prepare_field, stack_field
 from .fields.stacking import locations as _locations
 from .fields.torch_files import atomic_torch_save
@@ -28,13 +29,20 @@ from .fields.valid import unpacked_bounds
 from .fields.variables import parse_transforms
 from .model_file import imputer_state, plain, read_imputer
 
-__all__ = ["GPVAEImputer"]
+__all__ = ["CONFIG_OPTIONS", "GPVAEImputer", "imputer_from"]
 
 _UNSET: Any = object()
+#: The estimator arguments that are engine options (every field of :class:`GPVAEConfig`)
+CONFIG_OPTIONS = tuple(f.name for f in dataclasses.fields(GPVAEConfig))
 
 
-class GPVAEImputer:
+class GPVAEImputer(Parameters):
     """Train a GPVAE on a Dataset, fill its holes, predict elsewhere, save and load.
+
+    A scikit-learn style estimator: the constructor only stores its arguments (checked by
+    :meth:`fit`, or at once by :meth:`engine_config`), :meth:`fit` sets the ``*_`` attributes,
+    and ``get_params``/``set_params``/:func:`sklearn.base.clone` work. For numpy arrays in a
+    scikit-learn pipeline, use :class:`geogpvae.sklearn.GPVAERegressor`.
 
     Parameters
     ----------
@@ -42,40 +50,38 @@ class GPVAEImputer:
         Sparse-precision (Vecchia) or hierarchical neighbour-driven GP prior.
     neighbours : int
         H, the neighbours each location conditions on; the domain needs at least H + 1 locations.
-    coords : str or sequence of str, optional
-        Coordinates forming the model's ``x``; default: detected (see :mod:`geogpvae.fields`).
-    mask : DataArray or str, optional
-        Domain (a boolean DataArray or its name); where False, nothing is trained on or filled.
-    transform : str or dict, optional
-        ``{"kx": "log"}`` models ``kx`` in log space (a string: every variable); results stay in data units.
-    coord_scale : dict of str to float, optional
-        Multiplies coordinates, e.g. ``{"z": 10.0}``; None: plain-number grids in cell steps; ``{}``: none.
     epochs : int, optional
-        Training epochs; None: the engine's step budget (``epochs`` of :class:`~geogpvae.GPVAEConfig`).
+        Training epochs; None: the engine's step budget.
     seed : int
         Seed of every random choice: the same data, options and seed give the same result.
     device : str
         ``"auto"`` (CUDA when available, the CPU up to 1,024 locations), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+    latent_dim, encoder_hidden, decoder_hidden, context, kernel, lengthscale, noise, beta, \
+ordering, mask_rate, batch_size, lr, samples, predict_mode, calibrate, threads, dtype, \
+neighbour_backend
+        The other engine options, with the meanings and defaults of
+        :class:`~geogpvae.engine.config.GPVAEConfig`.
+    coords : str or sequence of str, optional
+        Coordinates forming the model's ``x``; default: detected (see :mod:`geogpvae.fields`).
+    mask : DataArray or str, optional
+        Domain (a boolean DataArray or its name); where False, nothing is trained on or filled.
+    transforms : str or dict, optional
+        ``{"kx": "log"}`` models ``kx`` in log space (a string: every variable); results stay in data units.
+    coord_scale : dict of str to float, optional
+        Multiplies coordinates, e.g. ``{"z": 10.0}``; None: plain-number grids in cell steps; ``{}``: none.
     progress : bool or {"bar", "log", "none"}
         Progress display; True: a bar on a terminal, else log lines.
-    **options
-        Any other :class:`~geogpvae.engine.config.GPVAEConfig` option (``kernel``, ...); defaults are its own.
 
     Attributes
     ----------
     engine_ : GPVAEEngine
-        The trained engine (after :meth:`fit`).
+        The trained engine.
     vars_, dims_ : list of str, tuple of str
         The imputed variables, and their dims in the training Dataset.
     geometry_ : geogpvae.fields.geometry.Geometry
         How coordinates became the model's ``x``.
     config_ : GPVAEConfig
-        All engine options.
-
-    Raises
-    ------
-    ValueError
-        Unknown engine, kernel, transform or option, before any training.
+        All engine options, as checked by :meth:`prepare`.
 
     Examples
     --------
@@ -91,50 +97,58 @@ class GPVAEImputer:
         *,
         engine: str = GPVAEConfig.engine,
         neighbours: int = GPVAEConfig.neighbours,
-        coords: str | Sequence[str] | None = None,
-        mask: xr.DataArray | str | None = None,
-        transform: str | Mapping[str, str | None] | None = None,
-        coord_scale: Mapping[str, float] | None = None,
         epochs: int | None = GPVAEConfig.epochs,
         seed: int = GPVAEConfig.seed,
         device: str = GPVAEConfig.device,
+        latent_dim: int | None = GPVAEConfig.latent_dim,
+        encoder_hidden: Sequence[int] = GPVAEConfig.encoder_hidden,
+        decoder_hidden: Sequence[int] = GPVAEConfig.decoder_hidden,
+        context: int | Sequence[int] = GPVAEConfig.context,
+        kernel: Any = GPVAEConfig.kernel,
+        lengthscale: float | None = GPVAEConfig.lengthscale,
+        noise: float | None = GPVAEConfig.noise,
+        beta: float | str | None = GPVAEConfig.beta,
+        ordering: str = GPVAEConfig.ordering,
+        mask_rate: float = GPVAEConfig.mask_rate,
+        batch_size: int | None = GPVAEConfig.batch_size,
+        lr: float | None = GPVAEConfig.lr,
+        samples: int = GPVAEConfig.samples,
+        predict_mode: str = GPVAEConfig.predict_mode,
+        calibrate: bool = GPVAEConfig.calibrate,
+        threads: int | None = GPVAEConfig.threads,
+        dtype: str = GPVAEConfig.dtype,
+        neighbour_backend: str = GPVAEConfig.neighbour_backend,
+        coords: str | Sequence[str] | None = None,
+        mask: xr.DataArray | str | None = None,
+        transforms: str | Mapping[str, str | None] | None = None,
+        coord_scale: Mapping[str, float] | None = None,
         progress: bool | str = True,
-        **options: Any,
     ) -> None:
-        self.engine = engine
-        self.neighbours = neighbours
-        self.coords = coords
-        self.mask = mask
-        self.transform = transform
-        self.coord_scale = coord_scale
-        self.epochs = epochs
-        self.seed = seed
-        self.device = device
-        self.progress = progress
-        self.options = dict(options)
-        base = {
-            "engine": engine,
-            "neighbours": neighbours,
-            "epochs": epochs,
-            "seed": seed,
-            "device": device,
-        }
-        self.config_ = GPVAEConfig.from_dict({**GPVAEConfig().to_dict(), **base, **options})
-        parse_transforms(transform)
-        self.engine_: GPVAEEngine | None = None
-        self.vars_: list[str] = []
-        self.dims_: tuple[str, ...] = ()
-        self.geometry_: Geometry | None = None
-        self._transforms: dict[str, str | None] = {}
-        self._attrs: dict[str, dict[str, Any]] = {}
-        self._dtypes: dict[str, str] = {}
-        self._fingerprint: str | None = None
+        store_arguments(self, locals())
+
+    def engine_config(self) -> GPVAEConfig:
+        """The engine options :meth:`fit` would use, checked, and the ``transforms`` checked too.
+
+        Returns
+        -------
+        GPVAEConfig
+
+        Raises
+        ------
+        ValueError
+            Unknown engine, kernel or transform, or an option out of range, naming it.
+        TypeError
+            A hidden-layer or context list that is not a list of integers.
+        """
+        config = GPVAEConfig.from_dict({name: getattr(self, name) for name in CONFIG_OPTIONS})
+        parse_transforms(self.transforms)
+        return config
 
     # ------------------------------------------------------------------ basics
     @property
     def history(self) -> dict[str, list[float]]:
         """Training history: ``epoch``, ``loss`` and its terms, one entry per epoch."""
-        return {} if self.engine_ is None else self.engine_.history
+        return self.engine_.history if hasattr(self, "engine_") else {}
 
     @property
     def epochs_run_(self) -> int:
@@ -144,15 +158,14 @@ class GPVAEImputer:
         return 0 if ts is None else int(ts.epoch)
 
     def _require_fit(self) -> None:
-        if self.engine_ is None:
-            raise RuntimeError(
+        if not hasattr(self, "engine_"):
+            raise NotFittedError(
                 "the imputer is not trained yet: call fit(ds) first (or GPVAEImputer.load)"
             )
 
     def __repr__(self) -> str:
-        state = f"fitted on {self.vars_}" if self.engine_ is not None else "not fitted"
-        cfg = self.config_
-        return f"GPVAEImputer(engine={cfg.engine!r}, neighbours={cfg.neighbours}, {state})"
+        state = f"fitted on {self.vars_}" if hasattr(self, "engine_") else "not fitted"
+        return f"GPVAEImputer(engine={self.engine!r}, neighbours={self.neighbours!r}, {state})"
 
     # ------------------------------------------------------------------ fit
     def prepare(self, ds: xr.Dataset, vars: str | Sequence[str] | None = None) -> Field:
@@ -172,16 +185,19 @@ class GPVAEImputer:
         ------
         InputError
             Bad input, including fewer than ``neighbours + 1`` locations in the domain.
+        ValueError, TypeError
+            A bad option (:meth:`engine_config`), before the data are read.
         """
         _refuse_unnamed(ds, vars)
         if isinstance(ds, xr.Dataset):  # (anything else is refused with its own message below)
             check_declared_size(ds, [vars] if isinstance(vars, str) else vars)  # before any value is read
+        self.config_ = self.engine_config()
         field = prepare_field(
             ds,
             vars,
             coords=self.coords,
             mask=self.mask,
-            transform=self.transform,
+            transforms=self.transforms,
             coord_scale=self.coord_scale,
         )
         _refuse_imputed(ds, field.names)
@@ -206,6 +222,7 @@ class GPVAEImputer:
         resume, callback, should_stop
             As in :meth:`fit`.
         """
+        self.config_ = self.engine_config()
         engine = GPVAEEngine(self.config_, progress=self.progress)
         engine.fit(field.x, field.values, log=field.log, names=field.names,
                    resume=resume, callback=callback, should_stop=should_stop, site_axes=field.sites)
@@ -259,15 +276,16 @@ class GPVAEImputer:
         Returns
         -------
         dict
-            Every engine option but ``device``, plus ``coords``, ``mask``, ``transform``, ``coord_scale``.
+            Every engine option but ``device``, plus ``coords``, ``mask``, ``transform`` (the
+            ``transforms``, under the name checkpoints have always used) and ``coord_scale``.
         """
-        options = self.config_.to_dict()
+        options = self.engine_config().to_dict()
         options.pop("device", None)
         return {
             **options,
             "coords": self.coords,
             "mask": self.mask,
-            "transform": parse_transforms(self.transform),
+            "transform": parse_transforms(self.transforms),
             "coord_scale": self.coord_scale,
         }
 
@@ -409,7 +427,7 @@ class GPVAEImputer:
         return {
             "coords": None if coords is None else [str(c) for c in coords],
             "mask": self.mask if isinstance(self.mask, str) else None,
-            "transform": plain(self.transform),
+            "transform": plain(self.transforms),
             "coord_scale": None
             if self.coord_scale is None
             else {str(k): float(v) for k, v in self.coord_scale.items()},
@@ -447,10 +465,10 @@ class GPVAEImputer:
         return imputer_state(self.engine_.state_dict(include_data=True), self._settings(), fitted)
 
     def _saved_options(self) -> dict[str, Any]:
-        """The extra options, a gpytorch kernel replaced by its description."""
-        options = dict(self.options)
-        if "kernel" in options:
-            options["kernel"] = self.config_.to_dict()["kernel"]
+        """The engine options besides those of the engine's own state, a gpytorch kernel as its description."""
+        options = self.config_.to_dict()
+        for name in ("engine", "neighbours", "epochs", "seed", "device"):
+            options.pop(name)
         return options
 
     @classmethod
@@ -483,13 +501,39 @@ class GPVAEImputer:
         """
         arguments, fitted = read_imputer(path, device=device, progress=progress)
         try:
-            imp = cls(**arguments)
-        except TypeError as err:
+            imp = imputer_from(cls, arguments)
+        except (TypeError, ValueError) as err:
             raise UnreadableFileError(f"{path} is a damaged or incompatible geogpvae model file ({err}); "
                                       "save the model again") from None
         for name, value in fitted.items():
             setattr(imp, name, value)
         return imp
+
+
+def imputer_from(cls: type[GPVAEImputer], arguments: Mapping[str, Any]) -> GPVAEImputer:
+    """``cls(**arguments)``, an unknown name refused with the list of known ones.
+
+    ``transform`` (the earlier name of ``transforms``) is read as ``transforms`` with a
+    ``FutureWarning``; options of earlier versions at the value every model now uses (in
+    saved models) are dropped, at another value refused.
+
+    Raises
+    ------
+    ValueError
+        An unknown or retired argument.
+    """
+    arguments = dict(arguments)
+    if "transform" in arguments:
+        if arguments.get("transforms") is not None:
+            raise ValueError("give transforms= only (transform= is its earlier name)")
+        warn_caller("transform= is now called transforms=; the old name will stop working", FutureWarning)
+        arguments["transforms"] = arguments.pop("transform")
+    known = parameter_names(cls)
+    arguments = without_retired(arguments, set(known))
+    unknown = sorted(set(arguments) - set(known))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(sorted(known))}")
+    return cls(**arguments)
 
 
 def _refuse_unnamed(ds: xr.Dataset, vars: str | Sequence[str] | None) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import xarray as xr
 
 from .api_lazy import chunked_like
+from .engine.config import GPVAEConfig
 from .engine.core import Prediction
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, imputation_variables, output_dtype
 from .fields.labelling import add_provenance, label_lon_lat, label_units
@@ -116,7 +117,7 @@ def call_text(imp: Any, method: str) -> str:
         f"epochs={imp.epochs_run_}",
         f"seed={cfg.seed}",
     ]
-    for key in ("coords", "transform", "coord_scale"):
+    for key in ("coords", "transforms", "coord_scale"):
         value = getattr(imp, key)
         if value is not None:
             parts.append(f"{key}={value!r}")
@@ -124,7 +125,9 @@ def call_text(imp: Any, method: str) -> str:
         parts.append(
             f"mask={imp.mask!r}" if isinstance(imp.mask, str) else "mask=<DataArray>"
         )
-    parts += [f"{k}={cfg.kernel_name if k == 'kernel' else repr(v)}" for k, v in imp.options.items()]
+    defaults = GPVAEConfig().to_dict()
+    given = {k: v for k, v in cfg.to_dict().items() if k not in ("engine", "neighbours", "epochs", "seed", "device")}
+    parts += [f"{k}={cfg.kernel_name if k == 'kernel' else repr(v)}" for k, v in given.items() if v != defaults[k]]
     return f"{method}({', '.join(parts)})"
 
 

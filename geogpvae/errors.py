@@ -10,6 +10,7 @@ __all__ = [
     "CoordinateWarning",
     "InputError",
     "NetCDFReadError",
+    "NotFittedError",
     "TrainingWarning",
     "UnreadableFileError",
     "warn_caller",
@@ -28,6 +29,10 @@ class UnreadableFileError(ValueError):
 
 class NetCDFReadError(OSError, ValueError):
     """A file cannot be read as NetCDF (truncated, damaged, not NetCDF); an OSError and a ValueError."""
+
+
+class NotFittedError(RuntimeError, AttributeError):
+    """A method that needs a trained model was called before ``fit``; ``hasattr`` reads it as absent."""
 
 
 class CoordinateWarning(UserWarning):

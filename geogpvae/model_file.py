@@ -6,6 +6,7 @@ with ``weights_only=True`` and never runs pickled code.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -135,20 +136,10 @@ def _imputer_from_state(
     show = settings["progress"] if progress is None else progress
     check_weight_shapes(state["engine"], state["engine"]["weights"], build_model)
     engine = GPVAEEngine.from_state_dict(state["engine"], device=device, progress=show)
-    cfg = engine.config
-    arguments = dict(
-        engine=cfg.engine,
-        neighbours=cfg.neighbours,
-        coords=settings["coords"],
-        mask=settings["mask"],
-        transform=unplain(settings["transform"]),
-        coord_scale=settings["coord_scale"],
-        epochs=cfg.epochs,
-        seed=cfg.seed,
-        device=cfg.device,
-        progress=show,
-        **unplain(settings["options"]),
-    )
+    cfg = engine.config  # every engine option, as trained (the settings' "options" repeat them)
+    arguments = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    arguments.update(coords=settings["coords"], mask=settings["mask"], transforms=unplain(settings["transform"]),
+                     coord_scale=settings["coord_scale"], progress=show)
     attrs = {n: unplain(a) for n, a in fitted["attrs"].items()}
     if not fitted.get("bounds_in_values"):  # older files: valid_* may be packed codes; not applied
         attrs = {n: {k: v for k, v in a.items() if not k.startswith("valid_")} for n, a in attrs.items()}

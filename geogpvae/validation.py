@@ -207,12 +207,13 @@ def validate(
     (['v0', 'v1'], ['cov95', 'cov95_high', 'cov95_low', 'crps', 'mae', 'n', 'nll', 'rmse', 'z2'])
     """
     from .api import GPVAEImputer, impute
+    from .api_imputer import imputer_from
 
     if not 0 < share < 1:
         raise InputError(f"validate: share must lie in (0, 1), got {share}")
     if gaps not in ("random", "shaped"):
         raise InputError(f"validate: gaps must be 'random' or 'shaped', got {gaps!r}")
-    field = GPVAEImputer(seed=seed, progress=False, **options).prepare(ds, vars)  # checks the options too
+    field = imputer_from(GPVAEImputer, dict(seed=seed, progress=False, **options)).prepare(ds, vars)  # options too
     names = list(field.names)
     held = _held_out(ds, names, share, seed) if gaps == "random" else _held_out_shaped(field, share, seed)
     dims = {name: ds[name].dims if gaps == "random" else field.dims for name in names}

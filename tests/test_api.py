@@ -229,7 +229,7 @@ def test_mask_cells_are_neither_used_nor_filled(grid):
 
 def test_log_transform_gives_positive_values_and_attrs(grid):
     ds = grid.assign(k=np.exp(grid.v0).assign_attrs(units="mD", long_name="permeability"))
-    out = impute(ds, ["k", "v1"], transform={"k": "log"}, epochs=5, **FAST)
+    out = impute(ds, ["k", "v1"], transforms={"k": "log"}, epochs=5, **FAST)
     _check_output(ds, out, ["k", "v1"])
     assert (out.k.values > 0).all()
     assert (
@@ -394,10 +394,10 @@ def test_numpy_seeds_are_seeds_and_bad_ones_are_refused(grid):
     np.testing.assert_array_equal(a.v0.values, impute(grid, seed=2, **TINY).v0.values)
     for bad in (-1, 1.5, None):
         with pytest.raises(ValueError, match=r"seed must be an integer >= 0"):
-            GPVAEImputer(seed=bad)
+            GPVAEImputer(seed=bad).engine_config()
     with pytest.raises(ValueError, match=r"seed must be below 2\*\*63"):
-        GPVAEImputer(seed=2**64)
-    assert GPVAEImputer(**{**TINY, "encoder_hidden": np.array([8, 8])}).config_.encoder_hidden == (8, 8)
+        GPVAEImputer(seed=2**64).fit(grid)
+    assert GPVAEImputer(**{**TINY, "encoder_hidden": np.array([8, 8])}).engine_config().encoder_hidden == (8, 8)
 
 
 def test_save_load_identical_predictions(fitted, sites, tmp_path):
@@ -431,14 +431,14 @@ def test_save_keeps_attrs_and_transform(tmp_path, grid):
             units="mD", valid_min=np.float32(0.0), flag_like=np.array([1, 2], np.int16)
         )
     )
-    imp = GPVAEImputer(transform={"k": "log"}, coord_scale={"x": 2.0}, epochs=2, **FAST).fit(
+    imp = GPVAEImputer(transforms={"k": "log"}, coord_scale={"x": 2.0}, epochs=2, **FAST).fit(
         ds, ["k", "v1"]
     )
     loaded = GPVAEImputer.load(imp.save(tmp_path / "k.pt"))
     attrs = loaded.predict(grid[["x", "y"]]).k.attrs
     assert attrs["units"] == "mD" and attrs["valid_min"].dtype == np.float32
     assert attrs["flag_like"].dtype == np.int16 and attrs["geogpvae_point_estimate"] == "mean"
-    assert loaded.geometry_ == imp.geometry_ and loaded.transform == {"k": "log"}
+    assert loaded.geometry_ == imp.geometry_ and loaded.transforms == {"k": "log"}
     # a file saved before valid bounds were kept in the values' units: they may be packed codes,
     # so they are left out rather than applied to the predictions
     path = tmp_path / "older.pt"
@@ -543,13 +543,13 @@ def _bad_cases():
         "unknown option": (base, dict(neighbors=3), ValueError, "unknown option"),
         "unknown transform": (
             base,
-            dict(transform={"v0": "sqrt"}),
+            dict(transforms={"v0": "sqrt"}),
             InputError,
             "unknown transform 'sqrt'",
         ),
         "log of negatives": (
             negative,
-            dict(transform={"v0": "log"}),
+            dict(transforms={"v0": "log"}),
             InputError,
             r"cannot log-transform 'v0': \d+ observed values are <= 0 \(minimum -",
         ),
@@ -590,11 +590,42 @@ def test_unfitted_imputer_refuses_and_writes_nothing(tmp_path):
         imp.save(tmp_path / "m.pt")
     with pytest.raises(RuntimeError, match="not trained"):
         imp.predict(xr.Dataset(coords={"x": [0.0]}))
+    with pytest.raises(AttributeError, match="not trained"):  # so that hasattr(imp, "epochs_run_") is False
+        imp.epochs_run_
     assert list(tmp_path.iterdir()) == []
     (tmp_path / "junk.pt").write_bytes(b"")
     torch.save({"format": "something else"}, tmp_path / "other.pt")
     with pytest.raises(ValueError, match="not a geogpvae imputer"):
         GPVAEImputer.load(tmp_path / "other.pt")
+
+
+def test_the_imputer_follows_the_scikit_learn_parameter_contract(grid):
+    from sklearn.base import clone
+
+    mask = grid.x < 0.5
+    imp = GPVAEImputer(engine="no such engine", kernel="gauss", mask=mask, transforms={"v0": "log"})
+    assert imp.mask is mask and imp.get_params()["kernel"] == "gauss"  # stored as given, checked by fit
+    clone(imp)  # (clone checks that every argument is stored as the same object)
+    assert not any(hasattr(imp, a) for a in ("engine_", "config_", "vars_", "geometry_", "epochs_run_"))
+    assert imp.history == {} and "not fitted" in repr(imp)
+    with pytest.raises(ValueError, match="unknown engine"):
+        imp.fit(grid)
+    with pytest.raises(ValueError, match="invalid parameter 'neighbors'.*neighbours"):
+        imp.set_params(neighbors=4)
+    imp.set_params(engine="spa", kernel="matern52", mask=None, transforms=None, **TINY)
+    twin = clone(imp)
+    assert twin.get_params() == imp.get_params() and twin is not imp
+    imp.fit(grid)
+    assert imp.config_.kernel == "matern52" and imp.vars_ == ["v0", "v1", "v2"] and imp.epochs_run_ == 1
+    assert not hasattr(clone(imp), "engine_")
+    assert imp.set_params(neighbours=6).fit(grid).config_.neighbours == 6
+    with pytest.warns(FutureWarning, match="transform= is now called transforms="):
+        out = impute(grid, ["v0"], transform={"v0": None}, **TINY)
+    assert "transforms={'v0': None}" in out.attrs["history"]
+    with pytest.raises(ValueError, match="unknown option.*colour.*known options: .*beta"):
+        impute(grid, colour="red", **TINY)
+    with pytest.raises(TypeError, match="transform"):
+        GPVAEImputer(transform="log")
 
 
 # ------------------------------------------------------------------ bit-exact observed values
@@ -666,7 +697,7 @@ def test_netcdf_round_trip_passes_the_cf_checker(tmp_path, offline):
     from compliance_checker.suite import CheckSuite
 
     ds = _cf_grid()
-    out = impute(ds, ["k", "v1"], transform={"k": "log"}, mask=ds.x < 500, epochs=3, **FAST)
+    out = impute(ds, ["k", "v1"], transforms={"k": "log"}, mask=ds.x < 500, epochs=3, **FAST)
     path = geogpvae.to_netcdf(out, tmp_path / "g.nc")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)

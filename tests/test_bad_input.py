@@ -171,7 +171,7 @@ def _time_axis():
 def _log_positive():
     ds = gauss()
     ds["v0"] = np.exp(ds.v0)
-    return ds, {"transform": {"v0": "log"}}, ["v0", "v1"]
+    return ds, {"transforms": {"v0": "log"}}, ["v0", "v1"]
 
 
 def _masked_nan_coordinate():
@@ -239,7 +239,7 @@ def test_constant_variable_filled_with_its_value_and_no_spread(log):
     # other variables are imputed as usual (before: gaps filled some tenths off, own units)
     ds, _, names = _constant()
     with pytest.warns(UserWarning, match=r"v0: all \d+ observed values are 3.25: its gaps are filled"):
-        out = run_ok(ds, names, transform={"v0": "log"} if log else None)
+        out = run_ok(ds, names, transforms={"v0": "log"} if log else None)
     gaps = ds.v0.isnull().values
     assert gaps.any()
     assert (out.v0.values[gaps] == 3.25).all()
@@ -274,7 +274,7 @@ def test_one_or_two_observed_values_warn_and_keep_a_spread():
 def test_tiny_and_huge_units_keep_their_spread(unit, log):
     # squares of such values leave float64's range; fills and spreads must scale with the unit
     ds = gauss()
-    kw = {"transform": {"v0": "log"}} if log else {}
+    kw = {"transforms": {"v0": "log"}} if log else {}
     if log:
         ds = ds.assign(v0=np.exp(ds.v0))
     ref = run_ok(ds, ["v0"], **kw)
@@ -418,9 +418,9 @@ REFUSED = {
         _named(lambda d: d.assign(t=(("y", "x"), np.full((8, 8), np.datetime64("2000-01-01",
                                                                                "ns")))),
                vars=["t"]), TypeError, [r"'t'", r"datetime64"]),
-    "log of negatives": (_option(transform={"v0": "log"}), InputError,
+    "log of negatives": (_option(transforms={"v0": "log"}), InputError,
                          [r"'v0'", r"<= 0", r"no transform"]),
-    "unknown transform": (_option(transform="sqrt"), InputError, [r"'sqrt'", r"'log'"]),
+    "unknown transform": (_option(transforms="sqrt"), InputError, [r"'sqrt'", r"'log'"]),
     "too few locations": (_option(neighbours=80), InputError, [r"64 locations", r"neighbours",
                                                                 r"63 or fewer"]),
     "epochs=0": (_option(epochs=0), ValueError, [r"epochs", r"untrained", r"positive"]),

@@ -41,7 +41,7 @@ else:
     work = spe[VARS].copy()
     for name in VARS:
         work[name] = spe[name].where(rng.random(spe[name].shape) >= 0.5)
-    out = geogpvae.impute(work, vars=VARS, transform={v: "log" for v in VARS[1:]},
+    out = geogpvae.impute(work, vars=VARS, transforms={v: "log" for v in VARS[1:]},
                           epochs=EPOCHS, progress=False, **OPTIONS)
     print(f"{dict(spe.sizes)}: imputed in {out.attrs['geogpvae_epochs']} epochs")
 

@@ -43,8 +43,8 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
 
 #: The library's messages name its arguments; the command shows its own flags instead.
 _CLI_WORDS = (
-    (re.compile(r"transform=\{'([^']+)': 'log'\}"), r"--log-vars \1"),
-    (re.compile(r"transform=\{'([^']+)': None\}"), r"--option transform.\1=none"),
+    (re.compile(r"transforms=\{'([^']+)': 'log'\}"), r"--log-vars \1"),
+    (re.compile(r"transforms=\{'([^']+)': None\}"), r"--option transform.\1=none"),
     (re.compile(r"coords=\['x', 'y'\]"), "--coords x,y"),
     (re.compile(r"coords=\[([^\]]*)\] \(or make them coordinates, ds\.set_coords\(\[[^\]]*\]\)\)"),
      lambda m: "--coords " + ",".join(re.findall(r"'([^']*)'", m.group(1)))),

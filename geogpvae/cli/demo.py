@@ -93,11 +93,12 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     imputer = make_imputer(settings, args.device, progress)
     ds, truth = make_gaussian_field(shape, missing=args.missing, seed=args.seed, return_truth=True)
     names = [str(v) for v in ds.data_vars]
-    default = imputer.config_.short_of_default(math.prod(shape))  # a quick run is the point: said, not warned
+    config = imputer.engine_config()
+    default = config.short_of_default(math.prod(shape))  # a quick run is the point: said, not warned
     say(
         f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
-        f"{args.missing:.0%} hidden; engine {imputer.config_.engine}, "
-        f"{imputer.config_.epochs} epochs" + ("" if default is None else f" (the default budget: {default})")
+        f"{args.missing:.0%} hidden; engine {config.engine}, "
+        f"{config.epochs} epochs" + ("" if default is None else f" (the default budget: {default})")
     )
     start = time.perf_counter()
     with warnings.catch_warnings():

@@ -115,21 +115,16 @@ def _transform(base: Any, log_vars: Sequence[str]) -> Any:
 def make_imputer(settings: Settings, device: str, progress: bool | str) -> Any:
     """The :class:`~geogpvae.api.GPVAEImputer` of a job (options checked here)."""
     from ..api import GPVAEImputer
+    from ..api_imputer import imputer_from
 
     options = dict(settings.options)
-    transform = _transform(options.pop("transform", None), settings.log_vars)
-    return GPVAEImputer(
-        engine=settings.engine,
-        neighbours=settings.neighbours,
-        coords=settings.coords,
-        mask=settings.mask_var,
-        transform=transform,
-        epochs=settings.epochs,
-        seed=settings.seed,
-        device=device,
-        progress=progress,
-        **options,
-    )
+    transforms = _transform(options.pop("transform", None), settings.log_vars)
+    imputer = imputer_from(GPVAEImputer, dict(
+        engine=settings.engine, neighbours=settings.neighbours, coords=settings.coords, mask=settings.mask_var,
+        transforms=transforms, epochs=settings.epochs, seed=settings.seed, device=device, progress=progress,
+        **options))
+    imputer.engine_config()
+    return imputer
 
 
 class _Checkpointer:

@@ -62,7 +62,7 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
         warnings.filterwarnings("ignore", message="few held-out values scored")
         scores = validate(ds, settings.vars, share=args.share, gaps=args.gaps, seed=settings.seed,
                           progress=progress, engine=settings.engine, neighbours=settings.neighbours,
-                          coords=settings.coords, mask=settings.mask_var, transform=transform,
+                          coords=settings.coords, mask=settings.mask_var, transforms=transform,
                           epochs=settings.epochs, device=settings.device, **options)
     if args.json:
         rows = {str(v): {k: _json_value(scores[k].sel(variable=v).item())

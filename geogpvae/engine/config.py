@@ -18,7 +18,8 @@ from ..errors import InputError, TrainingWarning, warn_caller
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
 __all__ = ["GPVAEConfig", "warn_short_epochs", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MIN_EPOCHS",
-           "MIN_EPOCHS_UP_TO", "SHORT_EPOCHS_SHARE", "RETIRED_OPTIONS"]
+           "MIN_EPOCHS_UP_TO", "SHORT_EPOCHS_SHARE", "RETIRED_OPTIONS",
+           "without_retired"]
 
 ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
@@ -329,7 +330,7 @@ class GPVAEConfig:
     def from_dict(cls, values: dict[str, Any]) -> GPVAEConfig:
         """Build from a dictionary, rejecting unknown keys with a clear message."""
         known = {f.name for f in dataclasses.fields(cls)}
-        values = _without_retired(values, known)
+        values = without_retired(values, known)
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown option(s) {', '.join(unknown)}; known options: {', '.join(sorted(known))}")
@@ -352,7 +353,7 @@ class GPVAEConfig:
         return _spec_text(_kernel_spec(self.kernel))
 
 
-def _without_retired(values: dict[str, Any], known: set[str]) -> dict[str, Any]:
+def without_retired(values: dict[str, Any], known: set[str]) -> dict[str, Any]:
     """``values`` less the retired options that hold the value every model now uses (saved
     models and checkpoints of earlier versions); a retired option set otherwise is refused."""
     out = dict(values)

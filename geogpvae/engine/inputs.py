@@ -132,7 +132,7 @@ def check_spread(
                 f"{name}: a few observed values as large as {big:.3g} dwarf the rest (their typical "
                 f"spread is {typical:.3g}); the model's float32 arithmetic would flatten the others: "
                 "set the outlying values to NaN, check their units, or model the variable in log "
-                f"space (transform={{{name!r}: 'log'}}) if it spans many orders of magnitude"
+                f"space (transforms={{{name!r}: 'log'}}) if it spans many orders of magnitude"
             )
 
 

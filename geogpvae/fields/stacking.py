@@ -282,7 +282,7 @@ def heavy_tail_warnings(values: np.ndarray, names: list[str]) -> list[str]:
             if high > HEAVY_TAIL_RATIO * low:
                 out.append(f"{name}: positive values spanning {np.log10(high / low):.1f} orders of magnitude "
                            f"(1st to 99th percentile {low:.3g} to {high:.3g}): consider modelling it in log "
-                           f"space (transform={{{name!r}: 'log'}}), or say transform={{{name!r}: None}} "
+                           f"space (transforms={{{name!r}: 'log'}}), or say transforms={{{name!r}: None}} "
                            "to keep it linear without this warning")
     return out
 
@@ -293,7 +293,7 @@ def prepare_field(
     *,
     coords: str | Sequence[str] | None = None,
     mask: xr.DataArray | str | None = None,
-    transform: str | Mapping[str, str | None] | None = None,
+    transforms: str | Mapping[str, str | None] | None = None,
     coord_scale: Mapping[str, float] | None = None,
 ) -> Field:
     """Choose the variables and coordinates of a Dataset and stack them for the engine.
@@ -308,7 +308,7 @@ def prepare_field(
         See :func:`~geogpvae.fields.coordinates.choose_coordinates`.
     mask : DataArray or str, optional
         See :func:`domain_mask`.
-    transform : str or mapping, optional
+    transforms : str or mapping, optional
         See :func:`~geogpvae.fields.variables.parse_transforms`.
     coord_scale : mapping of str to float, optional
         See :func:`~geogpvae.fields.geometry.build_geometry`.
@@ -334,10 +334,10 @@ def prepare_field(
         clash = sorted(set(names) & set(exclude))
         raise InputError(f"{clash} cannot be both imputed and used as coordinates or mask")
     dims = variable_dims(ds, names)
-    transforms = parse_transforms(transform, names)
+    parsed = parse_transforms(transforms, names)
     chosen = choose_coordinates(ds, dims, coords)
     geometry = build_geometry(ds, chosen, coord_scale)
-    field = stack_field(ds, names, geometry, transforms, mask)
+    field = stack_field(ds, names, geometry, parsed, mask)
     shared = unspanned_dims(ds, geometry, dims, [ds.sizes[d] for d in dims])
     if shared:  # named coordinates that leave dims out: their slices become repeats of one place
         warn_caller(_shared_places_warning(ds, geometry, shared))
@@ -348,8 +348,8 @@ def prepare_field(
     if unitless:  # an s-coordinate beside km: every location's neighbours in its own column
         warn_caller(unitless_axes_warning(unitless))
     # a log transform proposed for heavy-tailed variables, unless the user chose their transform
-    chosen_by_user = set(names) if isinstance(transform, str) else set(transform or ())
-    linear = [j for j, n in enumerate(names) if transforms[n] is None and n not in chosen_by_user]
+    chosen_by_user = set(names) if isinstance(transforms, str) else set(transforms or ())
+    linear = [j for j, n in enumerate(names) if parsed[n] is None and n not in chosen_by_user]
     for text in heavy_tail_warnings(field.values[:, linear], [names[j] for j in linear]):
         warn_caller(text)
     blank = placeholder_places(ds, field)  # NEMO's cells at (0, 0) without a position

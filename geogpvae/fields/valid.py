@@ -146,7 +146,7 @@ def clip_fills(
     parts = [f"{int(below.sum())} below {low:.9g}" if below.any() else "",
              f"{int(above.sum())} above {high:.9g}" if above.any() else ""]
     # a log model keeps fills above 0, not below an upper bound (a 0-100 % concentration)
-    hint = (" A positive variable without zeros can be modelled with transform='log' instead"
+    hint = (" A positive variable without zeros can be modelled with transforms='log' instead"
             if high is None else "")
     warn_caller(
         f"{name}: {' and '.join(p for p in parts if p)} of its {fills.size} fills lay outside its "

@@ -210,8 +210,8 @@ def test_messages_name_the_commands_flags_not_the_librarys_arguments(tmp_path, c
     # sample numbers made coordinates are left unused: no --coords for them
     assert "--coords" not in cli_words("(name the variables with vars=[...] to impute them, or make them "
                                        "coordinates, ds.set_coords(['sample_id']))")
-    assert cli_words("or model it in log space (transform={'kz': 'log'})") == "or model it in log space (--log-vars kz)"
-    assert cli_words("or say transform={'kz': None} to keep") == "or say --option transform.kz=none to keep"
+    assert cli_words("or model it in log space (transforms={'kz': 'log'})") == "or model it in log space (--log-vars kz)"
+    assert cli_words("or say transforms={'kz': None} to keep") == "or say --option transform.kz=none to keep"
     code = ("if -999 marks a missing value, make it NaN, e.g. ds['v'] = ds['v'].where(ds['v'] != -999), or "
             "give the variable a _FillValue or missing_value attribute in its file")
     assert cli_words(code) == ("if -999 marks a missing value, give the variable a _FillValue or missing_value "

@@ -51,7 +51,7 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
     assert code == 0, out
     assert seen["vars"] == ["v1"] and seen["gaps"] == "shaped" and seen["share"] == 0.3 and seen["seed"] == 4
     assert seen["epochs"] == 2 and seen["neighbours"] == 6 and seen["engine"] == "hpa"
-    assert seen["transform"] == {"v1": "log"}
+    assert seen["transforms"] == {"v1": "log"}
     assert "v1" in out and "cov95" in out and "v0 " not in out
     assert "mg/kg; log" in out  # NLL, cov95 and z2 of a log-modelled variable are of its log
     # 18 x 18 cells, 30 % of v1 held out: about 100 values, enough; a smaller share says how rough it is

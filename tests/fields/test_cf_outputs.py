@@ -99,7 +99,7 @@ def test_jura_output_is_a_cf_point_collection(data_dir, tmp_path, checker):
 def test_spe10_output_has_udunits_permeability_and_projection_axes(data_dir, tmp_path, checker):
     spe = load_spe10(data_dir=data_dir, downsample=8).isel(z=slice(0, 4))
     ds = _hide(spe, ["porosity", "kx"])
-    out = geogpvae.impute(ds, vars=["porosity", "kx"], transform={"kx": "log"}, epochs=2, **FAST)
+    out = geogpvae.impute(ds, vars=["porosity", "kx"], transforms={"kx": "log"}, epochs=2, **FAST)
     path = geogpvae.to_netcdf(out, tmp_path / "spe10.nc")
     _assert_clean(checker, path)
     with xr.open_dataset(path) as back:

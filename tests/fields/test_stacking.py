@@ -478,8 +478,8 @@ def test_transforms_parsed_and_checked():
     with pytest.raises(
         InputError, match=r"cannot log-transform 'Ni': 1 observed values .*minimum -1"
     ):
-        prepare_field(ds, transform={"Ni": "log"})
-    f = prepare_field(ds, transform={"Cd": "log"})
+        prepare_field(ds, transforms={"Ni": "log"})
+    f = prepare_field(ds, transforms={"Cd": "log"})
     np.testing.assert_array_equal(f.log, [True, False])
 
 
@@ -577,12 +577,12 @@ def test_a_log_transform_is_proposed_for_heavy_tails_unless_the_user_chose():
         warnings.simplefilter("always")
         prepare_field(ds)
     (text,) = [str(w.message) for w in seen]
-    assert text.startswith("kx: positive values spanning 5.") and "transform={'kx': 'log'}" in text
-    assert "transform={'kx': None} to keep it linear" in text
+    assert text.startswith("kx: positive values spanning 5.") and "transforms={'kx': 'log'}" in text
+    assert "transforms={'kx': None} to keep it linear" in text
     for chosen in ({"kx": None}, {"kx": "log"}, "none"):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            prepare_field(ds, transform=chosen)
+            prepare_field(ds, transforms=chosen)
 
 
 def _ocean_months(land=True):

@@ -37,8 +37,8 @@ def test_the_clipping_warning_names_the_std_variable_and_no_log_model_for_a_boun
         clip_fills("sic", data, filled, {"valid_min": 0.0, "valid_max": 100.0}, {})
     text = str(caught[0].message)
     assert "sic_std is unchanged" in text and "v_std" not in text
-    assert "transform='log'" not in text  # a log model cannot keep fills under 100 %
-    with pytest.warns(UserWarning, match=r"rain_std is unchanged.*transform='log'"):
+    assert "transforms='log'" not in text  # a log model cannot keep fills under 100 %
+    with pytest.warns(UserWarning, match=r"rain_std is unchanged.*transforms='log'"):
         clip_fills("rain", np.array([-1.0]), np.array([True]), {"valid_min": 0.0}, {})
 
 def _rain():

@@ -53,10 +53,11 @@ def already_imputed(ds: xr.Dataset, names: Sequence[str]) -> list[str]:
 FLAG_OBSERVED = np.int8(0)
 #: Flag value of an imputed cell.
 FLAG_IMPUTED = np.int8(1)
-#: Fill value of the flag variable: the cell has no value at all (outside the domain).
+#: Flag value of a cell without any value (outside the domain): a flag, not a fill value, so
+#: that plain ``xarray.open_dataset`` reads the flags back as int8.
 FLAG_FILL_VALUE = np.int8(-127)
-#: ``flag_meanings`` of the flag variable, matching ``flag_values`` ``[0, 1]``.
-FLAG_MEANINGS = "observed imputed"
+#: ``flag_meanings`` of the flag variable, matching ``flag_values`` ``[0, 1, -127]``.
+FLAG_MEANINGS = "observed imputed no_value"
 
 # CF standard-name modifiers (CF appendix C). A name already carrying one gets no other.
 _MODIFIERS = ("detection_minimum", "number_of_observations", "standard_error", "status_flag")
@@ -186,7 +187,7 @@ def imputation_variables(
     data, std_data, flag = _output_arrays(name, original, observed, imp, filled, sd, out_dtype)
     label = _label(name, src_attrs)
     location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
-    location_enc = {k: values.encoding[k] for k in _LOCATION_ATTRS if k in values.encoding}
+    location_enc = {k: values.encoding[k] for k in (*_LOCATION_ATTRS, "chunksizes") if k in values.encoding}
     std_name, flag_name = name + STD_SUFFIX, name + IMPUTED_SUFFIX
     clip_fills(name, data, imp, src_attrs, values.encoding)
     packing = kept_packing(values.encoding, data, std_data, observed, imp)
@@ -206,13 +207,12 @@ def imputation_variables(
         s_out.encoding.update(fill)
     f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
                                "standard_name": "status_flag"}
-    f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED], dtype=np.int8)
+    f_attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED, FLAG_FILL_VALUE], dtype=np.int8)
     f_attrs["flag_meanings"] = FLAG_MEANINGS
     f_attrs.update(location)
     f_out = xr.DataArray(flag, dims=values.dims, coords=values.coords, name=flag_name,
                          attrs=f_attrs)
-    f_out.encoding = {**location_enc, "dtype": np.dtype(np.int8),
-                      "_FillValue": FLAG_FILL_VALUE}
+    f_out.encoding = {**location_enc, "dtype": np.dtype(np.int8), "_FillValue": None}
     return {name: v_out, std_name: s_out, flag_name: f_out}
 
 
@@ -320,7 +320,9 @@ def _std_attrs(
 
 
 def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:
-    """Give decoded integer flag variables (``flag_values``) back their stored dtype and fill value.
+    """Give decoded integer flag variables (``flag_values``) back their stored dtype and fill value
+    (the imputation flags of earlier versions also their ``-127`` flag value, so that they are
+    written back as outputs are now).
 
     Parameters
     ----------
@@ -349,9 +351,19 @@ def restore_flag_variables(ds: xr.Dataset) -> xr.Dataset:
         fixed = var.fillna(fill).astype(stored)
         fixed.attrs = dict(var.attrs)
         fixed.encoding = dict(enc)
+        if _older_imputation_flag(fixed.attrs, fill):  # written before -127 became a flag value
+            fixed.attrs["flag_values"] = np.array([FLAG_OBSERVED, FLAG_IMPUTED, FLAG_FILL_VALUE], dtype=np.int8)
+            fixed.attrs["flag_meanings"] = FLAG_MEANINGS
+            fixed.encoding["_FillValue"] = None
         out[key] = fixed
     out.set_close(ds.close)
     return out
+
+
+def _older_imputation_flag(attrs: Mapping[str, Any], fill: Any) -> bool:
+    """A ``v_imputed`` of an earlier version: flags 0 and 1, the no-value cells as fill -127."""
+    return (str(attrs.get("flag_meanings", "")) == "observed imputed" and fill == FLAG_FILL_VALUE
+            and np.asarray(attrs.get("flag_values", [])).tolist() == [0, 1])
 
 
 def log_moments(value: np.ndarray, std: np.ndarray, point: str) -> tuple[np.ndarray, np.ndarray]:

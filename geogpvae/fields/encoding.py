@@ -77,6 +77,15 @@ def _chunksizes(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(chunks)
 
 
+def _kept_chunks(given: Any, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The chunk shape a variable was read with (or given), cut to ``shape``; None without a usable one."""
+    if not isinstance(given, (tuple, list)) or len(given) != len(shape):
+        return None
+    if not all(isinstance(c, (int, np.integer)) and not isinstance(c, bool) and c > 0 for c in given):
+        return None
+    return tuple(int(min(c, max(n, 1))) for c, n in zip(given, shape))
+
+
 def _has_nan(var: xr.Variable) -> bool:
     if not np.issubdtype(var.dtype, np.floating):
         return False
@@ -202,7 +211,8 @@ def _variable_encoding(name: str, var: xr.Variable, *, is_coord: bool,
         enc["zlib"] = True
         enc["complevel"] = int(complevel)
         enc["shuffle"] = True
-        enc["chunksizes"] = _chunksizes(var.shape, itemsize)
+        enc["chunksizes"] = _kept_chunks(var.encoding.get("chunksizes"), var.shape) or _chunksizes(
+            var.shape, itemsize)
     return enc
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -51,7 +51,7 @@ def _write_netcdf(ds: xr.Dataset, tmp: Path, engine: str | None) -> None:
 
 
 def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, complevel: int = 4,
-              engine: str | None = None) -> Path:
+              engine: str | None = None, encoding: Mapping[Hashable, Mapping[str, Any]] | None = None) -> Path:
     """Write a Dataset to a compressed, CF-tidy NetCDF-4 file, atomically.
 
     A failed or killed write leaves no target or the complete previous file; of two processes
@@ -67,8 +67,13 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     overwrite : bool, default False
         Replace an existing target (also the file ``ds`` was read from).
     complevel : int, default 4
-        Deflate level 0-9; 0 writes uncompressed.
+        Deflate level 0-9; 0 writes uncompressed. Variables keep the chunk shape they were read
+        with (their ``encoding["chunksizes"]``, also given to their ``_std`` and ``_imputed``);
+        others get chunks of about 1 MiB.
     engine : {"netcdf4", "h5netcdf"}, optional
+    encoding : mapping of variable name to dict, optional
+        Encodings of :meth:`xarray.Dataset.to_netcdf` that replace those chosen here, e.g.
+        ``{"kx": {"chunksizes": (1, 220, 60), "complevel": 9}}``.
 
     Returns
     -------
@@ -79,7 +84,8 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
     FileExistsError
         The target exists (or appeared during the write) and ``overwrite`` is False.
     ValueError
-        ``complevel`` outside 0-9.
+        ``complevel`` outside 0-9, ``encoding`` naming a variable ``ds`` does not hold, or an
+        encoding the engine does not know.
     OSError
         ``errno.ENOSPC``, "no space left on device: PATH", when the device filled up (nothing is
         left behind).
@@ -90,11 +96,15 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         0 <= complevel <= 9
     ):
         raise ValueError(f"complevel must be an integer from 0 to 9, got {complevel!r}")
+    _check_encoding(ds, encoding)
     target = Path(os.fspath(path)).expanduser()
     _check_target(target, overwrite)
     _leftovers(target)
 
     prepared = _prepare(ds, int(complevel))
+    for name, given in (encoding or {}).items():
+        var = prepared.variables[name]
+        var.encoding = {**var.encoding, **dict(given)}
     old_mode = None
     if overwrite and target.exists():
         try:
@@ -120,6 +130,17 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         raise
     _fsync_dir(target.parent)
     return target
+
+
+def _check_encoding(ds: xr.Dataset, encoding: Any) -> None:
+    if encoding is None:
+        return
+    if not isinstance(encoding, Mapping) or not all(isinstance(e, Mapping) for e in encoding.values()):
+        raise TypeError("encoding must map variable names to dicts, e.g. {'kx': {'complevel': 9}}")
+    unknown = [str(n) for n in encoding if n not in ds.variables]
+    if unknown:
+        raise ValueError(f"encoding names {', '.join(unknown)}, which the Dataset does not hold; "
+                         f"its variables: {', '.join(map(str, ds.variables))}")
 
 
 # --------------------------------------------------------------------------- reading

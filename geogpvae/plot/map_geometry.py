@@ -108,7 +108,8 @@ def _sites_as_grid(f, dim: str, hname: str, vname: str):
     if f.std is not None:
         data[f.std.name] = grid(f.std, np.nan)
     if f.flag is not None:
-        fill = f.flag.encoding.get("_FillValue", -127)
+        fill = f.flag.encoding.get("_FillValue")
+        fill = -127 if fill is None else fill  # (the no-value flag; a fill value in older files)
         data[f.flag.name] = grid(f.flag, fill).astype(f.flag.dtype)
     out = xr.Dataset(data, coords=coords, attrs=dict(ds.attrs))
     truth = grid(f.truth, np.nan)

@@ -207,28 +207,24 @@ def test_flag_round_trip_with_fill_cells(tmp_path):
     flag = ds["perm_imputed"].values
     assert (flag == -127).any() and (flag == 0).any() and (flag == 1).any()
     io.to_netcdf(ds, tmp_path / "z.nc")
-    # raw on disk: int8, fill -127, flag_values int8
+    # raw on disk: int8, no fill value, flag_values int8 naming -127 too
     with netCDF4.Dataset(tmp_path / "z.nc") as nc:
         var = nc["perm_imputed"]
         var.set_auto_mask(False)
-        assert var.dtype == np.int8
-        assert var._FillValue == -127 and np.asarray(var._FillValue).dtype == np.int8
-        assert var.flag_values.dtype == np.int8 and var.flag_values.tolist() == [0, 1]
+        assert var.dtype == np.int8 and "_FillValue" not in var.ncattrs()
+        assert var.flag_values.dtype == np.int8 and var.flag_values.tolist() == [0, 1, -127]
+        assert var.flag_meanings == "observed imputed no_value"
         np.testing.assert_array_equal(var[:], flag)
-    # plain xarray decoding: CF masking gives NaN where the fill is (int8 -> float32)
+    # plain xarray reads the flags back as they were: int8, -127 where there is no value
     with xr.open_dataset(tmp_path / "z.nc") as plain:
-        dec = plain["perm_imputed"].values
-        assert np.array_equal(np.isnan(dec), flag == -127)
-        assert np.array_equal(dec[flag != -127], flag[flag != -127])
-    # without masking: the stored int8 exactly
+        assert plain["perm_imputed"].dtype == np.int8
+        np.testing.assert_array_equal(plain["perm_imputed"].values, flag)
     with xr.open_dataset(tmp_path / "z.nc", mask_and_scale=False) as raw:
         assert raw["perm_imputed"].dtype == np.int8
         np.testing.assert_array_equal(raw["perm_imputed"].values, flag)
-    # geogpvae.fields.io.open_dataset: the in-memory convention (int8, -127) exactly
     with io.open_dataset(tmp_path / "z.nc") as back:
         assert back["perm_imputed"].dtype == np.int8
         np.testing.assert_array_equal(back["perm_imputed"].values, flag)
-        assert back["perm_imputed"].encoding["_FillValue"] == -127
         # and a second write/read is still exact
         io.to_netcdf(back, tmp_path / "z2.nc")
     with io.open_dataset(tmp_path / "z2.nc") as again:
@@ -245,6 +241,42 @@ def test_flag_round_trip_of_plainly_decoded_dataset(tmp_path):
         nc.set_auto_mask(False)
         assert nc["perm_imputed"].dtype == np.int8
         np.testing.assert_array_equal(nc["perm_imputed"][:], ds["perm_imputed"].values)
+
+
+def test_chunk_shapes_of_the_input_are_kept_and_encoding_overrides(tmp_path):
+    ds = gridded_zyx()
+    ds.to_netcdf(tmp_path / "in.nc", encoding={"perm": {"chunksizes": (1, 3, 2), "zlib": True}})
+    with xr.open_dataset(tmp_path / "in.nc") as read:
+        io.to_netcdf(read, tmp_path / "kept.nc")
+        io.to_netcdf(read, tmp_path / "given.nc", encoding={"perm": {"chunksizes": (2, 2, 2), "complevel": 9}})
+        with pytest.raises(ValueError, match="encoding names kx, which the Dataset does not hold"):
+            io.to_netcdf(read, tmp_path / "bad.nc", encoding={"kx": {"complevel": 9}})
+        with pytest.raises(TypeError, match="encoding must map variable names to dicts"):
+            io.to_netcdf(read, tmp_path / "bad.nc", encoding={"perm": 9})
+    assert not (tmp_path / "bad.nc").exists()
+    with netCDF4.Dataset(tmp_path / "kept.nc") as nc:
+        assert nc["perm"].chunking() == [1, 3, 2]
+    with netCDF4.Dataset(tmp_path / "given.nc") as nc:
+        assert nc["perm"].chunking() == [2, 2, 2] and nc["perm"].filters()["complevel"] == 9
+    with io.open_dataset(tmp_path / "given.nc") as back:  # values unchanged by either
+        xr.testing.assert_identical(back.load(), _expected(ds, "CF-1.8"))
+
+
+def test_impute_outputs_keep_the_input_chunks_and_read_back_with_plain_xarray(tmp_path):
+    from geogpvae import impute
+    from geogpvae.datasets import make_gaussian_field
+
+    ds = make_gaussian_field((12, 10), n_vars=2, missing=0.3, seed=1)
+    ds.to_netcdf(tmp_path / "in.nc", encoding={"v0": {"chunksizes": (4, 5), "zlib": True}})
+    with xr.open_dataset(tmp_path / "in.nc") as read:
+        out = impute(read, ["v0", "v1"], neighbours=6, epochs=2, progress=False)
+    io.to_netcdf(out, tmp_path / "out.nc")
+    with netCDF4.Dataset(tmp_path / "out.nc") as nc:
+        assert [nc[n].chunking() for n in ("v0", "v0_std", "v0_imputed")] == [[4, 5]] * 3
+    with xr.open_dataset(tmp_path / "out.nc") as plain:
+        for name in ("v0", "v1"):
+            assert plain[f"{name}_imputed"].dtype == np.int8
+            np.testing.assert_array_equal(plain[f"{name}_imputed"].values, out[f"{name}_imputed"].values)
 
 
 def test_file_layout(tmp_path):
@@ -746,7 +778,7 @@ def test_ncdump_reads_header(tmp_path):
     res = subprocess.run([ncdump, "-h", str(path)], capture_output=True, text=True, timeout=60, check=False)
     assert res.returncode == 0, res.stderr
     assert "byte Cd_imputed(site)" in res.stdout
-    assert "Cd_imputed:_FillValue = -127b" in res.stdout
+    assert "Cd_imputed:flag_values = 0b, 1b, -127b" in res.stdout
     assert "string split(site)" in res.stdout
     assert ':Conventions = "CF-1.8"' in res.stdout
     full = subprocess.run([ncdump, str(path)], capture_output=True, text=True, timeout=60, check=False)

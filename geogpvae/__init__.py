@@ -10,8 +10,8 @@ simulate
     Equally likely filled fields, drawn jointly (conditional realisations).
 validate
     Hold out a share of the observed values, impute, and score the imputation and its intervals.
-to_netcdf, open_dataset
-    CF-tidy, compressed, atomic NetCDF output; lazy multi-file input.
+to_netcdf, to_zarr, open_dataset
+    CF-tidy, compressed, atomic NetCDF and Zarr output; lazy multi-file and Zarr input.
 datasets
     Jura and SPE10 loaders and synthetic Gaussian fields.
 plot
@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine.config import GPVAEConfig
     from .engine.core import GPVAEEngine
     from .fields.io import open_dataset, to_netcdf
+    from .fields.zarr_io import to_zarr
     from .sklearn import GPVAERegressor
     from .validation import validate
 
@@ -52,6 +53,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "GPVAEEngine": (".engine.core", "GPVAEEngine"),
     "open_dataset": (".fields.io", "open_dataset"),
     "to_netcdf": (".fields.io", "to_netcdf"),
+    "to_zarr": (".fields.zarr_io", "to_zarr"),
     "datasets": (".datasets", None),
     "plot": (".plot", None),
 }
@@ -69,6 +71,7 @@ __all__ = [
     "plot",
     "simulate",
     "to_netcdf",
+    "to_zarr",
     "validate",
 ]
 

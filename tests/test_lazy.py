@@ -3,6 +3,7 @@ distributed LocalCluster included, and imputed variables chunked like the input.
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 
 import numpy as np
@@ -58,12 +59,23 @@ def test_a_chunked_template_sets_the_blocks(fitted):
 def test_predict_on_a_distributed_cluster(fitted, tmp_path):
     """Worker processes predict the blocks; the result and its file equal the in-memory ones."""
     distributed = pytest.importorskip("distributed")
+    zarr_installed = importlib.util.find_spec("zarr") is not None
     _, imp, grid, eager = fitted
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  local_directory=tmp_path) as cluster, distributed.Client(cluster):
+                                  local_directory=tmp_path) as cluster, distributed.Client(cluster) as client:
         lazy = imp.predict(grid, chunks={"y": 12})
         _same(lazy.compute(), eager)
         geogpvae.to_netcdf(lazy, tmp_path / "lazy.nc")
+        if zarr_installed:  # the workers write the blocks into one store; then two jobs fill one each
+            geogpvae.to_zarr(lazy, tmp_path / "lazy.zarr")
+            geogpvae.to_zarr(lazy, tmp_path / "parts.zarr", compute=False)
+            halves = [imp.predict(grid.isel(y=slice(i, i + 12))) for i in range(0, grid.sizes["y"], 12)]
+            client.gather([client.submit(geogpvae.to_zarr, part, tmp_path / "parts.zarr", region="auto")
+                           for part in halves])
+    if zarr_installed:
+        one_shot = geogpvae.open_dataset(geogpvae.to_zarr(eager, tmp_path / "eager.zarr")).load()
+        for store in ("lazy.zarr", "parts.zarr"):
+            _same(geogpvae.open_dataset(tmp_path / store).load(), one_shot)
     geogpvae.to_netcdf(eager, tmp_path / "eager.nc")
     with xr.open_dataset(tmp_path / "lazy.nc") as back, xr.open_dataset(tmp_path / "eager.nc") as one_shot:
         _same(back.load(), one_shot.load())

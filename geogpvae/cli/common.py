@@ -38,6 +38,7 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
         ValueError,
         TypeError,
         KeyError,
+        ImportError,  # an optional package missing (zarr for a *.zarr store): the message says which
     )
 
 

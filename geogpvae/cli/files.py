@@ -16,6 +16,7 @@ from typing import Any
 from ..engine.resources import format_bytes
 from .._files import disk_full, free_bytes, refuse_special_target
 from ..errors import warn_caller
+from ..fields.zarr_io import is_zarr, open_zarr, to_zarr
 from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
 
 
@@ -32,8 +33,8 @@ def expand_inputs(items: Sequence[str]) -> list[str]:
             continue
         if not os.path.exists(text):
             raise FileNotFoundError(f"input file {item} not found")
-        if os.path.isdir(text):
-            raise IsADirectoryError(f"input {item} is a folder, not a NetCDF file")
+        if os.path.isdir(text) and not is_zarr(text):
+            raise IsADirectoryError(f"input {item} is a folder, neither a NetCDF file nor a Zarr store")
         files.append(text)
     return files
 
@@ -144,9 +145,10 @@ def check_target(
     folder = target.parent
     if not folder.is_dir():
         raise FileNotFoundError(f"cannot write {what} {path}: folder {folder} does not exist")
-    if target.is_dir():
-        raise IsADirectoryError(f"cannot write {what} {path}: it is a folder")
-    refuse_special_target(target, what)
+    if target.is_dir() and not is_zarr(target):
+        raise IsADirectoryError(f"cannot write {what} {path}: it is a folder (a Zarr store is named *.zarr)")
+    if not target.is_dir():
+        refuse_special_target(target, what)
     if target.exists() and not overwrite:
         raise FileExistsError(f"{what} {path} already exists; pass --overwrite to replace it")
     if not os.access(folder, os.W_OK):
@@ -237,10 +239,16 @@ def payload_bytes(obj: Any) -> int:
 
 def unfinished_reason(path: str) -> str | None:
     """Why the existing file ``path`` is not a finished geogpvae output (for ``--skip-existing``); None
-    when it is: a NetCDF file with the ``geogpvae_version`` attribute every output gets before it is
+    when it is: a NetCDF file or Zarr store with the ``geogpvae_version`` attribute every output gets before it is
     moved into place complete."""
     import netCDF4
 
+    if is_zarr(path):
+        try:
+            attrs = open_zarr(path).attrs
+        except (OSError, ValueError) as err:
+            return f"it cannot be read as a Zarr store ({_one_line(err)})"
+        return None if "geogpvae_version" in attrs else "it has no geogpvae_version attribute, so geogpvae did not write it"
     try:
         with netCDF4.Dataset(path, "r") as nc:
             if "geogpvae_version" not in nc.ncattrs():
@@ -259,7 +267,7 @@ def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
     from ..fields.io import to_netcdf
 
     try:
-        path = to_netcdf(result, output, overwrite=overwrite)
+        path = (to_zarr if is_zarr(output) else to_netcdf)(result, output, overwrite=overwrite)
     except FileExistsError:
         raise FileExistsError(
             f"output {output} was created by another job while this one was writing; "

@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import threading
@@ -119,9 +120,7 @@ def _remove_leftover(path: Path) -> None:
     """Remove a killed write's staging folder (its files, not following links) or, from older
     versions, its temporary file."""
     if path.is_dir() and not path.is_symlink():
-        for entry in os.scandir(path):
-            os.unlink(entry.path)
-        path.rmdir()
+        shutil.rmtree(path)  # (a Zarr store staged in it is a folder; links inside are not followed)
     else:
         path.unlink()
 

@@ -1,4 +1,4 @@
-"""Reading and writing NetCDF files."""
+"""Reading and writing NetCDF files (Zarr stores: :mod:`geogpvae.fields.zarr_io`)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from .atomic import (
 from .cf import restore_flag_variables
 from .encoding import CF_VERSION, _prepare
 from .joining import open_several
+from .zarr_io import is_zarr, open_zarr
 
 __all__ = [
     "CF_VERSION",
@@ -197,7 +198,7 @@ def _expand(paths: PathLike | Sequence[PathLike]) -> list[str]:
 def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None = None,
                  chunks: Any = None, mask_and_scale: bool = True,
                  **kwargs: Any) -> xr.Dataset:
-    """Open one NetCDF file, a glob pattern or a list of files as one Dataset.
+    """Open one NetCDF file, a glob pattern or a list of files, or a Zarr store, as one Dataset.
 
     Several files are joined with :func:`xarray.open_mfdataset`, along ``concat_dim`` or by
     coordinates, after :func:`~geogpvae.fields.joining.check_files_agree`. Flag variables such as
@@ -206,7 +207,9 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     Parameters
     ----------
     paths : str, os.PathLike or sequence of them
-        Files, glob patterns (matches sorted) or URLs.
+        Files, glob patterns (matches sorted) or URLs; or one Zarr store (a ``*.zarr`` path or a
+        folder holding Zarr metadata), opened lazily with its own chunks
+        (:func:`~geogpvae.fields.zarr_io.open_zarr`).
     concat_dim : str, optional
         Dimension to concatenate several files along (existing or new).
     chunks : int, dict, "auto" or {}, optional
@@ -230,6 +233,8 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     InputError
         Several files disagree on a variable that is not joined.
     """
+    if isinstance(paths, (str, os.PathLike)) and is_zarr(paths):
+        return open_zarr(paths, chunks=chunks, mask_and_scale=mask_and_scale, **kwargs)
     files = _expand(paths)
     if len(files) == 1:
         try:

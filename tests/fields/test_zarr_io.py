@@ -1,0 +1,140 @@
+"""Zarr stores (geogpvae/fields/zarr_io.py): round trips, atomic whole writes, region writes
+that fill one store in parts, damaged stores refused, and the command line on stores."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import geogpvae
+from geogpvae.cli import main
+from geogpvae.datasets import make_gaussian_field
+from geogpvae.fields.zarr_io import open_zarr, to_zarr
+
+pytest.importorskip("zarr")
+
+
+@pytest.fixture(scope="module")
+def imputed():
+    ds = make_gaussian_field((16, 12), n_vars=2, missing=0.3, seed=4)
+    domain = xr.DataArray(np.arange(12) < 10, dims="x")
+    return geogpvae.impute(ds, ["v0", "v1"], neighbours=6, epochs=2, mask=domain, progress=False)
+
+
+def _same_values(a: xr.Dataset, b: xr.Dataset) -> None:
+    assert set(a.variables) == set(b.variables)
+    for name in a.variables:
+        assert a[name].dtype == b[name].dtype, name
+        np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=str(name))
+
+
+def test_a_store_reads_back_bit_for_bit_and_flags_stay_int8(imputed, tmp_path):
+    path = geogpvae.to_zarr(imputed, tmp_path / "out.zarr")
+    assert path == tmp_path / "out.zarr" and os.listdir(tmp_path) == ["out.zarr"]  # no staging left
+    back = geogpvae.open_dataset(path)
+    assert back["v0"].chunks is not None  # lazy
+    _same_values(back.load(), imputed)
+    assert back.attrs["history"] == imputed.attrs["history"] and back.attrs["Conventions"].startswith("CF-")
+    assert back["v0_imputed"].attrs["flag_meanings"] == "observed imputed no_value"
+    plain = xr.open_zarr(path)  # plain xarray: the flags as int8, -127 where there is no value
+    assert plain["v0_imputed"].dtype == np.int8 and (plain["v0_imputed"].values == -127).any()
+
+
+def test_the_chunks_of_a_netcdf_input_are_kept(tmp_path):
+    ds = make_gaussian_field((12, 10), n_vars=1, seed=0)
+    ds.to_netcdf(tmp_path / "in.nc", encoding={"v0": {"chunksizes": (4, 5), "zlib": True}})
+    with geogpvae.open_dataset(tmp_path / "in.nc") as read:
+        geogpvae.to_zarr(read, tmp_path / "out.zarr")
+        geogpvae.to_zarr(read, tmp_path / "given.zarr", encoding={"v0": {"chunks": (6, 10)}})
+    assert open_zarr(tmp_path / "out.zarr")["v0"].encoding["chunks"] == (4, 5)
+    assert open_zarr(tmp_path / "given.zarr")["v0"].encoding["chunks"] == (6, 10)
+
+
+def test_an_existing_store_is_kept_and_a_failed_write_leaves_nothing(imputed, tmp_path, monkeypatch):
+    target = tmp_path / "out.zarr"
+    geogpvae.to_zarr(imputed, target)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        geogpvae.to_zarr(imputed, target)
+    geogpvae.to_zarr(imputed.assign(v0=imputed.v0 + 1), target, overwrite=True)
+    np.testing.assert_array_equal(open_zarr(target)["v0"].values, imputed.v0.values + 1)
+
+    real = xr.Dataset.to_zarr
+
+    def failing(self, store, **kwargs):
+        real(self, store, **kwargs)
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", failing)
+    with pytest.raises(OSError, match="disk went away"):
+        geogpvae.to_zarr(imputed, target, overwrite=True)
+    with pytest.raises(OSError, match="disk went away"):
+        geogpvae.to_zarr(imputed, tmp_path / "new.zarr")
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["out.zarr"]  # no new store, no staging folder
+    np.testing.assert_array_equal(open_zarr(target)["v0"].values, imputed.v0.values + 1)  # the old one whole
+
+
+def test_region_writes_fill_a_store_made_without_its_data(imputed, tmp_path):
+    target = tmp_path / "out.zarr"
+    geogpvae.to_zarr(imputed.chunk({"y": 8}), target, compute=False)
+    empty = open_zarr(target)
+    assert (empty["v0_imputed"].values == -127).all() and np.isnan(empty["v0"].values).all()
+    assert empty.attrs["history"] == imputed.attrs["history"]
+    geogpvae.to_zarr(imputed.isel(y=slice(8, 16)), target, region="auto")
+    half = open_zarr(target)
+    assert (half["v0_imputed"].values[:8] == -127).all()
+    np.testing.assert_array_equal(half["v0"].values[8:], imputed.v0.values[8:])
+    geogpvae.to_zarr(imputed.isel(y=slice(0, 8)), target, region={"y": slice(0, 8)})
+    _same_values(open_zarr(target).load(), imputed)
+
+
+def test_region_writes_that_would_corrupt_or_do_not_fit_are_refused(imputed, tmp_path):
+    target = tmp_path / "out.zarr"
+    with pytest.raises(FileNotFoundError, match="no such Zarr store"):
+        geogpvae.to_zarr(imputed, target, region="auto")
+    geogpvae.to_zarr(imputed.chunk({"y": 8}), target, compute=False)
+    before = open_zarr(target).load()
+    cases = [
+        (imputed.isel(y=slice(4, 12)), "auto", r"y=4:12 cuts through chunks of .* multiples of 8"),
+        (imputed.isel(y=[0, 2]), "auto", "not a contiguous run"),
+        (imputed.assign_coords(y=imputed.y + 100).isel(y=slice(0, 8)), "auto", "not in the store's y"),
+        (imputed.isel(y=slice(0, 8)).assign(extra=imputed.v0.isel(y=slice(0, 8))), "auto", "holds no variable extra"),
+        (imputed.isel(y=slice(0, 8)), "everywhere", 'region must be "auto"'),
+        (imputed, "auto", "covers the whole store"),
+    ]
+    for part, region, message in cases:
+        with pytest.raises(ValueError, match=message):
+            geogpvae.to_zarr(part, target, region=region)
+    _same_values(open_zarr(target).load(), before)  # nothing was written
+
+
+def test_damaged_stores_are_refused_with_their_name(imputed, tmp_path):
+    target = tmp_path / "out.zarr"
+    geogpvae.to_zarr(imputed, target)
+    (target / "zarr.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"cannot read .*out\.zarr as a Zarr store"):
+        geogpvae.open_dataset(target)
+    (tmp_path / "plain.zarr").mkdir()
+    with pytest.raises(ValueError, match="is not a Zarr store"):
+        geogpvae.open_dataset(tmp_path / "plain.zarr")
+    with pytest.raises(FileNotFoundError, match="no such Zarr store"):
+        geogpvae.open_dataset(tmp_path / "missing.zarr")
+
+
+def test_the_command_line_reads_and_writes_stores(tmp_path, capsys):
+    ds = make_gaussian_field((12, 10), n_vars=2, missing=0.3, seed=2)
+    geogpvae.to_zarr(ds, tmp_path / "in.zarr")
+    args = ["impute", str(tmp_path / "in.zarr"), str(tmp_path / "out.zarr"), "--epochs", "2", "--neighbours", "6", "-q"]
+    assert main(args) == 0
+    out = open_zarr(tmp_path / "out.zarr")
+    assert out["v0_imputed"].dtype == np.int8 and int(out["v0"].isnull().sum()) == 0
+    assert "geogpvae_version" in out.attrs
+    assert main(args) == 2 and "--overwrite" in capsys.readouterr().err  # an existing store is kept
+    (tmp_path / "folder").mkdir()
+    assert main(["impute", str(tmp_path / "folder"), str(tmp_path / "x.nc"), "-q"]) != 0
+    assert "neither a NetCDF file nor a Zarr store" in capsys.readouterr().err
+    assert json.loads((tmp_path / "out.zarr" / "zarr.json").read_text())["zarr_format"] == 3

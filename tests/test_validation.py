@@ -145,7 +145,7 @@ def test_shaped_gaps_follow_the_missing_values_and_complete_variables_get_a_rand
     assert isolated.sum() > 0.5 * removed["v1"].sum()  # the complete variable: at random
     assert scores.attrs["geogpvae_validation_gaps"] == "shaped"
     with pytest.raises(InputError, match="gaps must be"):
-        geogpvae.validate(ds, ["v0"], gaps="blocks")
+        geogpvae.validate(ds, ["v0"], gaps="bogus")
 
 
 def test_an_imputed_output_is_refused(monkeypatch):
@@ -257,3 +257,85 @@ def test_validate_reports_the_crps_of_the_held_out_values(monkeypatch):
     _capture(monkeypatch, mean_of=lambda n: truth.fillna(0.0) + 0.3, std=0.5)
     scores = geogpvae.validate(ds, ["v0"], share=0.3, seed=1)
     assert float(scores.crps.sel(variable="v0")) == pytest.approx(float(crps_gaussian(0.3, 0.5, 0.0)))
+
+
+# ------------------------------------------------------------------ k-fold and spatial blocks
+def _capture_all(monkeypatch):
+    """Replace impute with a stub that records every run's input (and predicts 0, std 0.5)."""
+    import geogpvae.api
+
+    works = []
+
+    def fake(work, names, **kwargs):
+        works.append(work.copy(deep=True))
+        out = work.copy()
+        for n in names:
+            out[n] = work[n].fillna(0.0)
+            out[f"{n}_std"] = xr.where(work[n].isnull(), 0.5, 0.0)
+        return out
+
+    monkeypatch.setattr(geogpvae.api, "impute", fake)
+    return works
+
+
+def _removed(ds, works, name):
+    given = ds[name].notnull().values
+    return [given & w[name].isnull().values for w in works]
+
+
+def test_k_folds_hold_out_every_observed_value_once(monkeypatch):
+    ds = make_gaussian_field((20, 20), n_vars=2, missing=0.3, seed=3)
+    works = _capture_all(monkeypatch)
+    scores = geogpvae.validate(ds, ["v0", "v1"], folds=5, seed=2)
+    assert len(works) == 5
+    for n in ("v0", "v1"):
+        removed = np.array(_removed(ds, works, n))
+        np.testing.assert_array_equal(removed.sum(0), ds[n].notnull().values)  # each value once
+        assert all(abs(r.sum() - removed.sum() / 5) <= 1 for r in removed)  # folds of equal size
+        assert int(scores.n.sel(variable=n)) == int(ds[n].notnull().sum())
+    assert scores.attrs["geogpvae_validation_folds"] == 5 and scores.attrs["geogpvae_validation_share"] == 0.2
+
+
+def test_spatial_blocks_hold_out_whole_blocks(monkeypatch):
+    ds = make_gaussian_field((24, 24), n_vars=2, missing=0.2, seed=1)
+    works = _capture_all(monkeypatch)
+    scores = geogpvae.validate(ds, ["v0", "v1"], gaps="blocks", folds=4, block_size=6, seed=0)
+    assert scores.attrs["geogpvae_validation_block_size"] == 6
+    blocks = (np.arange(24)[:, None] // 6) * 4 + np.arange(24)[None, :] // 6  # the grid in cell steps
+    for n in ("v0", "v1"):
+        observed = ds[n].notnull().values
+        removed = _removed(ds, works, n)
+        np.testing.assert_array_equal(np.sum(removed, 0), observed)
+        for r in removed:  # a block is held out whole or not at all
+            held_blocks = set(blocks[r])
+            np.testing.assert_array_equal(r, observed & np.isin(blocks, list(held_blocks)))
+            assert len(held_blocks) == 4  # 16 blocks dealt to 4 folds
+    works.clear()
+    geogpvae.validate(ds, ["v0"], gaps="blocks", share=0.2, seed=0)  # one run, blocks of the default size
+    (removed,) = _removed(ds, works, "v0")
+    assert 0.1 < removed.sum() / ds.v0.notnull().sum() < 0.35
+
+
+def test_bad_fold_settings_are_refused_before_any_work(monkeypatch):
+    ds = make_gaussian_field((12, 12), n_vars=1, seed=0)
+    works = _capture_all(monkeypatch)
+    for kwargs, message in [
+        (dict(folds=1), "folds must be a whole number >= 2"),
+        (dict(folds=2.5), "folds must be a whole number"),
+        (dict(folds=3, gaps="shaped"), "gaps='shaped' holds out one set"),
+        (dict(block_size=3.0), "block_size is for gaps='blocks'"),
+        (dict(gaps="blocks", block_size=-1.0), "block_size must be a positive number"),
+        (dict(gaps="blocks", folds=4, block_size=100.0), "fewer than folds=4"),
+        (dict(folds=500), "fewer than folds=500"),
+        (dict(gaps="bogus"), "gaps must be 'random', 'shaped' or 'blocks'"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            geogpvae.validate(ds, ["v0"], **kwargs)
+    assert works == []
+
+
+def test_spatial_cross_validation_end_to_end():
+    ds = make_gaussian_field((16, 16), n_vars=2, missing=0.2, seed=6)
+    scores = geogpvae.validate(ds, ["v0", "v1"], gaps="blocks", folds=2, neighbours=6, epochs=3)
+    assert (scores.n.values == ds[["v0", "v1"]].notnull().sum().to_array().values).all()
+    assert np.isfinite(scores.rmse.values).all() and np.isfinite(scores.crps.values).all()

@@ -309,8 +309,12 @@ def _validate_parser(subs: Any) -> None:
     _engine_flags(p)
     p.add_argument("--share", type=_share, default=0.1, help="share of each variable's observed values held "
                    "out (default 0.1)")
-    p.add_argument("--gaps", choices=["random", "shaped"], default="random", help="random (default), or in "
-                   "gaps shaped like each variable's missing values")
+    p.add_argument("--gaps", choices=["random", "shaped", "blocks"], default="random", help="random (default), "
+                   "in gaps shaped like each variable's missing values, or in whole spatial blocks")
+    p.add_argument("--folds", type=int, default=None, metavar="K", help="k-fold cross-validation: every observed "
+                   "value (or block) held out once, in K runs")
+    p.add_argument("--block-size", type=float, default=None, metavar="SIDE", help="side of the blocks of --gaps "
+                   "blocks, in the model's coordinates (cell steps on a grid, km for lon/lat)")
     _impute_options(p, only=("--log-vars", "--epochs", "--device", "--seed", "--progress"))
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p, progress=True)

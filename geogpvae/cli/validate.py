@@ -16,8 +16,12 @@ from .settings import resolve_settings
 
 
 def _table(files: Sequence[str], scores: Any) -> str:
-    held = (f"held out: {scores.attrs['geogpvae_validation_share']:g} of each variable's observed values "
-            f"({scores.attrs['geogpvae_validation_gaps']}); scored on them, never trained on")
+    gaps, folds = scores.attrs["geogpvae_validation_gaps"], scores.attrs.get("geogpvae_validation_folds", 0)
+    if "geogpvae_validation_block_size" in scores.attrs:
+        gaps += f" of side {scores.attrs['geogpvae_validation_block_size']:.3g}"
+    held = (f"held out: each observed value once, in {folds} folds ({gaps}); scored on them, never trained on"
+            if folds else f"held out: {scores.attrs['geogpvae_validation_share']:g} of each variable's observed "
+            f"values ({gaps}); scored on them, never trained on")
     lines = [f"input: {', '.join(files)}", held,
              (f"{'variable':16s} {'n':>6s} {'RMSE':>11s} {'MAE':>11s} {'NLL':>8s} {'cov95':>6s} {'range':>9s} "
               f"{'z2':>6s}  units; space of NLL, cov95, z2")]
@@ -60,16 +64,19 @@ def cmd_validate(args: argparse.Namespace, argv: Sequence[str]) -> int:
     with _open(files, settings.concat_dim, settings.vars) as ds, warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="the gaps of .* cluster")  # the table says it
         warnings.filterwarnings("ignore", message="few held-out values scored")
-        scores = validate(ds, settings.vars, share=args.share, gaps=args.gaps, seed=settings.seed,
+        scores = validate(ds, settings.vars, share=args.share, gaps=args.gaps, folds=args.folds,
+                          block_size=args.block_size, seed=settings.seed,
                           progress=progress, engine=settings.engine, neighbours=settings.neighbours,
                           coords=settings.coords, mask=settings.mask_var, transforms=transform,
                           epochs=settings.epochs, device=settings.device, **options)
     if args.json:
         rows = {str(v): {k: _json_value(scores[k].sel(variable=v).item())
-                         for k in ("n", "rmse", "mae", "nll", "cov95", "cov95_low", "cov95_high", "z2", "units", "space")}
+                         for k in ("n", "rmse", "mae", "nll", "crps", "cov95", "cov95_low", "cov95_high", "z2", "units",
+                                   "space")}
                 for v in scores.variable.values}
         clustered = json.loads(scores.attrs.get("geogpvae_clustered_gaps", "[]"))
-        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "clustered_gaps": clustered,
+        print(json.dumps({"input": files, "share": args.share, "gaps": args.gaps, "folds": args.folds,
+                          "block_size": scores.attrs.get("geogpvae_validation_block_size"), "clustered_gaps": clustered,
                           "variables": rows}, indent=2, allow_nan=False))
     else:
         print(_table(files, scores))

@@ -36,6 +36,19 @@ def test_json_has_a_row_per_variable_and_nothing_is_written(field, tmp_path, cap
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+def test_spatial_block_folds_from_the_command_line(field, capsys):
+    code = main(["validate", str(field), "--vars", "v1", "--gaps", "blocks", "--folds", "2", "--block-size", "6",
+                 "--epochs", "2", "--neighbours", "6", "--json"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["folds"] == 2 and report["gaps"] == "blocks" and report["block_size"] == 6
+    row = report["variables"]["v1"]
+    assert row["n"] > 0 and np.isfinite(row["crps"])
+    assert main(["validate", str(field), "--vars", "v1", "--gaps", "blocks", "--folds", "2", "--epochs", "2",
+                 "--neighbours", "6"]) == 0
+    assert "each observed value once, in 2 folds (blocks of side" in capsys.readouterr().out
+
+
 def test_the_flags_reach_validate(field, capsys, monkeypatch):
     seen = {}
     real = geogpvae.validation.validate
@@ -66,7 +79,8 @@ def test_the_flags_reach_validate(field, capsys, monkeypatch):
 @pytest.mark.parametrize("args, words", [
     (["--share", "0"], "strictly between 0 and 1"),
     (["--share", "half"], "give a share"),
-    (["--gaps", "blocks"], "invalid choice"),
+    (["--gaps", "bogus"], "invalid choice"),
+    (["--folds", "1"], "folds must be a whole number >= 2"),
     (["--vars", "nope"], "not a data variable"),
 ])
 def test_bad_requests_exit_2(field, args, words, capsys):

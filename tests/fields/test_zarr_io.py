@@ -13,7 +13,7 @@ import xarray as xr
 import geogpvae
 from geogpvae.cli import main
 from geogpvae.datasets import make_gaussian_field
-from geogpvae.fields.zarr_io import open_zarr, to_zarr
+from geogpvae.fields.zarr_io import open_zarr
 
 pytest.importorskip("zarr")
 

@@ -177,6 +177,16 @@ def _run(args: list[str]) -> tuple[int, str]:
     return res.returncode, res.stderr
 
 
+def _run_here(args: list[str], capsys) -> tuple[int, str]:
+    """``geogpvae ARGS`` in this process (the entry point ``python -m geogpvae`` calls the same
+    ``main``; other tests here run it as a process)."""
+    from geogpvae.cli import main
+
+    capsys.readouterr()
+    code = main(args)
+    return code, capsys.readouterr().err
+
+
 class _Anything:
     """Not a plain value: ``weights_only`` loading refuses it."""
 
@@ -222,20 +232,20 @@ KINDS = ["empty", "truncated", "damaged", "netcdf", "pickle", "objects", "other_
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_predict_with_a_bad_model_file_says_so_in_one_line(kind, data, tmp_path):
+def test_predict_with_a_bad_model_file_says_so_in_one_line(kind, data, tmp_path, capsys):
     coords = geogpvae.to_netcdf(
         xr.Dataset(coords={"y": np.linspace(0, 1, 3), "x": np.linspace(0, 1, 4)}),
         tmp_path / "coords.nc",
     )
     model, out = tmp_path / "bad.pt", tmp_path / "pred.nc"
     words = _bad_file(kind, model, data["model"])
-    code, err = _run(["predict", str(model), str(coords), str(out)])
+    code, err = _run_here(["predict", str(model), str(coords), str(out)], capsys)
     _assert_one_clear_line(code, err, model, words)
     assert not out.exists() and _temps(tmp_path) == []
 
 
 @pytest.mark.parametrize("kind", ["empty", "truncated", "damaged", "objects", "other_torch"])
-def test_resume_from_a_bad_checkpoint_says_so_in_one_line(kind, data, tmp_path):
+def test_resume_from_a_bad_checkpoint_says_so_in_one_line(kind, data, tmp_path, capsys):
     out, folder = tmp_path / "out.nc", tmp_path / "ck"
     folder.mkdir()
     checkpoint = jobs.checkpoint_path(folder, out)
@@ -244,7 +254,7 @@ def test_resume_from_a_bad_checkpoint_says_so_in_one_line(kind, data, tmp_path):
         words = ["not a geogpvae checkpoint"]
     before = checkpoint.read_bytes()
     args = ["impute", str(data["grid"]), str(out), *TINY, "--checkpoint-dir", str(folder)]
-    code, err = _run([*args, "--resume"])
+    code, err = _run_here([*args, "--resume"], capsys)
     _assert_one_clear_line(code, err, checkpoint, [*words, "--overwrite"])
     assert checkpoint.read_bytes() == before  # kept for the user to look at
     assert not out.exists()

@@ -5,7 +5,6 @@ Re-exported by :mod:`geogpvae.api`; what it writes back to xarray comes from :mo
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
@@ -29,11 +28,9 @@ from .fields.valid import unpacked_bounds
 from .fields.variables import parse_transforms
 from .model_file import imputer_state, plain, read_imputer
 
-__all__ = ["CONFIG_OPTIONS", "GPVAEImputer", "imputer_from"]
+__all__ = ["GPVAEImputer", "imputer_from"]
 
 _UNSET: Any = object()
-#: The estimator arguments that are engine options (every field of :class:`GPVAEConfig`)
-CONFIG_OPTIONS = tuple(f.name for f in dataclasses.fields(GPVAEConfig))
 
 
 class GPVAEImputer(Parameters):
@@ -140,7 +137,7 @@ neighbour_backend
         TypeError
             A hidden-layer or context list that is not a list of integers.
         """
-        config = GPVAEConfig.from_dict({name: getattr(self, name) for name in CONFIG_OPTIONS})
+        config = GPVAEConfig.from_attributes(self)
         parse_transforms(self.transforms)
         return config
 

@@ -132,8 +132,7 @@ predict_mode, calibrate, threads, dtype, neighbour_backend
             Bad options, non-finite ``X``, fewer than ``neighbours + 1`` rows, ``y`` missing or of
             another length, a column of ``y`` never observed (:class:`~geogpvae.InputError`).
         """
-        options = {name: getattr(self, name) for name in GPVAEConfig.__dataclass_fields__}
-        config = GPVAEConfig.from_dict(options)
+        config = GPVAEConfig.from_attributes(self)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         X = validate_data(self, X, dtype=np.float64, ensure_min_samples=max(2, config.neighbours + 1))

@@ -341,6 +341,12 @@ class GPVAEConfig:
             values = {**values, "kernel": kernel_from_spec(kernel["gpytorch"])}
         return cls(**values)
 
+    @classmethod
+    def from_attributes(cls, obj: Any) -> GPVAEConfig:
+        """Build from the attributes of ``obj`` named as the options (an estimator's parameters),
+        validated."""
+        return cls.from_dict({f.name: getattr(obj, f.name) for f in dataclasses.fields(cls)})
+
     def replace(self, **changes: Any) -> GPVAEConfig:
         """A copy with some options changed (validated)."""
         return GPVAEConfig.from_dict({**self.to_dict(), "kernel": self.kernel, **changes})

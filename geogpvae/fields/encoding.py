@@ -350,3 +350,23 @@ def check_writable(ds: xr.Dataset) -> None:
                     f"{problem}: NetCDF attributes hold text, numbers or flat lists of them; make it one "
                     "(e.g. flatten it, or str(value)) or delete it (ncatted -a in the file)"
                 )
+
+
+def check_encoding(ds: xr.Dataset, encoding: Any) -> None:
+    """Refuse an ``encoding=`` argument that is not a mapping of ``ds``'s variable names to dicts.
+
+    Raises
+    ------
+    TypeError
+        Not a mapping of names to dicts.
+    ValueError
+        A name ``ds`` does not hold.
+    """
+    if encoding is None:
+        return
+    if not isinstance(encoding, Mapping) or not all(isinstance(e, Mapping) for e in encoding.values()):
+        raise TypeError("encoding must map variable names to dicts, e.g. {'kx': {'complevel': 9}}")
+    unknown = [str(n) for n in encoding if n not in ds.variables]
+    if unknown:
+        raise ValueError(f"encoding names {', '.join(unknown)}, which the Dataset does not hold; "
+                         f"its variables: {', '.join(map(str, ds.variables))}")

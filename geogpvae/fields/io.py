@@ -27,7 +27,7 @@ from .atomic import (
     _leftovers,
 )
 from .cf import restore_flag_variables
-from .encoding import CF_VERSION, _prepare
+from .encoding import CF_VERSION, _prepare, check_encoding
 from .joining import open_several
 from .zarr_io import is_zarr, open_zarr
 
@@ -97,7 +97,7 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         0 <= complevel <= 9
     ):
         raise ValueError(f"complevel must be an integer from 0 to 9, got {complevel!r}")
-    _check_encoding(ds, encoding)
+    check_encoding(ds, encoding)
     target = Path(os.fspath(path)).expanduser()
     _check_target(target, overwrite)
     _leftovers(target)
@@ -131,17 +131,6 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
         raise
     _fsync_dir(target.parent)
     return target
-
-
-def _check_encoding(ds: xr.Dataset, encoding: Any) -> None:
-    if encoding is None:
-        return
-    if not isinstance(encoding, Mapping) or not all(isinstance(e, Mapping) for e in encoding.values()):
-        raise TypeError("encoding must map variable names to dicts, e.g. {'kx': {'complevel': 9}}")
-    unknown = [str(n) for n in encoding if n not in ds.variables]
-    if unknown:
-        raise ValueError(f"encoding names {', '.join(unknown)}, which the Dataset does not hold; "
-                         f"its variables: {', '.join(map(str, ds.variables))}")
 
 
 # --------------------------------------------------------------------------- reading

@@ -23,7 +23,7 @@ import xarray as xr
 
 from .atomic import _fsync_dir, _leftovers, _temp_name
 from .cf import FLAG_FILL_VALUE, IMPUTED_SUFFIX, restore_flag_variables
-from .encoding import _chunksizes, _kept_chunks, _prepare
+from .encoding import _chunksizes, _kept_chunks, _prepare, check_encoding
 
 __all__ = ["is_zarr", "open_zarr", "to_zarr"]
 
@@ -43,7 +43,17 @@ def _need_zarr() -> None:
 
 
 def is_zarr(path: PathLike) -> bool:
-    """Whether ``path`` names a Zarr store: ends in ``.zarr`` or is a folder holding Zarr metadata."""
+    """Whether ``path`` names a Zarr store: ends in ``.zarr`` or is a folder holding Zarr metadata.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A local path (it need not exist when it ends in ``.zarr``) or a URL.
+
+    Returns
+    -------
+    bool
+    """
     text = os.fspath(path).rstrip("/")
     if text.endswith(".zarr"):
         return True
@@ -52,6 +62,21 @@ def is_zarr(path: PathLike) -> bool:
 
 def open_zarr(path: PathLike, *, chunks: Any = None, mask_and_scale: bool = True, **kwargs: Any) -> xr.Dataset:
     """Open a Zarr store lazily (dask arrays, chunked as stored unless ``chunks`` says otherwise).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store's folder, or a URL that :func:`xarray.open_zarr` can read.
+    chunks : int, dict or "auto", optional
+        Dask chunks; default: those of the store.
+    mask_and_scale : bool
+        Decode fill values and packing (flag variables keep their integer dtype either way).
+    **kwargs
+        For :func:`xarray.open_zarr`.
+
+    Returns
+    -------
+    xarray.Dataset
 
     Raises
     ------
@@ -146,12 +171,13 @@ def to_zarr(
     FileNotFoundError
         The parent folder, or for a region write the store, does not exist.
     ValueError
-        A region that cuts through chunks of the store (concurrent writers would overwrite each
+        ``encoding`` naming a variable ``ds`` does not hold, a region that cuts through chunks of the store (concurrent writers would overwrite each
         other's cells), that does not fit the store, or variables the store does not hold.
     """
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
     _need_zarr()
+    check_encoding(ds, encoding)
     target = Path(os.fspath(path)).expanduser()
     if region is not None:
         return _write_region(ds, target, region)

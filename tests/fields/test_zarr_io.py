@@ -52,6 +52,9 @@ def test_the_chunks_of_a_netcdf_input_are_kept(tmp_path):
         geogpvae.to_zarr(read, tmp_path / "given.zarr", encoding={"v0": {"chunks": (6, 10)}})
     assert open_zarr(tmp_path / "out.zarr")["v0"].encoding["chunks"] == (4, 5)
     assert open_zarr(tmp_path / "given.zarr")["v0"].encoding["chunks"] == (6, 10)
+    with pytest.raises(ValueError, match="encoding names kx"):
+        geogpvae.to_zarr(ds, tmp_path / "bad.zarr", encoding={"kx": {"chunks": (6, 10)}})
+    assert not (tmp_path / "bad.zarr").exists()
 
 
 def test_an_existing_store_is_kept_and_a_failed_write_leaves_nothing(imputed, tmp_path, monkeypatch):

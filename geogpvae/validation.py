@@ -361,6 +361,8 @@ def _impute_held_out(ds: xr.Dataset, names: list[str], held_sets: list[dict[str,
             work[name].encoding = dict(ds[name].encoding)  # packing: valid bounds given in codes
         with warnings.catch_warnings():  # the held-out values would change this warning's count
             warnings.filterwarnings("ignore", message=r"\d+ of the \d+ .* places .* have no value at any")
+            # said once already, of all the observed values, when validate prepared the field
+            warnings.filterwarnings("ignore", message=r".+: positive values spanning .* orders of magnitude")
             out = impute(work, names, seed=seed, progress=progress, **options)
         for name in names:
             where = xr.DataArray(held[name], dims=dims[name]).transpose(*ds[name].dims).values

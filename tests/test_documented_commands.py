@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -184,11 +185,29 @@ def test_documented_geogpvae_commands_run(page, quick, capsys, monkeypatch):
         monkeypatch.delenv("SLURM_ARRAY_TASK_ID", raising=False)
 
 
-def test_readme_python_blocks_run(quick, capsys):
+def test_readme_python_blocks_run_as_pasted(quick, capsys, monkeypatch):
     text = (REPO / "README.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     assert blocks
+    (quick / "empty").mkdir()
+    monkeypatch.chdir(quick / "empty")  # no stand-in file: the blocks make their own data
     namespace: dict = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
     capsys.readouterr()
+
+
+def test_getting_started_examples_run_as_pasted(quick, monkeypatch):
+    import doctest
+
+    text = (REPO / "docs" / "getting-started.md").read_text()
+    blocks = re.findall(r"```\{doctest\}\n(.*?)```", text, re.DOTALL)
+    assert blocks
+    (quick / "empty").mkdir()
+    monkeypatch.chdir(quick / "empty")
+    test = doctest.DocTestParser().get_doctest("".join(blocks), {}, "getting-started.md", "getting-started.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", geogpvae.errors.TrainingWarning)  # the page shows none
+        runner.run(test)
+    assert runner.failures == 0 and runner.tries == len(test.examples) > 5

@@ -42,6 +42,34 @@ def test_info_counts_the_neighbour_blocks(tmp_path, capsys):
         assert info["seconds"] > 0 and info["memory_available_bytes"] > 0
 
 
+def test_the_time_estimate_scales_with_the_speed_check(monkeypatch, tmp_path, capsys):
+    from geogpvae.engine import resources
+    from geogpvae.engine.config import GPVAEConfig
+
+    cfg = GPVAEConfig()
+    base = resources.estimate_seconds(cfg, 5000, 3, 2, cores=2)
+    slow = resources.estimate_seconds(cfg, 5000, 3, 2, cores=2, speed=3.0)
+    assert slow - resources.FIXED_SECONDS == pytest.approx(3.0 * (base - resources.FIXED_SECONDS))
+    # a machine whose rounds take twice the reference's seconds reads 2
+    clock = iter(np.arange(0, 100, 2 * resources.SPEED_CHECK_SECONDS))
+    monkeypatch.setattr(resources.time, "perf_counter", lambda: next(clock))
+    assert resources.speed_check() == pytest.approx(2.0)
+    monkeypatch.undo()
+    assert 0.05 <= resources.speed_check() <= 50
+    path = tmp_path / "sites.nc"
+    geogpvae.to_netcdf(_sites(200), path)
+    monkeypatch.setattr(resources, "speed_check", lambda: 4.0)  # a busy node
+    monkeypatch.setattr(resources, "_cores", lambda config: 2)
+    assert main(["info", str(path), "--option", "threads=2"]) == 0
+    text = capsys.readouterr().out
+    assert "on 2 CPU cores here (a speed check just now ran 4.0 times slower than an idle two-core" in text
+    assert main(["info", str(path), "--option", "threads=2", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["speed_factor"] == 4.0 and info["cores"] == 2
+    idle = resources.estimate_seconds(GPVAEConfig(threads=2), 200, 2, 2, speed=1.0)
+    assert info["seconds"] == pytest.approx(resources.FIXED_SECONDS + 4.0 * (idle - resources.FIXED_SECONDS), abs=0.1)
+
+
 def test_estimate_follows_batch_and_prediction_chunks():
     from geogpvae.engine.config import GPVAEConfig
     from geogpvae.engine.resources import estimate_peak_memory, memory_parts

@@ -221,6 +221,26 @@ def test_places_never_observed_are_reported_once_with_the_users_count():
     assert len(never) == 1 and never[0].startswith("9 of the 120")
 
 
+@pytest.mark.parametrize("folds", [None, 3])
+def test_a_heavy_tailed_variable_is_told_about_log_space_once(monkeypatch, folds):
+    _capture(monkeypatch)  # the runs' own impute calls warn as a real impute would
+    import geogpvae.api
+
+    fake = geogpvae.api.impute
+
+    def impute_that_prepares(work, names, **kwargs):
+        geogpvae.GPVAEImputer(progress=False).prepare(work, names)  # where impute's warning comes from
+        return fake(work, names, **kwargs)
+
+    monkeypatch.setattr(geogpvae.api, "impute", impute_that_prepares)
+    ds = make_gaussian_field((20, 20), n_vars=1, seed=4)
+    ds["v0"] = np.exp(4 * ds.v0)
+    with pytest.warns(UserWarning) as caught:
+        geogpvae.validate(ds, ["v0"], share=0.2, folds=folds)
+    told = [str(w.message) for w in caught if "orders of magnitude" in str(w.message)]
+    assert len(told) == 1 and told[0].startswith("v0: positive values spanning")
+
+
 def test_a_packed_input_with_bounds_in_codes_is_validated():
     """The thinned copy keeps the packing, so bounds given in codes are read in kelvin."""
     rng = np.random.default_rng(2)

@@ -98,7 +98,8 @@ def cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     say(
         f"synthetic field: {_TIMES.join(map(str, shape))} grid, {len(names)} variables, "
         f"{args.missing:.0%} hidden; engine {config.engine}, "
-        f"{config.epochs} epochs" + ("" if default is None else f" (the default budget: {default})")
+        f"{config.epochs} epochs" + ("" if default is None else f", a quick run ({PROG} impute would train {default} "
+                                     "on a field this size)")
     )
     start = time.perf_counter()
     with warnings.catch_warnings():

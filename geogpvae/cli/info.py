@@ -71,7 +71,7 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     import xarray as xr
 
     from ..engine.config import GPVAEConfig
-    from ..engine.resources import available_memory, check_declared_size, estimate_seconds
+    from ..engine.resources import _cores, available_memory, check_declared_size, estimate_seconds, fit_speed
     from ..fields.cf import already_imputed
     from ..fields.coordinates import choose_coordinates
     from ..fields.geometry import build_geometry
@@ -97,6 +97,8 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
     n = cells if domain is None else int(domain.sum())
     never = _never_observed(ds, geometry, dims, names, domain, masked=bool(settings.mask_var))
     d, k = geometry.n_columns, len(names)
+    cores = _cores(config)
+    speed = fit_speed(config)  # after the checks: a few tenths of a second of the fit's kind of work
     return {
         "dims": sizes,
         # one dim is a 1-D grid (a series, a transect) when its own coordinate places it
@@ -111,7 +113,9 @@ def describe_input(ds: Any, settings: Settings) -> dict[str, Any]:
         "engine": _engine_report(config, n),
         "memory_bytes": estimate_memory(config, n, k, d, cells),
         "memory_available_bytes": available_memory(),
-        "seconds": round(estimate_seconds(config, n, k, d), 1),
+        "seconds": round(estimate_seconds(config, n, k, d, speed=speed), 1),
+        "speed_factor": round(speed, 2),
+        "cores": cores,
     }
 
 
@@ -196,12 +200,13 @@ def _info_text(files: Sequence[str], info: Mapping[str, Any]) -> str:
         f"of batches of {e['batch_size']}, {e['dtype']}"
         + ("" if e["default_epochs"] is None else f" (under half of the default budget's {e['default_epochs']} epochs)")
     )
-    lines += _memory_text(info["memory_bytes"], info["memory_available_bytes"], info["seconds"], e)
+    lines += _memory_text(info["memory_bytes"], info["memory_available_bytes"], e)
+    lines.append(_time_text(info["seconds"], info["speed_factor"], info["cores"]))
     return "\n".join(lines)
 
 
-def _memory_text(m: Mapping[str, int], available: int, seconds: float, engine: Mapping[str, Any]) -> list[str]:
-    """The memory and time estimate, and a note where the memory available is short of it."""
+def _memory_text(m: Mapping[str, int], available: int, engine: Mapping[str, Any]) -> list[str]:
+    """The memory estimate, and a note where the memory available is short of it."""
     from ..engine.resources import format_bytes as size
 
     lines = [
@@ -210,13 +215,21 @@ def _memory_text(m: Mapping[str, int], available: int, seconds: float, engine: M
         f"{size(m['training'])}, a prediction chunk {size(m['prediction'])}, outputs "
         f"{size(m['outputs'] + m['assembled'])}); "
         f"an estimate, within about 1.5x; {size(available)} available here",
-        f"time estimate: about {_duration(seconds)} on this machine's CPU cores (rough; a GPU is faster)",
     ]
     if m["total"] - m["baseline"] > available:
         lines.append(
             f"note: impute would refuse this run here: lower --neighbours ({engine['neighbours']}) or the batch "
             f"size (--option batch_size=..., now {engine['batch_size']}), or use a machine with more memory")
     return lines
+
+
+def _time_text(seconds: float, speed: float, cores: int) -> str:
+    """The time estimate, with what the speed check found."""
+    pace = ("as fast as" if 0.8 <= speed <= 1.25 else
+            f"{speed:.1f} times slower than" if speed > 1 else f"{1 / speed:.1f} times faster than")
+    return (f"time estimate: about {_duration(seconds)} on {cores} CPU core{'s' if cores != 1 else ''} here "
+            f"(a speed check just now ran {pace} an idle two-core reference machine; rough, within about 2x; "
+            "a GPU is faster)")
 
 
 def _duration(seconds: float) -> str:

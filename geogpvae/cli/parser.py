@@ -399,7 +399,7 @@ def _plot_parser(subs: Any) -> None:
                    "slice of the other dims, 0-based (default: the first of each), e.g. time=3; "
                    "with --layer, the slice of the dims a layer cannot show")
     p.add_argument("--no-outlines", action="store_true", help="maps: no outlines around the "
-                   "imputed cells (they hide the field on dense grids)")
+                   "imputed cells (by default drawn only where cells are large enough to show them)")
     p.add_argument("--truth", metavar="TRUTH.nc", help="the complete field, for error panels")
     p.add_argument(
         "-o", "--output", required=True, metavar="FIG", help="figure file (.png, .pdf, ...)"

@@ -99,7 +99,7 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
     if args.no_outlines and kind != "map":
         raise UsageError(f"--no-outlines is an option of maps; {kind} plots draw no outlines")
     if kind == "map":
-        return plot.field_map(ds, var, truth=truth, isel=args.isel, outline_holes=not args.no_outlines)
+        return plot.field_map(ds, var, truth=truth, isel=args.isel, outline_holes=False if args.no_outlines else None)
     return plot.uncertainty(ds, var, truth=truth)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from .config import GPVAEConfig
 
 __all__ = ["available_memory", "check_declared_size", "check_memory", "check_prediction_memory", "declared_bytes",
-           "estimate_peak_memory", "estimate_seconds", "file_bytes", "format_bytes", "memory_parts", "BASELINE_BYTES"]
+           "estimate_peak_memory", "estimate_seconds", "file_bytes", "fit_speed", "format_bytes", "memory_parts", "speed_check",
+           "BASELINE_BYTES"]
 
 #: resident memory of the interpreter with NumPy, PyTorch and the package loaded
 BASELINE_BYTES = 320 * 2**20
@@ -39,8 +41,13 @@ PREDICT_BLOCK = (6.0, 1.0, 0.5)
 #: HEAP_FACTOR times the blocks (fragmentation between steps); larger ones go back at once
 MMAP_MAX, HEAP_FACTOR = 32 * 2**20, 2.4
 #: floating-point operations a second of one CPU core in the MLPs and in the covariance blocks,
-#: the seconds of a fit's fixed work and of each optimiser step's own, for the time estimate
-MLP_FLOPS, BLOCK_FLOPS, FIXED_SECONDS, STEP_SECONDS = 1.4e10, 1.6e9, 2.0, 0.015
+#: the seconds of a fit's fixed work and of each optimiser step's own, for the time estimate: fitted
+#: to default runs on the reference machine (``benchmarks/time_estimate.py``: a 359-site survey,
+#: 48 x 48 and 100 x 100 grids; estimate / measured 0.74 to 1.16)
+MLP_FLOPS, BLOCK_FLOPS, FIXED_SECONDS, STEP_SECONDS = 4.8e10, 5.5e9, 2.0, 0.0044
+#: seconds of one round of :func:`speed_check`'s work on the machine those figures were measured
+#: on (the two-core VM of ``benchmarks/time_estimate.py``, idle), and its cores
+SPEED_CHECK_SECONDS, SPEED_CHECK_CORES = 0.04, 2
 
 
 def _sizes(config: GPVAEConfig, n_points: int, n_vars: int) -> dict[str, int]:
@@ -131,8 +138,53 @@ def _training_steps(config: GPVAEConfig, n: int, d: int) -> int:
     return epochs * per_epoch
 
 
+def speed_check(rounds: int = 5) -> float:
+    """How many times longer than the reference machine this one takes for a fit's kind of work now.
+
+    Times ``rounds`` rounds (a few tenths of a second in all) of MLP-sized matrix products and
+    batched Cholesky factors of covariance blocks, in NumPy (so that ``geogpvae info`` stays free
+    of torch) on its BLAS threads: a slower CPU, a busy node or fewer cores show. The fastest round
+    counts: a load that lasts slows every round, a passing one only some.
+
+    Parameters
+    ----------
+    rounds : int
+
+    Returns
+    -------
+    float
+        The fastest round's seconds over :data:`SPEED_CHECK_SECONDS` (1: as fast as the idle reference
+        machine; 2: half as fast), within 0.05 to 50.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    inputs, weights = rng.standard_normal((8192, 256), np.float32), rng.standard_normal((256, 256), np.float32)
+    blocks = rng.standard_normal((4096, 17, 17), np.float32)
+    blocks = blocks @ blocks.transpose(0, 2, 1) + 17.0 * np.eye(17, dtype=np.float32)
+    seconds = []
+    for _ in range(rounds + 1):  # the first round warms up
+        start = time.perf_counter()
+        for _ in range(4):
+            np.maximum(inputs @ weights, 0.0)
+        np.linalg.cholesky(blocks)
+        seconds.append(time.perf_counter() - start)
+    return float(min(max(min(seconds[1:]) / SPEED_CHECK_SECONDS, 0.05), 50.0))
+
+
+def fit_speed(config: GPVAEConfig) -> float:
+    """:func:`speed_check` for a fit of ``config``: slower by the share of the cores its ``threads`` leave out.
+
+    Returns
+    -------
+    float
+        The ``speed`` of :func:`estimate_seconds`.
+    """
+    return speed_check() * _cores(config.replace(threads=None)) / _cores(config)
+
+
 def estimate_seconds(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: int, *,
-                     cores: int | None = None) -> float:
+                     cores: int | None = None, speed: float | None = None) -> float:
     """Rough wall seconds of a fit, its calibration and a prediction on ``cores`` CPU cores.
 
     Counts the floating-point work of every training step (the MLPs, the factors and solves of
@@ -145,6 +197,10 @@ def estimate_seconds(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: in
     n_points, n_vars, n_dims : int
     cores : int, optional
         Default: the cores torch would use.
+    speed : float, optional
+        How many times longer this machine takes than the idle reference machine (on its
+        :data:`SPEED_CHECK_CORES` cores), as :func:`speed_check` measures it.
+        Default: ``SPEED_CHECK_CORES / cores``, as if each core were as fast as the reference's.
 
     Returns
     -------
@@ -159,8 +215,10 @@ def estimate_seconds(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: in
     predicted = n + (5 * 3 * min(8000, 0.4 * n) if config.calibrate else 0)
     mlp = located * 6 * (enc + dec) * (1 + math.sqrt(z["h"]) / 2) + predicted * 2 * (config.samples * dec + enc)
     blocks = z["l"] * (located * (2 * m**3 / 3 + 80 * m * m) + predicted * (m**3 / 3 + 30 * m * m))
-    flops = (mlp / MLP_FLOPS + blocks / BLOCK_FLOPS) / (cores or _cores(config))
-    return FIXED_SECONDS + steps * STEP_SECONDS + flops
+    flops = (mlp / MLP_FLOPS + blocks / BLOCK_FLOPS) / SPEED_CHECK_CORES  # on the reference machine
+    if speed is None:
+        speed = SPEED_CHECK_CORES / (cores or _cores(config))
+    return FIXED_SECONDS + speed * (steps * STEP_SECONDS + flops)
 
 
 def file_bytes(config: GPVAEConfig, n_points: int, n_vars: int, n_dims: int) -> dict[str, int]:

@@ -89,7 +89,8 @@ class Geometry:
         return sum(a.width for a in self.axes)
 
     def describe(self) -> str:
-        """A short text, e.g. ``"x; y × 2; time as days since 2000-01-01"``."""
+        """A short plain-ASCII text of the model's inputs, e.g.
+        ``"x; y multiplied by 2; time as days since 2000-01-01"``."""
         parts = []
         for a in self.axes:
             if a.kind == "sphere":
@@ -102,7 +103,7 @@ class Geometry:
                 text = f"{a.names[0]} as positions 0..n-1"
             else:
                 text = a.names[0]
-            parts.append(text + (f" \u00d7 {a.scale:g}" if a.scale != 1.0 else ""))
+            parts.append(text + (f" multiplied by {a.scale:g}" if a.scale != 1.0 else ""))
         return "; ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:

@@ -262,7 +262,8 @@ def _coverage_bars(ax, cov: dict[float, float]) -> None:
     ax.set_xticks(x, [f"{p:.0f}%" for p in nominal])
     ax.set_xlabel("central interval")
     ax.set_ylabel("coverage [%]")
-    ax.set_ylim(0, 110)
-    ax.legend(fontsize="small", loc="upper left")
+    ax.set_ylim(0, 128)  # a band above 100 % for the bars' labels and, above them, the legend in one row
+    ax.set_yticks(range(0, 101, 20))
+    ax.legend(fontsize="small", loc="upper left", ncols=2)
 
 

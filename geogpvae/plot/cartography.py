@@ -105,9 +105,15 @@ def _find_gshhs(scale: str = "c", level: int = 1) -> Path | None:
 def _geometries(path: Path) -> list[Any]:
     key = str(path)
     if key not in _GEOMETRY_CACHE:
+        import shapefile  # pyshp, what cartopy reads shapefiles with
         from cartopy.io import shapereader
 
-        _GEOMETRY_CACHE[key] = list(shapereader.Reader(str(path)).geometries())
+        # GSHHS (Debian's offline coastlines) has rings pyshp reports on stdout, shape by shape
+        verbose, shapefile.VERBOSE = getattr(shapefile, "VERBOSE", False), False
+        try:
+            _GEOMETRY_CACHE[key] = list(shapereader.Reader(str(path)).geometries())
+        finally:
+            shapefile.VERBOSE = verbose
     return _GEOMETRY_CACHE[key]
 
 

@@ -129,6 +129,20 @@ def _map_colourbars(fig, axes, mappables, p: _MapPanels, f: _Field, var: str, pa
                    "colorbar:uncertainty", **kw)
 
 
+def _trim_slack(fig, panels) -> None:
+    """Shrink the figure by the width and height its fixed-aspect panels leave empty in their
+    layout cells, so that no band of white lies between panels or under them.
+
+    The planned size can only estimate the labels; one draw measures what the aspect left over.
+    """
+    fig.canvas.draw()  # a full draw: cartopy lays out its grid line labels only then
+    width, height = fig.get_size_inches()
+    spare_w = sum(p.get_position(original=True).width - p.get_position().width for p in panels) * width
+    spare_h = min(p.get_position(original=True).height - p.get_position().height for p in panels) * height
+    if spare_w > 0.02 or spare_h > 0.02:
+        fig.set_size_inches(width - max(spare_w, 0.0), height - max(spare_h, 0.0))
+
+
 def _draw_sites(ax, key, hc, vc, data, obs, imp, inside, cmap, norm, size, tkw):
     """Scatter the sites of one panel; return the collection that carries the colours."""
     values = np.ma.filled(data.astype(float), np.nan)
@@ -168,7 +182,7 @@ def _draw_sites(ax, key, hc, vc, data, obs, imp, inside, cmap, norm, size, tkw):
     return main
 
 
-def _site_legend(ax, obs, imp, inside) -> None:
+def _site_legend(fig, obs, imp, inside) -> None:
     handles = [
         Line2D([], [], marker="o", linestyle="", markerfacecolor="0.7",
                markeredgecolor="0.25", markeredgewidth=0.3, markersize=6,
@@ -180,4 +194,4 @@ def _site_legend(ax, obs, imp, inside) -> None:
     if (~inside).any():
         handles.append(Line2D([], [], marker="x", linestyle="", color="0.55",
                               label=f"outside domain ({int((~inside).sum())})"))
-    ax.legend(handles=handles, loc="best", fontsize="small", framealpha=0.8)
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize="small", frameon=False)

@@ -21,6 +21,7 @@ from .map_panels import (
     _fit_projected_height,
     _frame_map_panel,
     _map_colourbars,
+    _trim_slack,
     _PanelStyle,
     _site_legend,
 )
@@ -28,6 +29,17 @@ from .map_view import _map_size, _MapView
 from .style import UNCERTAINTY_CMAP, _plt, _units_suffix, is_log_variable
 
 __all__ = ["field_map"]
+
+
+#: Imputed cells are outlined by default where a cell is drawn at least this wide and tall, in inches
+OUTLINED_CELL = 0.08
+
+
+def _outlined(outline_holes: bool | None, p: Any, size: Any) -> bool:
+    if outline_holes is not None:
+        return bool(outline_holes)
+    rows, cols = p.imp.shape[-2:] if p.imp.ndim >= 2 else (1, p.imp.size)
+    return min(size.w / max(cols, 1), size.h / max(rows, 1)) >= OUTLINED_CELL
 
 
 _MAP_OPTIONS = ("std", "projection", "coords", "isel", "log", "cmap", "std_cmap", "percentiles",
@@ -49,7 +61,7 @@ def field_map(
     percentiles: tuple[float, float] = (1.0, 99.0),
     coastlines: bool = True,
     borders: bool = True,
-    outline_holes: bool = True,
+    outline_holes: bool | None = None,
     marker_size: float | None = None,
     panel_width: float = 3.3,
     figsize: tuple[float, float] | None = None,
@@ -96,8 +108,10 @@ def field_map(
         Robust colour limits, in percent.
     coastlines, borders : bool
         Draw these when the shapefiles are found on disk.
-    outline_holes : bool
-        Outline the imputed cells of gridded data on the field panel.
+    outline_holes : bool, optional
+        Outline the imputed cells of gridded data on the field panel. By default only where a cell
+        is drawn at least :data:`OUTLINED_CELL` inches wide and tall, so that outlines do not bury
+        a dense grid in a black mesh.
     marker_size : float, optional
         Marker area for scattered data, in points squared.
     panel_width : float
@@ -133,19 +147,25 @@ def field_map(
     subplot_kw = {"projection": view.proj} if view.proj is not None else {}
     fig, (axes,) = _plt().subplots(1, len(p.keys), figsize=size.figsize, squeeze=False,  # one row
                                    subplot_kw=subplot_kw,
-                                   layout="compressed" if size.fixed else "constrained")
+                                   layout="constrained")
     mappables = {}
     for ax, key in zip(axes, p.keys, strict=True):
-        mappables[key] = _draw_map_panel(ax, key, g, p, style, view, outline_holes)
+        mappables[key] = _draw_map_panel(ax, key, g, p, style, view, _outlined(outline_holes, p, size))
         _frame_map_panel(ax, g, view, first=ax is axes[0], coastlines=coastlines, borders=borders,
                          same_units=size.same_units)
-    if g.sites is not None:
-        _site_legend(axes[0], p.obs, p.imp, p.inside)
     h = _fit_projected_height(fig, axes[0], size) if size.auto and view.ccrs is not None else size.h
-    # the pad is measured from the panels' frame: it must clear their tick and axis labels
-    _map_colourbars(fig, axes, mappables, p, f, var, pad=(size.cbar_pad + size.under) / h,
+    # the constrained layout puts the bars beyond the panels' labels: the pad is the gap under them
+    _map_colourbars(fig, axes, mappables, p, f, var, pad=size.cbar_pad / h,
                     size=size)
     fig.suptitle(f.name + (" (" + ", ".join(g.notes) + ")" if g.notes else ""))
+    if g.sites is not None:  # under the colour bars: it covers no site
+        _site_legend(fig, p.obs, p.imp, p.inside)
+    _finish(fig, axes, g, view, size)
+    return fig
+
+
+def _finish(fig, axes, g: Any, view: Any, size: Any) -> None:
+    """Anchors, short x labels where long ones do not fit, and a figure without empty bands."""
     for ax in axes:
         # a panel its aspect makes shorter than its box stays under its title
         ax.set_anchor("N")
@@ -153,4 +173,5 @@ def field_map(
         short = g.hname + (_units_suffix(g.hattr.attrs.get("units")) if g.hattr is not None else "")
         for ax in axes:
             _choose_label(ax.xaxis.label, short, size.w + size.gap - 0.1, size.mt)
-    return fig
+    if size.fixed and size.auto:
+        _trim_slack(fig, axes)

@@ -414,8 +414,26 @@ def wrap_label(text: str, chars: int) -> str:
     return "\n".join(" ".join(line) for line in lines)
 
 
+def _extend(mappable, axes) -> str:
+    """Which ends of ``mappable``'s colour scale clip the data drawn with it on ``axes``:
+    ``"neither"``, ``"min"``, ``"max"`` or ``"both"``."""
+    norm = mappable.norm
+    if norm.vmin is None or norm.vmax is None:
+        return "neither"
+    drawn = [c for ax in np.ravel(axes) for c in [*ax.collections, *ax.images] if getattr(c, "norm", None) is norm]
+    low = high = False
+    for artist in [mappable, *drawn]:
+        data = artist.get_array()
+        values = np.ma.compressed(np.ma.masked_invalid(np.ma.asarray(data, dtype=float))) if data is not None else []
+        if len(values):
+            low, high = low or bool(values.min() < norm.vmin), high or bool(values.max() > norm.vmax)
+    return ("both" if high else "min") if low else ("max" if high else "neither")
+
+
 def _colourbar(fig, mappable, axes, label: str, gid: str, **kwargs: Any):
-    """A colourbar for ``axes``, labelled, with readable log ticks, its axes tagged ``gid``."""
+    """A colourbar for ``axes``, labelled, with readable log ticks and arrows at the ends that clip
+    the data, its axes tagged ``gid``."""
+    kwargs.setdefault("extend", _extend(mappable, axes))
     cb = fig.colorbar(mappable, ax=axes, **kwargs)
     cb.set_label(label)
     _style_colorbar(cb)

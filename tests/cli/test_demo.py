@@ -16,7 +16,7 @@ def test_demo_scores_and_writes(tmp_path, capsys):
     text = captured.out
     assert "mean-fill RMSE" in text and "coverage" in text and "RMSE" in text.splitlines()[-1]
     # the demo's quick budget is said in its first line, not warned about
-    assert "3 epochs (the default budget: 1000)" in captured.err and "warning" not in captured.err
+    assert "3 epochs, a quick run (geogpvae impute would train 1000 on a field this size)" in captured.err and "warning" not in captured.err
     with xr.open_dataset(out) as ds:
         assert {"v0", "v0_std", "v0_imputed"} <= set(ds.data_vars)
     assert main(args) == 2  # exists

@@ -146,7 +146,7 @@ def test_plot_isel_picks_the_slice_of_a_map(tmp_path, capsys, monkeypatch):
                         or real(*a, **k))
     assert main(["plot", str(src), "--isel", "time=2", "-o", str(tmp_path / "a.png"), "-q"]) == 0
     assert main(["plot", str(src), "--isel", "time=2", "--no-outlines", "-o", str(tmp_path / "c.png"), "-q"]) == 0
-    assert seen == [({"time": 2}, True), ({"time": 2}, False)]  # outlines hide dense grids: they can go
+    assert seen == [({"time": 2}, None), ({"time": 2}, False)]  # by cell size by default; they can go
     assert main(["plot", str(src), "--uncertainty", "--no-outlines", "-o", str(tmp_path / "d.png")]) == 2
     assert "--no-outlines is an option of maps" in _error_line(capsys)
     # the library's advice comes back in the command's words

@@ -48,7 +48,7 @@ def test_config_file_with_flags_overriding_it(data, tmp_path):
         assert int(ds.attrs["geogpvae_epochs"]) == 2  # from the file
         config_used = json.loads(ds.attrs["geogpvae_config"])
         assert config_used["batch_size"] == 64 and config_used["samples"] == 8
-        assert "x \u00d7 2" in ds.attrs["geogpvae_coordinates"]
+        assert "x multiplied by 2" in ds.attrs["geogpvae_coordinates"]
         assert "v2_std" not in ds.data_vars
 
 

@@ -160,7 +160,7 @@ def test_coord_scale_option_merges_per_axis(tmp_path, capsys):
     text = capsys.readouterr().out
     line = next(v for v in text.splitlines() if v.startswith("model x"))
     # z as given; y and x still in cell steps (50/5 = 10 and 40/4 = 10 units per cell)
-    assert "z \u00d7 5;" in line and "y \u00d7 0.1;" in line and "x \u00d7 0.1" in line, line
+    assert "z multiplied by 5;" in line and "y multiplied by 0.1;" in line and "x multiplied by 0.1" in line, line
 
 
 def test_output_that_is_a_link_or_pipe_is_refused_before_training(volume_file, tmp_path, capsys):

@@ -117,6 +117,12 @@ def test_demo_output_passes(tmp_path, checker, monkeypatch, capsys):
     assert main(["demo", str(path), "--shape", "12,12", "--epochs", "2", "-q"]) == 0
     capsys.readouterr()
     _assert_clean(checker, path)
+    import netCDF4
+
+    with netCDF4.Dataset(path) as nc:  # plain char attributes, as the other tools write them
+        text = {k: nc.getncattr(k) for k in nc.ncattrs() if isinstance(nc.getncattr(k), str)}
+    assert text and all(v.isascii() for v in text.values()), {k: v for k, v in text.items() if not v.isascii()}
+    assert text["geogpvae_coordinates"] == "y multiplied by 11; x multiplied by 11"  # modelled in grid steps
 
 
 def test_prediction_on_a_new_grid_passes(tmp_path, checker):

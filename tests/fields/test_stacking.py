@@ -528,7 +528,7 @@ def test_regular_grid_in_metres_is_modelled_in_cell_steps():
     for j in range(3):
         steps = np.diff(np.unique(field.x[:, j]))
         np.testing.assert_allclose(steps, 1.0, rtol=1e-9)
-    assert "\u00d7 0.164" in field.geometry.describe()  # the scale is shown to the user
+    assert "multiplied by 0.164" in field.geometry.describe()  # the scale is shown to the user
 
 
 def test_coord_scale_changes_the_axes_it_names_and_empty_mapping_disables_cell_steps():

@@ -176,7 +176,7 @@ def test_predictions_at_sites_are_labelled_predicted():
     pred = ds[["v", "v_std"]].assign(v_std=ds.v_std * 0 + 0.3)
     pred["v"].attrs.pop("ancillary_variables", None)
     fig = plot.field_map(pred, "v")
-    texts = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
     assert texts == ["observed (0)", "predicted (60)"]
 
 

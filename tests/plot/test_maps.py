@@ -59,7 +59,7 @@ def test_field_map_scattered_xy_points_and_markers():
         _scatter(axs[3], "imputed").get_array(),
         np.abs(ds["zn"].values - truth.values)[flag == 1],
     )
-    legend = axs[0].get_legend()
+    (legend,) = axs[0].figure.legends  # under the colour bars, where it covers no site
     texts = [t.get_text() for t in legend.get_texts()]
     assert any(t.startswith("observed") for t in texts)
     assert any(t.startswith("imputed") for t in texts)

@@ -133,9 +133,12 @@ def _trim_slack(fig, panels) -> None:
     """Shrink the figure by the width and height its fixed-aspect panels leave empty in their
     layout cells, so that no band of white lies between panels or under them.
 
-    The planned size can only estimate the labels; one draw measures what the aspect left over.
+    The planned size can only estimate the labels; one run of the layout measures what the aspect
+    left over (and settles the layout, whose first run leaves colour bars over the labels).
     """
-    fig.canvas.draw()  # a full draw: cartopy lays out its grid line labels only then
+    fig.get_layout_engine().execute(fig)
+    for p in panels:
+        p.apply_aspect()
     width, height = fig.get_size_inches()
     spare_w = sum(p.get_position(original=True).width - p.get_position().width for p in panels) * width
     spare_h = min(p.get_position(original=True).height - p.get_position().height for p in panels) * height

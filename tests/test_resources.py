@@ -59,6 +59,9 @@ def test_the_time_estimate_scales_with_the_speed_check(monkeypatch, tmp_path, ca
     path = tmp_path / "sites.nc"
     geogpvae.to_netcdf(_sites(200), path)
     monkeypatch.setattr(resources, "speed_check", lambda: 4.0)  # a busy node
+    monkeypatch.setattr(resources, "_cores", lambda config: 1 if config.threads == 1 else 2)
+    assert resources.fit_speed(GPVAEConfig(threads=1)) == 8.0  # one thread of two: half the check's pace
+    assert resources.fit_speed(GPVAEConfig()) == 4.0
     monkeypatch.setattr(resources, "_cores", lambda config: 2)
     assert main(["info", str(path), "--option", "threads=2"]) == 0
     text = capsys.readouterr().out

@@ -149,6 +149,7 @@ def speed_check(rounds: int = 5) -> float:
     Parameters
     ----------
     rounds : int
+        Timed rounds, after one that warms up.
 
     Returns
     -------
@@ -174,6 +175,11 @@ def speed_check(rounds: int = 5) -> float:
 
 def fit_speed(config: GPVAEConfig) -> float:
     """:func:`speed_check` for a fit of ``config``: slower by the share of the cores its ``threads`` leave out.
+
+    Parameters
+    ----------
+    config : GPVAEConfig
+        Its ``threads`` (None: every core this process may use) set the cores of the fit.
 
     Returns
     -------

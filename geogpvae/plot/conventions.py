@@ -9,7 +9,7 @@ import matplotlib
 import numpy as np
 import xarray as xr
 
-from .style import _coord, _units_suffix, label_for, pretty_units
+from .style import _coord, _units_suffix, _with_units, label_for
 
 _LON_NAMES = ("lon", "longitude", "nav_lon")
 _LAT_NAMES = ("lat", "latitude", "nav_lat")
@@ -56,11 +56,7 @@ class _Field:
 def _uncertainty_label(f: _Field, unc_keys: Any) -> str:
     """The label of the std/error colourbar: "std and |error| of porosity [1]"."""
     what = " and ".join({"std": "std", "error": "|error|"}[k] for k in unc_keys)
-    units = f.value.attrs.get("units")
-    shown = pretty_units(units)
-    if shown and (f"({shown})" in f.name or f"[{shown}]" in f.name):
-        return f"{what} of {f.name}"  # the name already says its units, e.g. "permeability (mD)"
-    return f"{what} of {f.name}" + _units_suffix(units)
+    return _with_units(f"{what} of {f.name}", f.value.attrs.get("units"))
 
 
 

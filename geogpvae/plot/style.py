@@ -76,10 +76,15 @@ def label_for(da: xr.DataArray, name: str | None = None) -> str:
     attrs = da.attrs
     text = attrs.get("long_name") or attrs.get("standard_name") or name or da.name or ""
     text = str(text).replace("_", " ") if not attrs.get("long_name") else str(text)
-    shown = pretty_units(attrs.get("units"))
+    return _with_units(text, attrs.get("units"))
+
+
+def _with_units(text: str, units: Any) -> str:
+    """``text [units]``, or ``text`` alone where it already says its units, e.g. "permeability (mD)"."""
+    shown = pretty_units(units)
     if shown and (f"({shown})" in text or f"[{shown}]" in text):
-        return text  # the name already says its units, e.g. "permeability (mD)"
-    return text + _units_suffix(attrs.get("units"))
+        return text
+    return text + _units_suffix(units)
 
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076"
@@ -422,7 +427,7 @@ def _extend(mappable, axes) -> str:
         return "neither"
     drawn = [c for ax in np.ravel(axes) for c in [*ax.collections, *ax.images] if getattr(c, "norm", None) is norm]
     low = high = False
-    for artist in [mappable, *drawn]:
+    for artist in drawn if mappable in drawn else [mappable, *drawn]:
         data = artist.get_array()
         values = np.ma.compressed(np.ma.masked_invalid(np.ma.asarray(data, dtype=float))) if data is not None else []
         if len(values):

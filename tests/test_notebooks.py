@@ -2,8 +2,9 @@
 
 Each notebook is executed with nbclient on the ``python3`` kernel, which is the interpreter
 running the tests. ``GEOGPVAE_NOTEBOOK_QUICK=1`` makes the notebooks cut their work to a smoke
-test: 20 epochs on Jura; on SPE10, layers 20-31 with every fourth cell along x and y, and 2 epochs. Each should take well under
-a minute. The notebooks need the real data. Without it the tests skip with a reason.
+test: 20 epochs on Jura; on SPE10, layers 22-26 (two of the paper's layers) with every fourth
+cell along x and y, and 2 epochs. Each should take well under a minute. The notebooks need the
+real data; without it the tests skip with a reason.
 
 The executed notebook stays in memory. Nothing is written back to ``notebooks/``, and the
 tests check that nothing lands in ``docs/figures/`` (``GEOGPVAE_SAVE_FIGURES`` is cleared, and

@@ -61,7 +61,8 @@ class GPVAEAccessor:
     :func:`geogpvae.api.impute`, ``simulate`` :func:`geogpvae.api.simulate`, ``validate``
     :func:`geogpvae.validation.validate`, ``plot_layers``
     :func:`geogpvae.plot.layers`, ``plot_map`` :func:`geogpvae.plot.field_map`, ``plot_uncertainty``
-    :func:`geogpvae.plot.uncertainty`.
+    :func:`geogpvae.plot.uncertainty`, ``plot_residual_variogram``
+    :func:`geogpvae.plot.residual_variogram`.
 
     Parameters
     ----------
@@ -75,6 +76,7 @@ class GPVAEAccessor:
     plot_layers = _Forward("geogpvae.plot", "layers")
     plot_map = _Forward("geogpvae.plot", "field_map")
     plot_uncertainty = _Forward("geogpvae.plot", "uncertainty")
+    plot_residual_variogram = _Forward("geogpvae.plot", "residual_variogram")
 
     def __init__(self, ds: xr.Dataset) -> None:
         self._ds = ds

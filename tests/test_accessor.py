@@ -134,6 +134,7 @@ def test_methods_forward_with_the_targets_docs_and_signature():
     ds = xr.Dataset()
     for method, target in ((ds.gpvae.plot_layers, plot.layers), (ds.gpvae.plot_map, plot.field_map),
                            (ds.gpvae.plot_uncertainty, plot.uncertainty),
+                           (ds.gpvae.plot_residual_variogram, plot.residual_variogram),
                            (ds.gpvae.impute, geogpvae.api.impute),
                            (ds.gpvae.validate, geogpvae.validation.validate)):
         assert method.__doc__ == target.__doc__

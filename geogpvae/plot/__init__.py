@@ -1,4 +1,4 @@
-"""Figures for imputed fields: layers, maps, profiles, calibration and training curves.
+"""Figures for imputed fields: layers, maps, profiles, calibration, residual variograms and training curves.
 
 Every public function takes the Dataset :func:`geogpvae.impute` returns and gives back a
 :class:`matplotlib.figure.Figure` (no ``plt.show()``, no pyplot state beyond the figure). For each
@@ -18,6 +18,7 @@ from .history import training_history
 from .layers import layer_positions, layers
 from .maps import field_map
 from .profiles import profile
+from .variogram import residual_variogram
 from .style import is_log_variable, label_for, make_norm, pretty_units, robust_limits
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "map_data_dirs",
     "pretty_units",
     "profile",
+    "residual_variogram",
     "robust_limits",
     "training_history",
     "uncertainty",

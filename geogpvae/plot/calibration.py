@@ -17,10 +17,11 @@ from .style import HALF_NORMAL_MEAN, _colourbar, _plt, _units_suffix, is_log_var
 __all__ = ["interval_coverage", "uncertainty"]
 
 
-def _calibration_pairs(
+def _residuals(
     ds: xr.Dataset, var: str, truth: Any, space: str, log_point: str | None
-) -> tuple[np.ndarray, np.ndarray, str]:
-    """Predictive std and absolute error at the imputed cells, in the modelling space."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Signed error ``truth - mean`` and predictive std of every cell (flat, C order of ``var``) in
+    the modelling space, which cells are imputed with finite values and a positive std, and the space."""
     f = _Field(ds, var, truth)
     if f.truth is None:
         raise ValueError("truth is required")
@@ -41,11 +42,19 @@ def _calibration_pairs(
         point = log_point or str(f.value.attrs.get("geogpvae_point_estimate", "median"))
         with np.errstate(divide="ignore", invalid="ignore"):
             mu, sigma = _log_moments(value, sdev, point)
-            err = np.abs(np.log(true) - mu)
+            resid = np.log(true) - mu
     else:
-        sigma, err = sdev, np.abs(true - value)
-    ok = imputed & np.isfinite(sigma) & np.isfinite(err) & (sigma > 0)
-    return sigma[ok], err[ok], space
+        sigma, resid = sdev, true - value
+    ok = imputed & np.isfinite(sigma) & np.isfinite(resid) & (sigma > 0)
+    return resid, sigma, ok, space
+
+
+def _calibration_pairs(
+    ds: xr.Dataset, var: str, truth: Any, space: str, log_point: str | None
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Predictive std and absolute error at the imputed cells, in the modelling space."""
+    resid, sigma, ok, space = _residuals(ds, var, truth, space, log_point)
+    return sigma[ok], np.abs(resid[ok]), space
 
 
 def interval_coverage(

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
@@ -52,6 +53,9 @@ predict_mode, calibrate, threads, dtype, neighbour_backend
         D, the number of coordinates.
     feature_names_in_ : ndarray of str
         Column names of ``X`` when it was a DataFrame with text column names.
+    region_ : tuple of float
+        ``(west, east, south, north)``, the bounding box of a fit on two coordinates (the
+        default region of :meth:`grid`); not set for other fits.
 
     Notes
     -----
@@ -140,6 +144,8 @@ predict_mode, calibrate, threads, dtype, neighbour_backend
                              input_name="y")
         check_consistent_length(X, values)
         self._one_output = values.ndim == 1
+        if X.shape[1] == 2:
+            self.region_ = (float(X[:, 0].min()), float(X[:, 0].max()), float(X[:, 1].min()), float(X[:, 1].max()))
         self.engine_ = GPVAEEngine(config, progress=self.progress).fit(X, values.reshape(len(values), -1))
         return self
 
@@ -168,6 +174,67 @@ predict_mode, calibrate, threads, dtype, neighbour_backend
         if self._one_output:
             mean, std = mean[:, 0], std[:, 0]
         return (mean, std) if return_std else mean
+
+    def grid(
+        self,
+        region: Sequence[float] | None = None,
+        spacing: float | Sequence[float] | None = None,
+        shape: Sequence[int] | None = None,
+        dims: Sequence[str] = ("northing", "easting"),
+        data_names: Sequence[str] | None = None,
+    ) -> xr.Dataset:
+        """Predict on a regular grid of a 2-D fit, as verde's ``grid``: mean and std in a Dataset.
+
+        Parameters
+        ----------
+        region : sequence of float, optional
+            ``(west, east, south, north)`` in the units of the columns of ``X`` (``X[:, 0]``
+            runs west-east, ``X[:, 1]`` south-north); default :attr:`region_`, the data's.
+        spacing : float or (float, float), optional
+            Step of the grid, or ``(north-south, west-east)`` steps; each is adjusted so that
+            whole steps span the region. Give ``spacing`` or ``shape``.
+        shape : (int, int), optional
+            Number of nodes ``(north-south, west-east)``, each at least 2.
+        dims : (str, str)
+            Names of the north-south and west-east dims, also the names of their coordinates.
+        data_names : sequence of str, optional
+            One name per column of ``y``; default ``"scalars"`` for one, ``"scalars_0"``, ... for
+            several. Each std is ``<name>_std``.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``<name>`` and ``<name>_std`` on ``dims``, of shape ``shape``.
+
+        Raises
+        ------
+        ValueError
+            A fit with other than two coordinates, both or neither of ``spacing`` and ``shape``,
+            an empty region, a step not positive, or fewer than two nodes along a dim.
+        """
+        check_is_fitted(self)
+        if self.n_features_in_ != 2:
+            raise ValueError(f"grid needs a fit on 2 coordinates (easting, northing); this one has {self.n_features_in_}")
+        west, east, south, north = _region(self.region_ if region is None else region)
+        n_north, n_east = _grid_shape((north - south, east - west), spacing, shape)
+        northing, easting = np.linspace(south, north, n_north), np.linspace(west, east, n_east)
+        if len(tuple(dims)) != 2 or len(set(map(str, dims))) != 2:
+            raise ValueError(f"dims must be two different names, got {dims!r}")
+        ee, nn = np.meshgrid(easting, northing)
+        mean, std = self.predict(np.column_stack([ee.ravel(), nn.ravel()]), return_std=True)
+        mean, std = mean.reshape(n_north * n_east, -1), std.reshape(n_north * n_east, -1)
+        k = mean.shape[1]
+        names = list(data_names) if data_names is not None else (
+            ["scalars"] if k == 1 else [f"scalars_{i}" for i in range(k)])
+        if len(names) != k or len(set(names)) != k:
+            raise ValueError(f"data_names must be {k} different name(s), got {data_names!r}")
+        dn, de = map(str, dims)
+        out = {}
+        for i, name in enumerate(names):
+            out[name] = ((dn, de), mean[:, i].reshape(n_north, n_east))
+            out[f"{name}_std"] = ((dn, de), std[:, i].reshape(n_north, n_east),
+                                  {"long_name": f"predictive standard deviation of {name}"})
+        return xr.Dataset(out, coords={dn: northing, de: easting})
 
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """R² of the predictions over the observed entries of ``y``, averaged over its columns.
@@ -199,3 +266,32 @@ predict_mode, calibrate, threads, dtype, neighbour_backend
             residual = np.sum(w * (t - p) ** 2)
             scores.append(1.0 - residual / total if total > 0 else (1.0 if residual == 0 else 0.0))
         return float(np.mean(scores)) if scores else float("nan")
+
+
+def _region(region: Sequence[float]) -> tuple[float, float, float, float]:
+    values = np.asarray(region, dtype=np.float64).ravel()
+    if values.size != 4 or not np.all(np.isfinite(values)):
+        raise ValueError(f"region must be 4 finite numbers (west, east, south, north), got {region!r}")
+    west, east, south, north = map(float, values)
+    if not (east > west and north > south):
+        raise ValueError(f"region {tuple(values)} is empty: it needs east > west and north > south")
+    return west, east, south, north
+
+
+def _grid_shape(extent: tuple[float, float], spacing: Any, shape: Any) -> tuple[int, int]:
+    """Nodes (north-south, west-east) over ``extent`` (north-south, west-east) from a spacing or a shape."""
+    if (spacing is None) == (shape is None):
+        raise ValueError("give exactly one of spacing and shape")
+    if shape is not None:
+        sizes = np.asarray(shape).ravel()
+        if sizes.size != 2 or sizes.dtype.kind not in "iu" or (sizes < 2).any():
+            raise ValueError(f"shape must be two integers of at least 2, got {shape!r}")
+        return int(sizes[0]), int(sizes[1])
+    steps = np.broadcast_to(np.asarray(spacing, dtype=np.float64).ravel(), (2,)) \
+        if np.size(spacing) in (1, 2) else None
+    if steps is None or not np.all(np.isfinite(steps)) or (steps <= 0).any():
+        raise ValueError(f"spacing must be a positive number or two, got {spacing!r}")
+    nodes = tuple(int(round(e / s)) + 1 for e, s in zip(extent, steps, strict=True))
+    if min(nodes) < 2:
+        raise ValueError(f"spacing {spacing!r} is larger than the region: fewer than 2 nodes along a dim")
+    return nodes

@@ -112,7 +112,8 @@ def _prepare(folder: Path) -> None:
     shutil.copy(REPO / "docs" / "slurm" / "job.toml", folder / "job.toml")
     soil = make_gaussian_field(n_points=80, n_vars=3, seed=2)
     geogpvae.to_netcdf(soil, folder / "soil.nc")
-    grid = xr.Dataset(coords={"y": np.linspace(0, 1, 5), "x": np.linspace(0, 1, 6)})
+    # 2000 rows: docs/cluster.md's jobs each fill 1000 of them
+    grid = xr.Dataset(coords={"y": np.linspace(0, 1, 2000), "x": np.linspace(0, 1, 3)})
     for c in ("x", "y"):
         grid[c].attrs = dict(soil[c].attrs)
     geogpvae.to_netcdf(grid, folder / "grid.nc")

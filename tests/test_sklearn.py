@@ -115,3 +115,41 @@ def test_bad_options_and_data_are_refused_before_training():
     never[:, 1] = np.nan
     with pytest.raises(ValueError, match="observed"):
         GPVAERegressor(**TINY).fit(X, never)
+
+
+def test_grid_predicts_on_a_regular_grid_as_predict_does():
+    X, _, y = _field(120)
+    reg = GPVAERegressor(**TINY).fit(X, y)
+    assert reg.region_ == pytest.approx((X[:, 0].min(), X[:, 0].max(), X[:, 1].min(), X[:, 1].max()))
+    out = reg.grid(region=(0, 10, 2, 6), spacing=(1.0, 2.5))
+    assert out.sizes == {"northing": 5, "easting": 5}
+    np.testing.assert_allclose(out.easting, [0, 2.5, 5, 7.5, 10])
+    np.testing.assert_allclose(out.northing, [2, 3, 4, 5, 6])
+    assert set(out.data_vars) == {"scalars_0", "scalars_0_std", "scalars_1", "scalars_1_std"}
+    ee, nn = np.meshgrid(out.easting.values, out.northing.values)
+    mean, std = reg.predict(np.column_stack([ee.ravel(), nn.ravel()]), return_std=True)
+    np.testing.assert_allclose(out.scalars_1.values.ravel(), mean[:, 1], rtol=1e-6)
+    np.testing.assert_allclose(out.scalars_0_std.values.ravel(), std[:, 0], rtol=1e-6)
+    # the data's region by default; a step that does not divide the region is adjusted
+    one = GPVAERegressor(**TINY).fit(X, y[:, 0]).grid(spacing=3.0, dims=("y", "x"), data_names=["v"])
+    assert set(one.data_vars) == {"v", "v_std"} and one.v.dims == ("y", "x")
+    assert one.x.values[0] == pytest.approx(X[:, 0].min()) and one.x.values[-1] == pytest.approx(X[:, 0].max())
+    assert one.sizes["x"] == round((X[:, 0].max() - X[:, 0].min()) / 3.0) + 1
+    assert reg.grid(shape=(3, 4)).sizes == {"northing": 3, "easting": 4}
+
+
+def test_grid_refuses_what_it_cannot_lay_out():
+    X, _, y = _field(60)
+    reg = GPVAERegressor(**TINY).fit(X, y)
+    for kwargs, match in [({}, "exactly one"), ({"spacing": 1.0, "shape": (3, 3)}, "exactly one"),
+                          ({"spacing": -1.0}, "spacing"), ({"spacing": 100.0}, "fewer than 2 nodes"),
+                          ({"shape": (1, 5)}, "shape"), ({"shape": (2.5, 3)}, "shape"),
+                          ({"shape": (3, 3), "region": (5, 1, 0, 1)}, "empty"),
+                          ({"shape": (3, 3), "region": (0, 1, 0)}, "4 finite"),
+                          ({"shape": (3, 3), "data_names": ["a"]}, "data_names"),
+                          ({"shape": (3, 3), "dims": ("x", "x")}, "dims")]:
+        with pytest.raises(ValueError, match=match):
+            reg.grid(**kwargs)
+    X3 = np.column_stack([X, X[:, 0]])
+    with pytest.raises(ValueError, match="2 coordinates"):
+        GPVAERegressor(**TINY).fit(X3, y).grid(spacing=1.0)

@@ -258,8 +258,10 @@ def unfinished_reason(path: str) -> str | None:
     return None
 
 
-def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
+def write_output(result: Any, output: str, overwrite: bool, compute: bool = True) -> os.stat_result:
     """Write ``result`` to ``output`` (created exclusively unless ``overwrite``); the new file's status.
+
+    ``compute=False`` (a Zarr store only) writes the metadata and coordinates, the variables empty.
 
     Raises a FileExistsError naming ``--overwrite`` when another job created ``output`` meanwhile,
     and :func:`no_space` when its device is full (nothing is left behind).
@@ -267,7 +269,10 @@ def write_output(result: Any, output: str, overwrite: bool) -> os.stat_result:
     from ..fields.io import to_netcdf
 
     try:
-        path = (to_zarr if is_zarr(output) else to_netcdf)(result, output, overwrite=overwrite)
+        if is_zarr(output):
+            path = to_zarr(result, output, overwrite=overwrite, compute=compute)
+        else:
+            path = to_netcdf(result, output, overwrite=overwrite)
     except FileExistsError:
         raise FileExistsError(
             f"output {output} was created by another job while this one was writing; "

@@ -78,6 +78,8 @@ _PREDICT_EPILOG = f"""\
 examples:
   {PROG} impute soil.nc soil_filled.nc --save-model soil.pt
   {PROG} predict soil.pt grid.nc soil_on_grid.nc
+  {PROG} predict soil.pt grid.nc cd.zarr --template --chunks y=1000   # once
+  {PROG} predict soil.pt grid.nc cd.zarr --region y=2000:3000        # in each job
 COORDS.nc needs the coordinates the model was trained on (a grid: 1-D coordinates on their
 own dims; scattered points: coordinates along one dim); its data variables are ignored.
 """
@@ -337,6 +339,13 @@ def _predict_parser(subs: Any) -> None:
     _shared(p, "--overwrite")
     _shared(p, "--progress", help="progress of the prediction (auto: a bar on a terminal, a line "
             "every 10 s otherwise)")
+    p.add_argument("--chunks", metavar="DIM=N[,...]", help="predict and write block by block, N "
+                   "locations along DIM per block (also the chunks of a Zarr OUT)")
+    p.add_argument("--template", action="store_true", help="write OUT.zarr without values "
+                   "(coordinates, attributes, empty variables chunked by --chunks) for --region jobs to fill")
+    p.add_argument("--region", metavar="DIM=START:STOP[,...]", help="predict only these positions "
+                   "of COORDS (0-based, STOP excluded, whole chunks) and write them into the existing "
+                   "OUT.zarr made by --template; jobs with disjoint regions may run at once")
     _common(p, progress=True)
     p.set_defaults(handler=cmd_predict)
 

@@ -25,7 +25,7 @@ from .atomic import _fsync_dir, _leftovers, _temp_name
 from .cf import FLAG_FILL_VALUE, IMPUTED_SUFFIX, restore_flag_variables
 from .encoding import _chunksizes, _kept_chunks, _prepare, check_encoding
 
-__all__ = ["is_zarr", "open_zarr", "to_zarr"]
+__all__ = ["check_region", "is_zarr", "open_zarr", "to_zarr"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -283,3 +283,42 @@ def _check_aligned(name: Hashable, stored: xr.DataArray, slices: Mapping[Hashabl
                 f"{dim}): concurrent writers would overwrite each other's cells; write regions that "
                 f"start and end at multiples of {size}"
             )
+
+
+def check_region(path: PathLike, slices: Mapping[Hashable, slice]) -> xr.Dataset:
+    """Check that a region of whole chunks fits the existing store at ``path``, before any work.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store.
+    slices : mapping of dim to slice
+        Integer start and stop (step 1) along each dim of the region.
+
+    Returns
+    -------
+    xarray.Dataset
+        The store, opened lazily without masking.
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        No store at ``path``; a dim the store lacks, a slice outside it or empty, or a region
+        that cuts through chunks of a variable.
+    """
+    target = Path(path).expanduser()
+    if not target.is_dir():
+        raise FileNotFoundError(f"the store {target} does not exist: write it first, without its values "
+                                "(to_zarr(..., compute=False), or geogpvae predict --template)")
+    store = open_zarr(target, mask_and_scale=False)
+    for dim, part in slices.items():
+        if dim not in store.dims:
+            raise ValueError(f"the store {target} has no dim {dim}; its dims: {list(store.dims)}")
+        n = store.sizes[dim]
+        if not (0 <= part.start < part.stop <= n):
+            raise ValueError(f"the region {dim}={part.start}:{part.stop} is empty or outside the store's "
+                             f"{dim} (0:{n})")
+    for name, var in store.data_vars.items():
+        if set(slices) & set(var.dims):
+            _check_aligned(name, var, slices, target)
+    return store

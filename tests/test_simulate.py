@@ -112,3 +112,38 @@ def test_realisations_write_to_netcdf_and_read_back(tmp_path):
     np.testing.assert_array_equal(back.v0.values, out.v0.values)
     assert back.realization.attrs["standard_name"] == "realization"
     back.close()
+
+
+def cross_semivariance(a, b, lag):
+    """Half the mean product of the increments of ``a`` and ``b`` ``lag`` cells apart, along both axes."""
+    return 0.5 * np.mean(np.concatenate([((a[:, lag:] - a[:, :-lag]) * (b[:, lag:] - b[:, :-lag])).ravel(),
+                                         ((a[lag:] - a[:-lag]) * (b[lag:] - b[:-lag])).ravel()]))
+
+
+def test_two_correlated_variables_are_drawn_together_with_their_cross_variogram():
+    """Two variables of one latent field, a hole in both: inside it the draws' cross-semivariance is of
+    the true field's size (the mean's is smaller), and their increments move together as the truth's
+    do, far more than those of two realisations drawn apart."""
+    ds, truth = make_gaussian_field((36, 36), n_vars=2, n_latent=1, lengthscale=0.15, kernel="matern32",
+                                    missing=0.05, noise=0.05, nonlinear=0.0, seed=3, return_truth=True)
+    hole = xr.DataArray(np.zeros((36, 36), bool), dims=ds.v0.dims)
+    hole[10:26, 10:26] = True
+    ds = ds.assign({v: ds[v].where(~hole) for v in ("v0", "v1")})
+    imp = geogpvae.GPVAEImputer(epochs=60, seed=0, progress=False).fit(ds)
+    block = (slice(10, 26), slice(10, 26))
+    true = [truth[v].values[block] for v in ("v0", "v1")]
+    mean = [imp.impute(ds)[v].values[block] for v in ("v0", "v1")]
+    sims = imp.simulate(ds, 20)
+    a, b = (sims[v].values[:, block[0], block[1]] for v in ("v0", "v1"))
+    for lag in (1, 2):
+        reference = cross_semivariance(*true, lag)
+        assert cross_semivariance(*mean, lag) / reference < 0.75
+        assert 0.75 < np.mean([cross_semivariance(a[r], b[r], lag) for r in range(20)]) / reference < 2.5
+
+    def codispersion(x, y):
+        return cross_semivariance(x, y, 1) / np.sqrt(cross_semivariance(x, x, 1) * cross_semivariance(y, y, 1))
+
+    assert codispersion(*true) > 0.9
+    joint = np.mean([codispersion(a[r], b[r]) for r in range(20)])
+    apart = np.mean([codispersion(a[r], b[(r + 1) % 20]) for r in range(20)])
+    assert joint > 0.6 and joint > apart + 0.25

@@ -11,6 +11,7 @@ CPU thread; the API reference is generated from the docstrings of every public m
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -34,7 +35,7 @@ release = geogpvae.__version__
 version = release
 
 extensions = [
-    "myst_parser",
+    "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.doctest",
@@ -44,10 +45,18 @@ extensions = [
     "sphinx_gallery.gen_gallery",
 ]
 
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
-exclude_patterns = ["_build", "slurm", "examples/README.txt", "**.ipynb_checkpoints"]
+# (sphinx-gallery writes a notebook beside each example page: a download, not a page)
+exclude_patterns = ["_build", "slurm", "examples/README.txt", "**.ipynb_checkpoints", "auto_examples/*.ipynb"]
 templates_path = ["_templates"]
+
+# --- the worked notebooks, rendered with the outputs stored in them (never executed here: they
+# need the Jura and SPE10 files); copied from notebooks/ because Sphinx reads only docs/
+nb_execution_mode = "off"
+(ROOT / "docs" / "notebooks").mkdir(exist_ok=True)
+for _nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    shutil.copyfile(_nb, ROOT / "docs" / "notebooks" / _nb.name)
 
 # --- MyST: the Markdown pages are also read on GitHub, so keep to plain CommonMark + these
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]

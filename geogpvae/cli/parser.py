@@ -98,6 +98,7 @@ examples:
   {PROG} plot spe10_filled.nc --var kx --layer 22,26,41 -o kx_layers.png
   {PROG} plot soil_filled.nc --var Cd --map -o cd_map.pdf
   {PROG} plot demo.nc --var v0 --uncertainty -o v0_std.png
+  {PROG} plot soil_filled.nc --var Cd --residual-variogram --truth soil_truth.nc -o cd_residuals.png
   {PROG} plot t2m_filled.nc --var t2m --isel time=3 -o t2m_day4.png
 Without --layer/--map/--uncertainty/--isel: layers for 3-D variables (along z, else along a
 vertical dim such as depth, else along the first dim that is not horizontal, such as time), a
@@ -387,8 +388,8 @@ def _plot_parser(subs: Any) -> None:
         help="plot an imputed file",
         epilog=_PLOT_EPILOG,
         formatter_class=_FORMATTER,
-        description="Layer slices, a map or uncertainty panels of an imputed "
-        "variable, as PNG, PDF or SVG (by the extension of -o).",
+        description="Layer slices, a map, uncertainty panels or a residual variogram of an "
+        "imputed variable, as PNG, PDF or SVG (by the extension of -o).",
     )
     p.add_argument("input", metavar="OUT.nc", help="a file written by geogpvae impute")
     p.add_argument("--var", help="variable (default: the first imputed one)")
@@ -402,6 +403,8 @@ def _plot_parser(subs: Any) -> None:
     )
     kind.add_argument("--map", action="store_true", help="a map of the field and its std")
     kind.add_argument("--uncertainty", action="store_true", help="uncertainty panels")
+    kind.add_argument("--residual-variogram", action="store_true", help="semivariogram of the "
+                      "standardized residuals at the imputed cells (needs --truth)")
     p.add_argument("--axis", help="dim to slice layers along (default: z, else a vertical dim "
                    "such as depth, else the first dim that is not horizontal, e.g. time)")
     p.add_argument("--isel", type=_isel_list, metavar="DIM=I[,DIM=I]", help="a map of this "

@@ -1,4 +1,4 @@
-"""``geogpvae plot``: layer slices, a map or uncertainty panels of an imputed file."""
+"""``geogpvae plot``: layer slices, a map, uncertainty panels or a residual variogram of an imputed file."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ def _plot_kind(args: argparse.Namespace, ndim: int) -> str:
         return "layers"
     if args.uncertainty:
         return "uncertainty"
+    if args.residual_variogram:
+        return "residual variogram"
     if args.map or args.isel:
         return "map"
     return "layers" if ndim >= 3 else "map"
@@ -100,6 +102,8 @@ def _figure(ds: Any, var: str, kind: str, args: argparse.Namespace, truth: Any) 
         raise UsageError(f"--no-outlines is an option of maps; {kind} plots draw no outlines")
     if kind == "map":
         return plot.field_map(ds, var, truth=truth, isel=args.isel, outline_holes=False if args.no_outlines else None)
+    if kind == "residual variogram":
+        return plot.residual_variogram(ds, var, truth)
     return plot.uncertainty(ds, var, truth=truth)
 
 
@@ -132,6 +136,8 @@ def cmd_plot(args: argparse.Namespace, argv: Sequence[str]) -> int:
             f"-o {args.output}: unknown figure format {out.suffix or '(none)'!r}; "
             f"use one of .{', .'.join(_PLOT_FORMATS)}"
         )
+    if args.residual_variogram and not args.truth:
+        raise UsageError("--residual-variogram needs --truth TRUTH.nc: the residuals are truth minus the fill")
     files = expand_inputs([args.input])
     check_target(args.output, inputs=files, overwrite=bool(args.overwrite), what="figure")
     import matplotlib

@@ -184,3 +184,19 @@ def test_plot_command_quiet_drops_the_missing_outlines_warning(no_map_data, _no_
     assert main(["plot", str(path), "-o", str(tmp_path / "said.png")]) == 0
     err = capsys.readouterr().err
     assert "warning: no coastlines" in err and "Natural Earth" in err
+
+
+def test_residual_variogram_needs_the_truth_and_draws_it(data, tmp_path, capsys):
+    from cli_helpers import _write
+
+    from geogpvae.datasets import make_gaussian_field
+
+    _, truth = make_gaussian_field((16, 16), seed=0, return_truth=True)  # the field behind grid.nc
+    truth_file = _write(truth, tmp_path / "truth.nc")
+    fig = tmp_path / "residuals.png"
+    args = ["plot", str(data["out"]), "--var", "v1", "--residual-variogram", "-o", str(fig)]
+    assert main(args) == 2
+    assert "needs --truth" in _error_line(capsys) and not fig.exists()
+    assert main([*args, "--truth", str(truth_file)]) == 0
+    assert fig.read_bytes()[:4] == b"\x89PNG"
+    assert "residual variogram of v1" in capsys.readouterr().err

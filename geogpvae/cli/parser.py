@@ -239,7 +239,7 @@ def _impute_parser(subs: Any) -> None:
         "paths",
         nargs="*",
         metavar="PATH",
-        help="input file(s) or glob pattern(s), then the output file (may contain "
+        help="input file(s), Zarr store(s) or glob pattern(s), then the output file (may contain "
         "{stem}, {name}, {index})",
     )
     _engine_flags(p)
@@ -258,7 +258,7 @@ def _simulate_parser(subs: Any) -> None:
         description="Train as impute does (or load --model), then write N joint draws of every "
         "hole, given the observed values, to OUT, atomically.",
     )
-    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s) or glob pattern(s), then the output file")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s), Zarr store(s) or glob pattern(s), then the output file")
     p.add_argument("-n", "--realizations", type=int, metavar="N", help="number of realisations")
     p.add_argument("--first", type=int, metavar="I", help="number of the first realisation (default 0)")
     p.add_argument("--model", metavar="M.pt", help="draw from a model saved by impute --save-model, fitted on IN "
@@ -279,7 +279,7 @@ def _info_parser(subs: Any) -> None:
         description="Candidate variables, coordinates and how they form the "
         "model's x, missing fractions, layout and a memory estimate.",
     )
-    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s) or glob pattern(s)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s), Zarr store(s) or glob pattern(s)")
     _engine_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p)
@@ -308,7 +308,7 @@ def _validate_parser(subs: Any) -> None:
         "RMSE, MAE, NLL, 95 % coverage and mean squared standardised error of the removed values. "
         "Writes nothing.",
     )
-    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s) or glob pattern(s)")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="input file(s), Zarr store(s) or glob pattern(s)")
     _engine_flags(p)
     p.add_argument("--share", type=_share, default=0.1, help="share of each variable's observed values held "
                    "out (default 0.1)")

@@ -184,10 +184,37 @@ def _expand(paths: PathLike | Sequence[PathLike]) -> list[str]:
     return files
 
 
+def _zarr_matches(paths: PathLike | Sequence[PathLike]) -> PathLike | Sequence[PathLike]:
+    """A glob pattern of Zarr stores (``tiles/*.zarr``) as the sorted stores it matches; else ``paths``."""
+    if not isinstance(paths, (str, os.PathLike)):
+        return paths
+    text = os.path.expanduser(os.fspath(paths))
+    if not (text.rstrip("/").endswith(".zarr") and _GLOB_CHARS.search(text) and not os.path.exists(text)):
+        return paths
+    matches = sorted(glob.glob(text))
+    if not matches:
+        raise FileNotFoundError(f"no Zarr store matches the pattern {text!r}")
+    return matches[0] if len(matches) == 1 else matches
+
+
+def _open_stores(stores: list[str], concat_dim: str | None, chunks: Any, mask_and_scale: bool,
+                 kwargs: dict[str, Any]) -> xr.Dataset:
+    """Several Zarr stores as one Dataset, joined as several NetCDF files are."""
+    if not all(is_zarr(p) for p in stores):
+        raise ValueError("the inputs mix Zarr stores and NetCDF files: give stores only or files only "
+                         "(geogpvae.to_zarr writes a NetCDF file's Dataset as a store)")
+    for store in stores:
+        if "://" not in store:
+            open_zarr(store).close()  # a missing or damaged store is named before any joining
+    ds = open_several(stores, concat_dim=concat_dim, chunks=chunks, mask_and_scale=mask_and_scale,
+                      kwargs={"engine": "zarr", **kwargs})
+    return restore_flag_variables(ds) if mask_and_scale else ds
+
+
 def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None = None,
                  chunks: Any = None, mask_and_scale: bool = True,
                  **kwargs: Any) -> xr.Dataset:
-    """Open one NetCDF file, a glob pattern or a list of files, or a Zarr store, as one Dataset.
+    """Open one NetCDF file, a glob pattern or a list of files, or one or several Zarr stores, as one Dataset.
 
     Several files are joined with :func:`xarray.open_mfdataset`, along ``concat_dim`` or by
     coordinates, after :func:`~geogpvae.fields.joining.check_files_agree`. Flag variables such as
@@ -198,7 +225,7 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     paths : str, os.PathLike or sequence of them
         Files, glob patterns (matches sorted) or URLs; or one Zarr store (a ``*.zarr`` path or a
         folder holding Zarr metadata), opened lazily with its own chunks
-        (:func:`~geogpvae.fields.zarr_io.open_zarr`).
+        (:func:`~geogpvae.fields.zarr_io.open_zarr`); or several stores, joined as files are.
     concat_dim : str, optional
         Dimension to concatenate several files along (existing or new).
     chunks : int, dict, "auto" or {}, optional
@@ -222,8 +249,11 @@ def open_dataset(paths: PathLike | Sequence[PathLike], *, concat_dim: str | None
     InputError
         Several files disagree on a variable that is not joined.
     """
+    paths = _zarr_matches(paths)
     if isinstance(paths, (str, os.PathLike)) and is_zarr(paths):
         return open_zarr(paths, chunks=chunks, mask_and_scale=mask_and_scale, **kwargs)
+    if not isinstance(paths, (str, os.PathLike)) and len(paths) > 1 and any(is_zarr(p) for p in paths):
+        return _open_stores([os.fspath(p) for p in paths], concat_dim, chunks, mask_and_scale, kwargs)
     files = _expand(paths)
     if len(files) == 1:
         try:

@@ -114,7 +114,19 @@ def _zarr_encoding(name: Hashable, var: xr.Variable, is_coord: bool) -> dict[str
     return enc
 
 
+def _regular(chunks: tuple[int, ...]) -> bool:
+    """Dask chunks Zarr can store: all as the first but the last, which may be smaller."""
+    return all(c == chunks[0] for c in chunks[:-1]) and chunks[-1] <= chunks[0]
+
+
+def _zarr_chunked(ds: xr.Dataset) -> xr.Dataset:
+    """Uneven dask chunks (several stores or files joined, say) rechunked to their largest along each dim."""
+    uneven = {d: max(c) for d, c in ds.chunks.items() if not _regular(tuple(c))} if ds.chunks else {}
+    return ds.chunk(uneven) if uneven else ds
+
+
 def _prepared(ds: xr.Dataset, encoding: Mapping[Hashable, Mapping[str, Any]] | None) -> xr.Dataset:
+    ds = _zarr_chunked(ds)
     originals = {name: dict(var.encoding) for name, var in ds.variables.items()}
     out = _prepare(ds, 0)  # CF attributes and fill values as NetCDF files get them
     for name, var in out.variables.items():

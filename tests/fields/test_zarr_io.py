@@ -141,3 +141,31 @@ def test_the_command_line_reads_and_writes_stores(tmp_path, capsys):
     assert main(["impute", str(tmp_path / "folder"), str(tmp_path / "x.nc"), "-q"]) != 0
     assert "neither a NetCDF file nor a Zarr store" in capsys.readouterr().err
     assert json.loads((tmp_path / "out.zarr" / "zarr.json").read_text())["zarr_format"] == 3
+
+
+def test_several_stores_join_into_one_field_as_files_do(imputed, tmp_path, capsys):
+    for i, rows in enumerate((slice(0, 6), slice(6, 16))):
+        geogpvae.to_zarr(imputed.isel(y=rows), tmp_path / f"part{i}.zarr")
+    for given in ([tmp_path / "part0.zarr", tmp_path / "part1.zarr"], str(tmp_path / "part*.zarr")):
+        joined = geogpvae.open_dataset(given, concat_dim="y")
+        _same_values(joined.load(), imputed)
+    assert geogpvae.open_dataset(str(tmp_path / "part*.zarr")).sizes == imputed.sizes  # by coordinates
+    geogpvae.to_netcdf(imputed, tmp_path / "whole.nc")
+    with pytest.raises(ValueError, match="mix Zarr stores and NetCDF files"):
+        geogpvae.open_dataset([tmp_path / "part0.zarr", tmp_path / "whole.nc"])
+    with pytest.raises(FileNotFoundError, match="no such Zarr store"):
+        geogpvae.open_dataset([tmp_path / "part0.zarr", tmp_path / "absent.zarr"])
+    with pytest.raises(FileNotFoundError, match="no Zarr store matches"):
+        geogpvae.open_dataset(str(tmp_path / "none*.zarr"))
+    # joined chunks of 6 and 10 rows: rechunked so that Zarr can hold them
+    geogpvae.to_zarr(geogpvae.open_dataset(given, concat_dim="y"), tmp_path / "again.zarr")
+    _same_values(open_zarr(tmp_path / "again.zarr").load(), imputed)
+    raw = make_gaussian_field((16, 12), n_vars=2, missing=0.3, seed=4)
+    ins = []
+    for i, rows in enumerate((slice(0, 6), slice(6, 16))):
+        ins.append(str(geogpvae.to_zarr(raw.isel(y=rows), tmp_path / f"raw{i}.zarr")))
+    assert main(["impute", *ins, str(tmp_path / "filled.nc"), "--epochs", "2", "--neighbours", "6", "-q"]) == 0
+    with xr.open_dataset(tmp_path / "filled.nc") as out:
+        assert out.sizes["y"] == 16 and int(out.v0.isnull().sum()) == 0
+        seen = raw.v0.notnull().values
+        np.testing.assert_array_equal(out.v0.values[seen], raw.v0.values[seen])

@@ -31,25 +31,6 @@ LAGS = (1, 2, 4, 8)
 SHAPE = (48, 48)
 
 
-def ensemble_crps(draws, truth):
-    """CRPS of an ensemble (R, M) at each of M values: E|X - y| - E|X - X'| / 2 (sorted form)."""
-    import numpy as np
-
-    r = draws.shape[0]
-    xs = np.sort(draws, axis=0)
-    first = np.mean(np.abs(xs - truth[None, :]), axis=0)
-    weights = (2 * np.arange(1, r + 1) - r - 1)[:, None]
-    return first - np.sum(weights * xs, axis=0) / (r * r)
-
-
-def semivariance(values, inside, lag: int) -> float:
-    """Half the mean squared difference of cells ``lag`` apart along x, both ``inside``."""
-    import numpy as np
-
-    both = inside[:, lag:] & inside[:, :-lag]
-    return 0.5 * float(np.mean((values[:, lag:] - values[:, :-lag])[both] ** 2))
-
-
 def make_task():
     """The noisy field, the truth without noise, and the hidden cells."""
     import gstools as gs
@@ -94,6 +75,8 @@ def main() -> None:
 
     import geogpvae
     from _machine import reference_line
+    from realisation_texture import semivariance
+    from simulation import ensemble_crps
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -66,8 +66,9 @@ def semivariogram(
         return total_h / count, total_g / count, count
 
 
-def _positions(ds: xr.Dataset, value: xr.DataArray, coords: Any) -> tuple[np.ndarray, np.ndarray, str]:
-    """Positions of every cell of ``value`` (C order), the group of each cell, and the distance unit."""
+def _positions(ds: xr.Dataset, value: xr.DataArray, coords: Any,
+               index: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """Positions of the cells ``index`` (flat, C order) of ``value``, their groups, and the distance unit."""
     chosen = [(n, r) for n, r in choose_coordinates(ds, value.dims, coords) if r != "time"]
     if not chosen:
         raise ValueError(
@@ -75,13 +76,12 @@ def _positions(ds: xr.Dataset, value: xr.DataArray, coords: Any) -> tuple[np.nda
             "which coordinates the distances are measured in"
         )
     geometry = build_geometry(ds, chosen, coord_scale={})
-    index = np.arange(value.size)
     x = coordinates_at(ds, geometry, value.dims, value.shape, index)
     spanned = {d for n, _ in chosen for d in (ds[n].dims if n in ds.variables else (n,))}
     other = [i for i, d in enumerate(value.dims) if d not in spanned]
     grid = np.unravel_index(index, value.shape)
     groups = (np.ravel_multi_index([grid[i] for i in other], [value.shape[i] for i in other])
-              if other else np.zeros(value.size, dtype=np.int64))
+              if other else np.zeros(index.size, dtype=np.int64))
     if any(a.kind == "sphere" for a in geometry.axes):
         unit = "km"
     else:
@@ -168,10 +168,12 @@ def residual_variogram(
         raise ValueError(f"{var!r} has fewer than two imputed cells with truth and a positive std")
     if cells.size > MAX_CELLS:
         cells = np.sort(np.random.default_rng(0).choice(cells, MAX_CELLS, replace=False))
-    x_all, groups_all, unit = _positions(ds, f.value, coords)
-    x, z, groups = x_all[cells], resid[cells] / sigma[cells], groups_all[cells]
-    h_max = max((float(pdist(x[groups == g]).max()) for g in np.unique(groups)
-                 if np.sum(groups == g) > 1), default=0.0)
+    x, groups, unit = _positions(ds, f.value, coords, cells)
+    z = resid[cells] / sigma[cells]
+    h_max = 0.0
+    if max_distance is None:  # half the largest distance between cells of one group
+        h_max = max((float(pdist(x[groups == g]).max()) for g in np.unique(groups)
+                     if np.sum(groups == g) > 1), default=0.0)
     edges = _edges(h_max, bins, max_distance)
     lag, gamma, pairs = semivariogram(x, z, groups, edges)
     return _draw(f, lag, gamma, pairs, edges, float(np.mean(z**2)), z.size, unit, used, figsize)

@@ -52,7 +52,7 @@ class GPVAEImputer(Parameters):
     seed : int
         Seed of every random choice: the same data, options and seed give the same result.
     device : str
-        ``"auto"`` (CUDA when available, the CPU up to 1,024 locations), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        ``"auto"`` (CUDA when available, the CPU under 32,768 locations), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
     latent_dim, encoder_hidden, decoder_hidden, context, kernel, lengthscale, noise, beta, \
 ordering, mask_rate, batch_size, lr, samples, predict_mode, calibrate, threads, dtype, \
 neighbour_backend

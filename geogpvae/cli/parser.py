@@ -164,7 +164,7 @@ def _engine_flags(sub: argparse.ArgumentParser) -> None:
 
 #: options that several commands take, with their usual help; ``_shared`` adds them
 _SHARED: dict[str, dict[str, Any]] = {
-    "--device": {"help": "auto (default: CUDA when present, the CPU for fields of up to 1,024 locations), cpu, cuda or cuda:N"},
+    "--device": {"help": "auto (default: CUDA when present, the CPU for fields of under 32,768 locations), cpu, cuda or cuda:N"},
     "--seed": {"type": int, "help": f"random seed (default {GPVAEConfig.seed})"},
     "--overwrite": {"action": "store_true", "help": "replace an existing OUT"},
     "--progress": {

@@ -17,7 +17,7 @@ from ..errors import InputError, TrainingWarning, warn_caller
 
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:\d+|mps)$")
 
-__all__ = ["GPVAEConfig", "warn_short_epochs", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "STEP_BUDGET", "MIN_EPOCHS",
+__all__ = ["GPVAEConfig", "warn_short_epochs", "ENGINES", "PREDICT_MODES", "FULL_BATCH", "GPU_MIN_BATCH", "STEP_BUDGET", "MIN_EPOCHS",
            "MIN_EPOCHS_UP_TO", "SHORT_EPOCHS_SHARE", "RETIRED_OPTIONS",
            "without_retired"]
 
@@ -25,6 +25,7 @@ ENGINES = ("spa", "hpa")
 PREDICT_MODES = ("auto", "encoder", "neighbours", "combined")
 DTYPES = ("float32", "float64")
 FULL_BATCH = 1024  # fields up to this many locations train on full batches by default
+GPU_MIN_BATCH = 1024  # device="auto": fits in smaller mini-batches (or whole-field ones) run on the CPU
 STEP_BUDGET = 1000  # optimiser steps of the default training budget
 #: Mini-batch fits of up to ``MIN_EPOCHS_UP_TO`` locations train at least ``MIN_EPOCHS`` epochs
 MIN_EPOCHS = 120

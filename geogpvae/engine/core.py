@@ -17,7 +17,7 @@ import torch
 
 from ..errors import InputError, warn_caller
 from .calibration import calibrate
-from .config import GPVAEConfig, warn_short_epochs
+from .config import GPU_MIN_BATCH, GPVAEConfig, warn_short_epochs
 from .holdout import clustered_gaps, held_out
 from .inputs import (
     centre,
@@ -137,11 +137,11 @@ class GPVAEEngine:
     def device(self) -> torch.device:
         """The torch device the model lives on.
 
-        ``device="auto"``: CUDA when there is one, except for whole-field fits in one process,
-        which are faster on the CPU (see docs/design-decisions.md); ``"cuda"`` is honoured.
+        ``device="auto"``: CUDA if present, but the CPU for one-process fits of whole-field steps or steps
+        under ``GPU_MIN_BATCH`` locations (default batches: under 32,768; docs/design-decisions.md).
         """
-        n = self.n_points_
-        if (self.config.device == "auto" and n and self.config.batch_for(n) >= n
+        n, batch = self.n_points_, self.config.batch_for(self.n_points_ or 1)
+        if (self.config.device == "auto" and n and (batch >= n or batch < GPU_MIN_BATCH)
                 and not (torch.distributed.is_available() and torch.distributed.is_initialized())):
             return torch.device("cpu")
         return resolve_device(self.config.device)

@@ -8,6 +8,8 @@ machine with GPU faiss. Regular lattices are searched by stencil (:mod:`~geogpva
 from __future__ import annotations
 
 import functools
+import os
+import sys
 
 import numpy as np
 from scipy.spatial import cKDTree
@@ -104,11 +106,20 @@ def _gpu_resources():
     return _faiss().StandardGpuResources()
 
 
+def gpu_id(n_gpus: int) -> int:
+    """The GPU this process works on: torch's current CUDA device where torch has started CUDA,
+    else the ``LOCAL_RANK`` of a ``torchrun`` launch (modulo the visible GPUs), else 0."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return int(torch.cuda.current_device())
+    return int(os.environ.get("LOCAL_RANK", "0") or 0) % max(n_gpus, 1)
+
+
 def _knn_faiss(base: np.ndarray, query: np.ndarray, k: int):
     faiss = _faiss()
     index = faiss.IndexFlatL2(base.shape[1])
     if faiss_available(gpu=True):
-        index = faiss.index_cpu_to_gpu(_gpu_resources(), 0, index)
+        index = faiss.index_cpu_to_gpu(_gpu_resources(), gpu_id(faiss.get_num_gpus()), index)
     index.add(np.ascontiguousarray(base, dtype=np.float32))
     d2, idx = index.search(np.ascontiguousarray(query, dtype=np.float32), k)
     return np.sqrt(np.maximum(d2, 0.0)).astype(np.float64), idx.astype(np.int64)

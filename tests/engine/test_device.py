@@ -23,19 +23,22 @@ def test_auto_device_picks_cuda_when_present(monkeypatch):
     assert resolve_device("cpu") == torch.device("cpu")
 
 
-def test_auto_keeps_whole_field_fits_on_the_cpu_when_a_gpu_is_present(monkeypatch):
-    """Whole-field steps are launch-bound on a GPU (docs/performance.md): "auto"
-    trains such fields on the CPU; larger fields, and an explicit "cuda", go to the GPU."""
-    from geogpvae.engine.config import FULL_BATCH
+def test_auto_keeps_launch_bound_fits_on_the_cpu_when_a_gpu_is_present(monkeypatch):
+    """Whole-field steps and small mini-batches are launch-bound on a GPU (docs/performance.md):
+    "auto" trains such fields on the CPU; larger fields, and an explicit "cuda", go to the GPU."""
+    from geogpvae.engine.config import GPU_MIN_BATCH
     from geogpvae.engine.core import GPVAEEngine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     eng = GPVAEEngine(progress=False)
     assert eng.device.type == "cuda"  # nothing fitted yet: as resolve_device
-    eng.n_points_ = FULL_BATCH
-    assert eng.device.type == "cpu"
-    eng.n_points_ = FULL_BATCH + 1
-    assert eng.device.type == "cuda"
+    for n, where in [(1024, "cpu"), (2025, "cpu"), (32 * GPU_MIN_BATCH - 1, "cpu"), (32 * GPU_MIN_BATCH, "cuda"),
+                     (141_900, "cuda")]:
+        eng.n_points_ = n
+        assert eng.device.type == where, n
+    given = GPVAEEngine(batch_size=GPU_MIN_BATCH, progress=False)  # the user's batches decide
+    given.n_points_ = 3000
+    assert given.device.type == "cuda"
     wide = GPVAEEngine(batch_size=5000, progress=False)  # whole-field steps asked for
     wide.n_points_ = 3000
     assert wide.device.type == "cpu"

@@ -166,3 +166,14 @@ def test_median_neighbour_distance_refuses_a_rank_out_of_range():
     for k in (0, 10):
         with pytest.raises(ValueError, match="between 1 and N - 1 = 9"):
             median_neighbour_distance(x, k)
+
+
+def test_faiss_gpu_is_the_ranks_own(monkeypatch):
+    """Under torchrun each rank's faiss index goes on its local GPU, not all on GPU 0."""
+    from geogpvae.gp.neighbours import gpu_id
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert gpu_id(4) == 0
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert gpu_id(4) == 3
+    assert gpu_id(2) == 1  # more ranks than visible GPUs: shared round robin

@@ -340,7 +340,9 @@ neighbour_backend
         ----------
         ds : xarray.Dataset
             The Dataset the imputer was fitted on (the same locations and observed values, in
-            any order). Not modified.
+            any order). Not modified. Dask-backed, it gives a dask-backed result: four
+            realisations a chunk, drawn when computed, so that ``to_netcdf`` or ``to_zarr``
+            writes a long ensemble a few realisations at a time.
         n : int
             Number of realisations.
         seed : int, optional
@@ -359,11 +361,12 @@ neighbour_backend
         InputError
             ``ds`` is not the training field, or ``n`` or ``first`` is not a whole number.
         """
+        from .api_lazy import is_lazy
         from .api_simulate import realisations
 
         self._require_fit()
         field = stack_field(ds, self.vars_, self.geometry_, self._transforms, self.mask, trained_dims=self.dims_)
-        return realisations(self, ds, field, n, seed=seed, first=first)
+        return realisations(self, ds, field, n, seed=seed, first=first, lazy=is_lazy(ds))
 
     # ------------------------------------------------------------------ predict
     def predict(self, locations: xr.Dataset | xr.DataArray, *, chunks: Mapping[Hashable, int] | None = None

@@ -8,6 +8,7 @@ the field where the mean is smooth. The draws share a new leading dim ``realizat
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ REALIZATION_DIM = "realization"
 
 #: realisations drawn at once: bounds the memory of the latent draws
 GROUP = 16
+#: realisations per chunk of a dask-backed result: bounds the memory of writing it
+LAZY_GROUP = 4
 
 
 def check_count(n: Any, first: Any) -> tuple[int, int]:
@@ -38,9 +41,10 @@ def check_count(n: Any, first: Any) -> tuple[int, int]:
 
 
 def realisations(imp: Any, ds: xr.Dataset, field: Field, n: int, *, seed: int | None = None,
-                 first: int = 0) -> xr.Dataset:
+                 first: int = 0, lazy: bool = False) -> xr.Dataset:
     """``ds`` with each trained variable ``v`` as ``n`` realisations along ``realization`` and its
-    flag ``v_imputed``; for :meth:`GPVAEImputer.simulate`."""
+    flag ``v_imputed``; for :meth:`GPVAEImputer.simulate`. ``lazy``: dask-backed, ``LAZY_GROUP``
+    realisations a chunk, drawn when the chunk is computed (written one chunk at a time)."""
     n, first = check_count(n, first)
     eng = imp.engine_
     rows = np.arange(field.x.shape[0]) if field.fingerprint() == imp._fingerprint else eng.training_rows(
@@ -52,34 +56,67 @@ def realisations(imp: Any, ds: xr.Dataset, field: Field, n: int, *, seed: int | 
         )
     seed = eng.config.seed if seed is None else int(seed)
     plan = simulation_plan(eng, seed)
-    draws = np.concatenate([draw_realisations(eng, plan, min(GROUP, first + n - s), first=s)[:, rows]
-                            for s in range(first, first + n, GROUP)])
-    return _assemble(imp, ds, field, draws, first, seed)
+
+    def drawn(start: int, count: int) -> np.ndarray:  # realisations start.. in original units, shape (count, N, K)
+        return np.concatenate([draw_realisations(eng, plan, min(GROUP, start + count - s), first=s)[:, rows]
+                               for s in range(start, start + count, GROUP)])
+
+    step = LAZY_GROUP if lazy else n
+    blocks = [(s, min(step, first + n - s)) for s in range(first, first + n, step)]
+    return _assemble(imp, ds, field, drawn, blocks, seed, lazy)
 
 
-def _assemble(imp: Any, ds: xr.Dataset, field: Field, draws: np.ndarray, first: int, seed: int) -> xr.Dataset:
+def _filled(field: Field, name: str, j: int, draws: np.ndarray) -> np.ndarray:
+    """Variable ``name`` of each realisation in ``draws`` (shape (R, N, K)): observed cells as they
+    are, holes drawn, in the variable's output dtype and dims; shape (R, *dims)."""
+    domain = xr.DataArray(field.domain, dims=field.dims)
+    log = "log" if field.transforms.get(name) == "log" else None
+    zeros = np.zeros(field.shape)
+    return np.stack([imputation_variables(name, field.originals[name], field.unstack(r, j), zeros, domain=domain,
+                                          transform=log)[name].values for r in draws])
+
+
+def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: list[tuple[int, int]],
+                          lazy: bool) -> xr.Variable:
+    """The realisations of ``name`` as one Variable, its attrs and encoding those of ``impute``'s."""
+    template = imputation_variables(name, field.originals[name], field.unstack(np.zeros((len(field.x), len(field.names))), j),
+                                    np.zeros(field.shape), domain=xr.DataArray(field.domain, dims=field.dims),
+                                    transform="log" if field.transforms.get(name) == "log" else None)
+    like = template[name].variable
+    if lazy:
+        import dask
+        import dask.array as da
+
+        fill = functools.partial(_filled, field, name, j)
+        parts = [da.from_delayed(dask.delayed(fill, pure=False)(draws), (count, *like.shape), dtype=like.dtype)
+                 for draws, (_, count) in zip(drawn, blocks)]
+        data = da.concatenate(parts)
+    else:
+        data = np.concatenate([_filled(field, name, j, draws) for draws in drawn])
+    attrs = dict(like.attrs, ancillary_variables=name + IMPUTED_SUFFIX)
+    attrs.pop("geogpvae_point_estimate", None)
+    return xr.Variable((REALIZATION_DIM, *like.dims), data, attrs, dict(like.encoding)), template
+
+
+def _assemble(imp: Any, ds: xr.Dataset, field: Field, drawn: Any, blocks: list[tuple[int, int]], seed: int,
+              lazy: bool) -> xr.Dataset:
+    first, n = blocks[0][0], sum(count for _, count in blocks)
+    if lazy:
+        import dask
+
+        draws = [dask.delayed(drawn, pure=False)(start, count) for start, count in blocks]
+    else:
+        draws = [drawn(start, count) for start, count in blocks]
     replaced = {f"{v}{s}" for v in field.names for s in ("", STD_SUFFIX, IMPUTED_SUFFIX)}
     out = detached(ds, [v for v in ds.variables if v not in replaced])
-    domain = xr.DataArray(field.domain, dims=field.dims)
-    number = xr.Variable(REALIZATION_DIM, np.arange(first, first + len(draws)),
+    number = xr.Variable(REALIZATION_DIM, np.arange(first, first + n),
                          {"standard_name": "realization", "long_name": "number of the realisation"})
     for j, name in enumerate(field.names):
-        log = field.transforms.get(name) == "log"
-        zeros = np.zeros(field.shape)
-        parts = []
-        for r in range(len(draws)):
-            made = imputation_variables(name, field.originals[name], field.unstack(draws[r], j), zeros,
-                                        domain=domain, transform="log" if log else None)
-            parts.append(made[name].variable)
-        value = xr.Variable.concat(parts, dim=REALIZATION_DIM)
-        value.attrs = dict(parts[0].attrs, ancillary_variables=name + IMPUTED_SUFFIX)
-        value.attrs.pop("geogpvae_point_estimate", None)
-        value.encoding = dict(parts[0].encoding)
-        out[name] = value
-        out[name + IMPUTED_SUFFIX] = made[name + IMPUTED_SUFFIX].variable
+        out[name], template = _realisation_variable(field, name, j, draws, blocks, lazy)
+        out[name + IMPUTED_SUFFIX] = template[name + IMPUTED_SUFFIX].variable
     out = out.assign_coords({REALIZATION_DIM: number})
     if not str(out.attrs.get("title", "")).strip():
         out.attrs["title"] = f"realisations of {', '.join(field.names)} by geogpvae"
     out = provenance(imp, out, call="simulate")
-    out.attrs["geogpvae_realizations"] = f"{len(draws)} joint draws, numbers {first}-{first + len(draws) - 1}, seed {seed}"
+    out.attrs["geogpvae_realizations"] = f"{n} joint draws, numbers {first}-{first + n - 1}, seed {seed}"
     return out

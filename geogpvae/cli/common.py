@@ -7,6 +7,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE"]
 
@@ -122,3 +123,11 @@ def _check_device(device: str) -> None:
         ) from None
     if device != "auto" and dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"--device {device}: CUDA is not available here; use --device auto or cpu")
+
+
+def drawn_lazily(ds: Any) -> Any:
+    """``ds`` dask-backed where dask is installed, so that realisations drawn from it are written a
+    few at a time (:meth:`GPVAEImputer.simulate`); else ``ds`` (all drawn, then written)."""
+    import importlib.util
+
+    return ds.chunk() if importlib.util.find_spec("dask") is not None else ds

@@ -22,6 +22,7 @@ from .common import (
     _check_device,
     _one_line,
     _progress,
+    drawn_lazily,
 )
 from .._files import disk_full
 from .files import (
@@ -251,7 +252,8 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     from ..fields.torch_files import stage_torch_save
 
     s = job.settings
-    result = imputer.impute(ds) if s.realizations is None else imputer.simulate(ds, s.realizations, first=s.first)
+    result = (imputer.impute(ds) if s.realizations is None
+              else imputer.simulate(drawn_lazily(ds), s.realizations, first=s.first))
     result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
     overwrite = job.settings.overwrite
     model = None

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 
-from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device, _progress
+from .common import EXIT_OK, PROG, Reporter, UsageError, _check_device, _progress, drawn_lazily
 from .files import _open, check_free_space, check_target, expand_inputs, output_bytes, write_output
 from .impute import run_job
 from .predict import _load_model
@@ -44,7 +44,8 @@ def _from_model(model: str, settings: Settings, argv: Sequence[str]) -> int:
     imputer = _load_model(model, device, _progress(settings.progress))
     with _open(inputs, None, imputer.vars_) as ds:
         check_free_space({settings.output: output_bytes(ds, imputer.vars_, inputs, settings.realizations)})
-        out = imputer.simulate(ds, settings.realizations, seed=settings.seed if "seed" in settings.given else None, first=settings.first)
+        out = imputer.simulate(drawn_lazily(ds), settings.realizations,
+                               seed=settings.seed if "seed" in settings.given else None, first=settings.first)
         out.attrs["geogpvae_command"] = shlex.join([PROG, *argv])
         write_output(out, settings.output, settings.overwrite)
     say(f"wrote {settings.output} ({settings.realizations} realisations of {', '.join(imputer.vars_)})")

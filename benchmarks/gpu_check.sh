@@ -23,8 +23,12 @@
 # taken from this checkout; the machine's python3 must have torch, gpytorch, xarray, scipy,
 # matplotlib, tqdm and pytest (the lent GPU machines do). Without faiss the neighbour sets come
 # from SciPy's cKDTree or the lattice stencils on the host, and machine.txt says so (faiss-gpu's
-# wheel needs CUDA 12's cuBLAS, far over the device tool's 64 MiB). The limits add up to 8
-# minutes (run it with timeout_s=600).
+# wheel needs CUDA 12's cuBLAS, far over the device tool's 64 MiB). The default steps (machine
+# tests steps speed sizes) have limits that add up to 7.6 minutes (run with timeout_s=600);
+# "phases" (1.5 minutes) and "full" (9 minutes: the 1,122,000 cells did not finish in 170 s on
+# an H200 on 2026-12-04) are run on request, "full" alone in its own call. In the run of
+# 2026-12-04, the first fit of a fresh machine took twice as long as the same fit a minute later:
+# read the first step's times with that in mind.
 set -u
 out=${OUT:-gpu_check_out}
 mkdir -p "$out"

@@ -9,6 +9,7 @@ the field where the mean is smooth. The draws share a new leading dim ``realizat
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ REALIZATION_DIM = "realization"
 GROUP = 16
 #: realisations per chunk of a dask-backed result: bounds the memory of writing it
 LAZY_GROUP = 4
+_DRAWING = threading.Lock()
 
 
 def check_count(n: Any, first: Any) -> tuple[int, int]:
@@ -58,28 +60,30 @@ def realisations(imp: Any, ds: xr.Dataset, field: Field, n: int, *, seed: int | 
     plan = simulation_plan(eng, seed)
 
     def drawn(start: int, count: int) -> np.ndarray:  # realisations start.. in original units, shape (count, N, K)
-        return np.concatenate([draw_realisations(eng, plan, min(GROUP, start + count - s), first=s)[:, rows]
-                               for s in range(start, start + count, GROUP)])
+        with _DRAWING:  # one chunk at a time: torch's own threads share the work, and memory stays one chunk's
+            return np.concatenate([draw_realisations(eng, plan, min(GROUP, start + count - s), first=s)[:, rows]
+                                   for s in range(start, start + count, GROUP)])
 
     step = LAZY_GROUP if lazy else n
     blocks = [(s, min(step, first + n - s)) for s in range(first, first + n, step)]
     return _assemble(imp, ds, field, drawn, blocks, seed, lazy)
 
 
-def _filled(field: Field, name: str, j: int, draws: np.ndarray) -> np.ndarray:
-    """Variable ``name`` of each realisation in ``draws`` (shape (R, N, K)): observed cells as they
-    are, holes drawn, in the variable's output dtype and dims; shape (R, *dims)."""
+def _filled(field: Field, name: str, j: int, original: xr.DataArray, draws: np.ndarray) -> np.ndarray:
+    """Variable ``name`` (``original``, in memory) of each realisation in ``draws`` (shape (R, N, K)):
+    observed cells as they are, holes drawn, in the output dtype and dims; shape (R, *dims)."""
     domain = xr.DataArray(field.domain, dims=field.dims)
     log = "log" if field.transforms.get(name) == "log" else None
     zeros = np.zeros(field.shape)
-    return np.stack([imputation_variables(name, field.originals[name], field.unstack(r, j), zeros, domain=domain,
+    return np.stack([imputation_variables(name, original, field.unstack(r, j), zeros, domain=domain,
                                           transform=log)[name].values for r in draws])
 
 
 def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: list[tuple[int, int]],
                           lazy: bool) -> xr.Variable:
     """The realisations of ``name`` as one Variable, its attrs and encoding those of ``impute``'s."""
-    template = imputation_variables(name, field.originals[name], field.unstack(np.zeros((len(field.x), len(field.names))), j),
+    original = field.originals[name].compute()  # read once (it may be a file's or dask's), not per draw
+    template = imputation_variables(name, original, field.unstack(np.zeros((len(field.x), len(field.names))), j),
                                     np.zeros(field.shape), domain=xr.DataArray(field.domain, dims=field.dims),
                                     transform="log" if field.transforms.get(name) == "log" else None)
     like = template[name].variable
@@ -87,12 +91,12 @@ def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: l
         import dask
         import dask.array as da
 
-        fill = functools.partial(_filled, field, name, j)
+        fill = functools.partial(_filled, field, name, j, original)
         parts = [da.from_delayed(dask.delayed(fill, pure=False)(draws), (count, *like.shape), dtype=like.dtype)
                  for draws, (_, count) in zip(drawn, blocks)]
         data = da.concatenate(parts)
     else:
-        data = np.concatenate([_filled(field, name, j, draws) for draws in drawn])
+        data = np.concatenate([_filled(field, name, j, original, draws) for draws in drawn])
     attrs = dict(like.attrs, ancillary_variables=name + IMPUTED_SUFFIX)
     attrs.pop("geogpvae_point_estimate", None)
     return xr.Variable((REALIZATION_DIM, *like.dims), data, attrs, dict(like.encoding)), template

@@ -138,11 +138,12 @@ def prior_draws(factor: VecchiaFactor, eps: torch.Tensor) -> torch.Tensor:
     weights, sd = factor.weights.to(eps.dtype), factor.sd.to(eps.dtype)
     idx = torch.as_tensor(factor.nbr)
     draws = torch.zeros_like(eps)  # padded slots read row 0 with weight 0: it must not hold NaN yet
-    for level, rows in enumerate(factor.levels):
-        step = sd[rows].unsqueeze(-1) * eps[rows]
-        if level:
-            step += torch.einsum("mlh,mhlr->mlr", weights[rows], draws[idx[rows]])
-        draws[rows] = step
+    for level, every in enumerate(factor.levels):
+        for rows in every.split(CHUNK):  # a level's rows are independent: in blocks, to bound the gather
+            step = sd[rows].unsqueeze(-1) * eps[rows]
+            if level:
+                step += torch.einsum("mlh,mhlr->mlr", weights[rows], draws[idx[rows]])
+            draws[rows] = step
     return draws
 
 

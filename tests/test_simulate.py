@@ -161,7 +161,10 @@ def test_a_dask_backed_field_gives_the_same_realisations_a_few_at_a_time(fitted,
                         lambda *a, **k: calls.append(k["first"]) or draw_realisations(*a, **k))
     lazy = imp.simulate(ds.chunk(), 6, seed=5, first=2)
     assert lazy.v0.chunks[0] == (4, 2) and lazy.v0.dims == eager.v0.dims and not calls
-    assert lazy.v0.attrs == eager.v0.attrs and lazy.attrs == eager.attrs
+    assert lazy.v0.attrs == eager.v0.attrs
+    timed = {"history", "geogpvae_threads"}  # each call's time and machine load
+    assert {k: v for k, v in lazy.attrs.items() if k not in timed} == {
+        k: v for k, v in eager.attrs.items() if k not in timed}
     np.testing.assert_array_equal(lazy.v0.values, eager.v0.values)
     assert sorted(calls) == [2, 6]  # one draw per chunk
     geogpvae.to_netcdf(lazy, tmp_path / "lazy.nc")

@@ -16,7 +16,7 @@ from typing import Any
 from ..engine.resources import format_bytes
 from .._files import disk_full, free_bytes, refuse_special_target
 from ..errors import warn_caller
-from ..fields.zarr_io import is_zarr, open_zarr, to_zarr
+from ..fields.zarr_io import is_url, is_zarr, open_zarr, to_zarr
 from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
 
 
@@ -135,6 +135,9 @@ def check_target(
     FileExistsError, FileNotFoundError, IsADirectoryError, PermissionError
         As named.
     """
+    if is_url(path):
+        _check_remote_target(path, overwrite, what)
+        return
     target = Path(path).expanduser()
     for source in inputs:
         if _same_file(str(target), source):
@@ -153,6 +156,18 @@ def check_target(
         raise FileExistsError(f"{what} {path} already exists; pass --overwrite to replace it")
     if not os.access(folder, os.W_OK):
         raise PermissionError(f"cannot write {what} {path}: folder {folder} is not writable")
+
+
+def _check_remote_target(url: str, overwrite: bool, what: str) -> None:
+    """A target at a URL: a Zarr store (object stores hold no NetCDF file being written), which
+    must not exist unless ``overwrite``."""
+    import fsspec
+
+    if not is_zarr(url):
+        raise UsageError(f"{what} {url} is at a URL: it is written as a Zarr store, so name it *.zarr")
+    fs, root = fsspec.core.url_to_fs(url)
+    if not overwrite and any(fs.exists(f"{root.rstrip('/')}/{m}") for m in ("zarr.json", ".zgroup")):
+        raise FileExistsError(f"{what} {url} already exists; pass --overwrite to replace it")
 
 
 def probe_folder(folder: Path, what: str) -> None:
@@ -202,6 +217,8 @@ def check_free_space(needs: Mapping[str | os.PathLike[str], int]) -> None:
     devices: dict[Any, list[Path]] = {}
     total: dict[Any, int] = {}
     for path, need in needs.items():
+        if is_url(path):  # an object store's room is not this machine's to know
+            continue
         folder = Path(path).expanduser().absolute().parent
         try:
             device = os.stat(folder).st_dev
@@ -258,8 +275,9 @@ def unfinished_reason(path: str) -> str | None:
     return None
 
 
-def write_output(result: Any, output: str, overwrite: bool, compute: bool = True) -> os.stat_result:
-    """Write ``result`` to ``output`` (created exclusively unless ``overwrite``); the new file's status.
+def write_output(result: Any, output: str, overwrite: bool, compute: bool = True) -> os.stat_result | None:
+    """Write ``result`` to ``output`` (created exclusively unless ``overwrite``); the new file's status
+    (None for a store at a URL).
 
     ``compute=False`` (a Zarr store only) writes the metadata and coordinates, the variables empty.
 
@@ -282,7 +300,7 @@ def write_output(result: Any, output: str, overwrite: bool, compute: bool = True
         if disk_full(err, output, sum(v.size * v.dtype.itemsize for v in result.variables.values())):
             raise no_space(output) from err
         raise
-    return os.stat(path)
+    return None if is_url(output) else os.stat(path)
 
 
 #: xarray's warning about a variable with two fill values (``_FillValue`` and ``missing_value``)

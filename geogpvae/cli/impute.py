@@ -276,7 +276,7 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     say(f"wrote {job.output}")
 
 
-def _commit_model(model: Any, output: str, written: os.stat_result) -> None:
+def _commit_model(model: Any, output: str, written: os.stat_result | None) -> None:
     """Move the staged model into place; if that fails, take back the OUT this job created."""
     try:
         model.commit()
@@ -291,7 +291,13 @@ def _commit_model(model: Any, output: str, written: os.stat_result) -> None:
         raise
 
 
-def _remove_if_same(path: str, written: os.stat_result) -> None:
+def _remove_if_same(path: str, written: os.stat_result | None) -> None:
+    if written is None:  # a store at a URL, which this job created: no inode to compare
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(path)
+        fs.rm(root, recursive=True)
+        return
     try:
         now = os.stat(path)
         if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):

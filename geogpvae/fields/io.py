@@ -29,7 +29,7 @@ from .atomic import (
 from .cf import restore_flag_variables
 from .encoding import CF_VERSION, _prepare, check_encoding
 from .joining import open_several
-from .zarr_io import is_zarr, open_zarr
+from .zarr_io import is_url, is_zarr, open_zarr
 
 __all__ = [
     "CF_VERSION",
@@ -134,10 +134,6 @@ def to_netcdf(ds: xr.Dataset, path: PathLike, overwrite: bool = False, *, comple
 
 
 # --------------------------------------------------------------------------- reading
-def _is_url(path: str) -> bool:
-    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", path) is not None
-
-
 def _check_netcdf(path: str) -> None:
     """Raise a clear error unless ``path`` is a NetCDF-3 or HDF5/NetCDF-4 file."""
     p = Path(path)
@@ -167,7 +163,7 @@ def _expand(paths: PathLike | Sequence[PathLike]) -> list[str]:
     files: list[str] = []
     for item in items:
         text = os.fspath(item)
-        if _is_url(text):
+        if is_url(text):
             files.append(text)
             continue
         text = os.path.expanduser(text)
@@ -179,7 +175,7 @@ def _expand(paths: PathLike | Sequence[PathLike]) -> list[str]:
         else:
             files.append(text)
     for f in files:
-        if not _is_url(f):
+        if not is_url(f):
             _check_netcdf(f)
     return files
 

@@ -2,7 +2,9 @@
 which several jobs fill parts of one store.
 
 Stores are written in Zarr format 3, with consolidated metadata (one read opens a remote
-store). The imputation flags keep their convention (int8, -127
+store). A store at a URL (``s3://``, ``gs://``, ``memory://``, ..., through fsspec) cannot be
+staged and renamed: it carries the attribute ``geogpvae_write_incomplete`` until its write has
+finished, and :func:`open_zarr` refuses a store that still carries it. The imputation flags keep their convention (int8, -127
 where there is no value): the Zarr fill value of a flag array is -127, so cells no region
 write has reached yet read as "no value", and, with no ``_FillValue``, plain
 ``xarray.open_zarr`` reads the flags back as int8.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import warnings
 from collections.abc import Hashable, Mapping
@@ -35,6 +38,13 @@ _NOT_ZARR = ("zlib", "complevel", "shuffle", "compression", "compression_opts", 
              "fletcher32", "preferred_chunks", "chunks", "compressors", "filters", "serializer", "shards",
              "fill_value", "source", "original_shape", "unlimited_dims")
 _METADATA = (".zgroup", ".zattrs", ".zarray", "zarr.json")
+#: the attribute a store at a URL carries while a whole write into it is under way
+INCOMPLETE = "geogpvae_write_incomplete"
+
+
+def is_url(path: PathLike) -> bool:
+    """Whether ``path`` is a URL (``scheme://...``) rather than a local path."""
+    return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", os.fspath(path)) is not None
 
 
 def _need_zarr() -> None:
@@ -98,6 +108,9 @@ def open_zarr(path: PathLike, *, chunks: Any = None, mask_and_scale: bool = True
         raise
     except Exception as err:  # noqa: BLE001 - zarr raises many kinds for damaged metadata
         raise ValueError(f"cannot read {text} as a Zarr store: {type(err).__name__}: {err}") from None
+    if INCOMPLETE in ds.attrs:
+        raise ValueError(f"{text} is incomplete: a geogpvae write into it did not finish (it failed or was "
+                         "stopped); write it again")
     return restore_flag_variables(ds) if mask_and_scale else ds
 
 
@@ -145,11 +158,15 @@ def to_zarr(
     region: str | Mapping[Hashable, slice] | None = None,
     encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
     compute: bool = True,
-) -> Path:
+    storage_options: Mapping[str, Any] | None = None,
+) -> Path | str:
     """Write a Dataset to a Zarr store (format 3), with the attributes of :func:`geogpvae.to_netcdf`.
 
-    A new store is written in a private staging folder beside ``path`` and moved into place
-    when complete: a failed or killed write leaves no store, or the previous one. With
+    A new local store is written in a private staging folder beside ``path`` and moved into
+    place when complete: a failed or killed write leaves no store, or the previous one. A store
+    at a URL is written in place (object stores cannot rename): it is marked incomplete until
+    the write has finished (:func:`open_zarr` refuses it meanwhile), and a failed write removes
+    what it wrote; replacing a remote store (``overwrite``) removes the old one first. With
     ``region``, ``ds`` is written into part of an existing store instead: several jobs can fill
     disjoint parts of one store at the same time, each region covering whole chunks of it.
 
@@ -159,7 +176,8 @@ def to_zarr(
         Not modified; dask-backed variables are written chunk by chunk (on the active dask
         scheduler), each dask chunk one Zarr chunk.
     path : str or os.PathLike
-        The store (a folder, conventionally ``*.zarr``); its parent folder must exist.
+        The store (a folder, conventionally ``*.zarr``; its parent folder must exist), or a URL
+        that fsspec can write (``s3://bucket/out.zarr`` with s3fs installed, ``memory://...``).
     overwrite : bool
         Replace an existing store (a whole write only).
     region : "auto" or mapping of dim to slice, optional
@@ -171,10 +189,13 @@ def to_zarr(
     compute : bool
         False: write the metadata, coordinates and attributes, and leave dask-backed variables
         unwritten (their fill value: NaN, and -127 for flags) for region writes to fill.
+    storage_options : mapping, optional
+        For fsspec, with a URL (credentials, endpoint, ...).
 
     Returns
     -------
-    pathlib.Path
+    pathlib.Path or str
+        The store (the URL as given, for a remote one).
 
     Raises
     ------
@@ -190,6 +211,13 @@ def to_zarr(
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
     _need_zarr()
     check_encoding(ds, encoding)
+    if is_url(path):
+        options = dict(storage_options or {})
+        if region is not None:
+            return _write_region(ds, os.fspath(path), region, options)
+        return _to_remote(_prepared(ds, encoding), os.fspath(path), overwrite, compute, options)
+    if storage_options:
+        raise ValueError("storage_options are for a store at a URL; this path is local")
     target = Path(os.fspath(path)).expanduser()
     if region is not None:
         return _write_region(ds, target, region)
@@ -213,6 +241,33 @@ def to_zarr(
     return target
 
 
+def _to_remote(prepared: xr.Dataset, url: str, overwrite: bool, compute: bool, options: dict[str, Any]) -> str:
+    """Write a whole store at ``url`` in place, marked incomplete until done; a failure removes it."""
+    import fsspec
+    import zarr
+
+    fs, root = fsspec.core.url_to_fs(url, **options)
+    exists = any(fs.exists(f"{root.rstrip('/')}/{m}") for m in _METADATA)
+    if exists and not overwrite:
+        raise FileExistsError(f"{url} already exists; pass overwrite=True to replace it")
+    marked = prepared.assign_attrs({INCOMPLETE: "a geogpvae write into this store has not finished"})
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Consolidated metadata")
+            marked.to_zarr(url, mode="w" if overwrite else "w-", compute=compute, zarr_format=3, consolidated=False,
+                           storage_options=options or None)
+            group = zarr.open_group(url, mode="r+", storage_options=options or None)
+            del group.attrs[INCOMPLETE]
+            zarr.consolidate_metadata(group.store)
+    except BaseException:
+        try:
+            fs.rm(root, recursive=True)
+        except Exception:  # noqa: BLE001 - best effort: the mark stays where removal fails
+            pass
+        raise
+    return url
+
+
 def _move_into_place(store: Path, target: Path, overwrite: bool) -> None:
     if target.exists() and overwrite:
         old = store.with_name(store.name + ".old")
@@ -229,8 +284,10 @@ def _move_into_place(store: Path, target: Path, overwrite: bool) -> None:
         raise err
 
 
-def _write_region(ds: xr.Dataset, target: Path, region: str | Mapping[Hashable, slice]) -> Path:
-    store = open_zarr(target, mask_and_scale=False)  # (raises for a missing or damaged store)
+def _write_region(ds: xr.Dataset, target: Path | str, region: str | Mapping[Hashable, slice],
+                  options: dict[str, Any] | None = None) -> Path | str:
+    extra = {"storage_options": options} if options else {}
+    store = open_zarr(target, mask_and_scale=False, **extra)  # (raises for a missing or damaged store)
     if isinstance(region, str) and region != "auto":
         raise ValueError(f'region must be "auto" or a mapping of dims to slices, got {region!r}')
     slices = _region_slices(ds, store) if region == "auto" else dict(region)
@@ -250,7 +307,7 @@ def _write_region(ds: xr.Dataset, target: Path, region: str | Mapping[Hashable, 
         var.attrs, var.encoding = {}, {}
     part.attrs = {}
     written = part.assign({n: v.astype(store[n].dtype) for n, v in part.data_vars.items()})
-    written.to_zarr(target, mode="r+", region={d: slices[d] for d in dims}, consolidated=False)
+    written.to_zarr(target, mode="r+", region={d: slices[d] for d in dims}, consolidated=False, **extra)
     return target
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import xarray as xr
 
 from .api_imputer import GPVAEImputer, imputer_from
+from .api_lazy import is_lazy
 from .api_output import assemble
 from .api_simulate import check_count, realisations
 from .engine.config import GPVAEConfig
@@ -151,7 +152,9 @@ def simulate(
     Notes
     -----
     Memory: the realisations themselves, ``n`` times the field in float64, plus the latent
-    draws of 16 realisations at a time.
+    draws of 16 realisations at a time. A dask-backed ``ds`` gives a dask-backed result, four
+    realisations a chunk, drawn when computed (``to_netcdf`` and ``to_zarr`` then write it four
+    realisations at a time).
 
     Examples
     --------
@@ -165,4 +168,4 @@ def simulate(
     imputer = imputer_from(GPVAEImputer, dict(seed=seed, progress=progress, **options))
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
-    return realisations(imputer, ds, field, n, seed=seed)
+    return realisations(imputer, ds, field, n, seed=seed, lazy=is_lazy(ds))

@@ -361,7 +361,6 @@ neighbour_backend
         InputError
             ``ds`` is not the training field, or ``n`` or ``first`` is not a whole number.
         """
-        from .api_lazy import is_lazy
         from .api_simulate import realisations
 
         self._require_fit()

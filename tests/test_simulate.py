@@ -171,3 +171,11 @@ def test_a_dask_backed_field_gives_the_same_realisations_a_few_at_a_time(fitted,
     with xr.open_dataset(tmp_path / "lazy.nc") as back:
         np.testing.assert_array_equal(back.v0.values, eager.v0.values)
         np.testing.assert_array_equal(back.realization.values, np.arange(2, 8))
+
+
+def test_simulate_on_a_dask_backed_field_is_lazy_too():
+    ds = make_gaussian_field((10, 10), n_vars=1, seed=2)
+    out = geogpvae.simulate(ds.chunk(), 5, neighbours=5, epochs=2, progress=False, seed=1)
+    assert out.v0.chunks[0] == (4, 1)
+    eager = geogpvae.simulate(ds, 5, neighbours=5, epochs=2, progress=False, seed=1)
+    np.testing.assert_array_equal(out.v0.values, eager.v0.values)

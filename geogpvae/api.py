@@ -153,8 +153,8 @@ def simulate(
     -----
     Memory: the realisations themselves, ``n`` times the field in float64, plus the latent
     draws of 16 realisations at a time. A dask-backed ``ds`` gives a dask-backed result, four
-    realisations a chunk, drawn when computed (``to_netcdf`` and ``to_zarr`` then write it four
-    realisations at a time).
+    realisations a chunk, drawn when computed, one chunk at a time in a process (``to_netcdf``
+    and ``to_zarr`` then write it four realisations at a time, in the memory of four).
 
     Examples
     --------

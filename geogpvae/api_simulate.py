@@ -30,7 +30,6 @@ REALIZATION_DIM = "realization"
 GROUP = 16
 #: realisations per chunk of a dask-backed result: bounds the memory of writing it
 LAZY_GROUP = 4
-_DRAWING = threading.Lock()
 
 
 def check_count(n: Any, first: Any) -> tuple[int, int]:
@@ -59,14 +58,27 @@ def realisations(imp: Any, ds: xr.Dataset, field: Field, n: int, *, seed: int | 
     seed = eng.config.seed if seed is None else int(seed)
     plan = simulation_plan(eng, seed)
 
-    def drawn(start: int, count: int) -> np.ndarray:  # realisations start.. in original units, shape (count, N, K)
-        with _DRAWING:  # one chunk at a time: torch's own threads share the work, and memory stays one chunk's
-            return np.concatenate([draw_realisations(eng, plan, min(GROUP, start + count - s), first=s)[:, rows]
-                                   for s in range(start, start + count, GROUP)])
-
+    drawn = functools.partial(_drawn, eng, plan, rows)
     step = LAZY_GROUP if lazy else n
     blocks = [(s, min(step, first + n - s)) for s in range(first, first + n, step)]
     return _assemble(imp, ds, field, drawn, blocks, seed, lazy)
+
+
+def _drawn(eng: Any, plan: Any, rows: np.ndarray, start: int, count: int) -> np.ndarray:
+    """Realisations ``start`` to ``start + count - 1`` at ``rows``, in original units: shape (count, N, K).
+
+    One call at a time in a process: torch's own threads share the work, and memory stays that of
+    one chunk (a dask cluster's worker processes each draw their own).
+    """
+    with _drawing_lock():
+        return np.concatenate([draw_realisations(eng, plan, min(GROUP, start + count - s), first=s)[:, rows]
+                               for s in range(start, start + count, GROUP)])
+
+
+@functools.lru_cache(maxsize=1)
+def _drawing_lock() -> Any:
+    """The process's lock around :func:`_drawn` (made on first use, so it never travels in a graph)."""
+    return threading.Lock()
 
 
 def _filled(field: Field, name: str, j: int, original: xr.DataArray, draws: np.ndarray) -> np.ndarray:
@@ -80,8 +92,9 @@ def _filled(field: Field, name: str, j: int, original: xr.DataArray, draws: np.n
 
 
 def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: list[tuple[int, int]],
-                          lazy: bool) -> xr.Variable:
-    """The realisations of ``name`` as one Variable, its attrs and encoding those of ``impute``'s."""
+                          lazy: bool) -> tuple[xr.Variable, dict[str, xr.DataArray]]:
+    """The realisations of ``name`` as one Variable, its attrs and encoding those of ``impute``'s,
+    and :func:`imputation_variables`' output for one (its flag variable is the realisations')."""
     original = field.originals[name].compute()  # read once (it may be a file's or dask's), not per draw
     template = imputation_variables(name, original, field.unstack(np.zeros((len(field.x), len(field.names))), j),
                                     np.zeros(field.shape), domain=xr.DataArray(field.domain, dims=field.dims),

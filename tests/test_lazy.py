@@ -57,14 +57,17 @@ def test_a_chunked_template_sets_the_blocks(fitted):
 
 
 def test_predict_on_a_distributed_cluster(fitted, tmp_path):
-    """Worker processes predict the blocks; the result and its file equal the in-memory ones."""
+    """Worker processes predict the blocks, and draw realisations; the results and their files equal
+    the in-memory ones."""
     distributed = pytest.importorskip("distributed")
     zarr_installed = importlib.util.find_spec("zarr") is not None
-    _, imp, grid, eager = fitted
+    ds, imp, grid, eager = fitted
+    draws = imp.simulate(ds, 6, seed=1)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
                                   local_directory=tmp_path) as cluster, distributed.Client(cluster) as client:
         lazy = imp.predict(grid, chunks={"y": 12})
         _same(lazy.compute(), eager)
+        np.testing.assert_array_equal(imp.simulate(ds.chunk(), 6, seed=1).v1.values, draws.v1.values)
         geogpvae.to_netcdf(lazy, tmp_path / "lazy.nc")
         if zarr_installed:  # the workers write the blocks into one store; then two jobs fill one each
             geogpvae.to_zarr(lazy, tmp_path / "lazy.zarr")

@@ -159,15 +159,25 @@ def check_target(
 
 
 def _check_remote_target(url: str, overwrite: bool, what: str) -> None:
-    """A target at a URL: a Zarr store (object stores hold no NetCDF file being written), which
-    must not exist unless ``overwrite``."""
-    import fsspec
-
+    """A target at a URL: only an output, as a Zarr store (object stores hold no NetCDF file being
+    written), which must not exist unless ``overwrite``."""
+    if what != "output":
+        raise UsageError(f"{what} {url} is at a URL: write it to a local path (only outputs, as Zarr "
+                         "stores, may be at a URL)")
     if not is_zarr(url):
         raise UsageError(f"{what} {url} is at a URL: it is written as a Zarr store, so name it *.zarr")
-    fs, root = fsspec.core.url_to_fs(url)
-    if not overwrite and any(fs.exists(f"{root.rstrip('/')}/{m}") for m in ("zarr.json", ".zgroup")):
+    if not overwrite and output_exists(url):
         raise FileExistsError(f"{what} {url} already exists; pass --overwrite to replace it")
+
+
+def output_exists(path: str) -> bool:
+    """Whether the output ``path`` exists: a local file or folder, or a store at a URL."""
+    if not is_url(path):
+        return Path(path).exists()
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path)
+    return any(fs.exists(f"{root.rstrip('/')}/{m}") for m in ("zarr.json", ".zgroup"))
 
 
 def probe_folder(folder: Path, what: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from .files import (
     check_target,
     drop_own_outputs,
     expand_inputs,
+    output_exists,
     format_output,
     no_space,
     output_bytes,
@@ -292,16 +294,16 @@ def _commit_model(model: Any, output: str, written: os.stat_result | None) -> No
 
 
 def _remove_if_same(path: str, written: os.stat_result | None) -> None:
-    if written is None:  # a store at a URL, which this job created: no inode to compare
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(path)
-        fs.rm(root, recursive=True)
-        return
     try:
+        if written is None:  # a store at a URL, which this job created: no inode to compare
+            import fsspec
+
+            fs, root = fsspec.core.url_to_fs(path)
+            fs.rm(root, recursive=True)
+            return
         now = os.stat(path)
         if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):
-            os.unlink(path)
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)  # a Zarr store is a folder
     except OSError:
         pass
 
@@ -440,7 +442,7 @@ def cmd_impute(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def run_job(settings: Settings, argv: Sequence[str]) -> int:
     """Plan, check and run an ``impute`` (or, with ``settings.realizations``, a ``simulate``) job."""
     job = plan_job(settings, argv)
-    if settings.skip_existing and Path(job.output).exists():
+    if settings.skip_existing and output_exists(job.output):
         reason = unfinished_reason(job.output)
         if reason is not None:
             raise UsageError(

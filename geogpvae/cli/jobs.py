@@ -236,10 +236,11 @@ def job_identity(
 
 def checkpoint_path(folder: str | os.PathLike[str], output: str | os.PathLike[str]) -> Path:
     """The checkpoint file of the job writing ``output``, inside ``folder``: the output's name and a
-    hash of its absolute path, so that the tasks of a job array can share one folder."""
-    out = Path(os.path.abspath(os.fspath(output)))
-    tag = hashlib.sha256(str(out).encode()).hexdigest()[:8]
-    return Path(folder) / f"{out.name}.{tag}.ckpt"
+    hash of its absolute path (a URL as given), so that the tasks of a job array can share one folder."""
+    text = os.fspath(output)
+    full = text.rstrip("/") if "://" in text else os.path.abspath(text)
+    tag = hashlib.sha256(full.encode()).hexdigest()[:8]
+    return Path(folder) / f"{Path(full).name}.{tag}.ckpt"
 
 
 def save_checkpoint(path: Path, snapshot: Mapping[str, Any], identity: Mapping[str, Any]) -> Path:

@@ -93,7 +93,8 @@ def open_zarr(path: PathLike, *, chunks: Any = None, mask_and_scale: bool = True
     FileNotFoundError
         No such store.
     ValueError
-        ``path`` is not a readable Zarr store (no metadata, or damaged metadata).
+        ``path`` is not a readable Zarr store (no metadata, or damaged metadata), or a geogpvae
+        write into it did not finish (it still carries ``geogpvae_write_incomplete``).
     """
     _need_zarr()
     text = os.fspath(path)
@@ -166,7 +167,8 @@ def to_zarr(
     place when complete: a failed or killed write leaves no store, or the previous one. A store
     at a URL is written in place (object stores cannot rename): it is marked incomplete until
     the write has finished (:func:`open_zarr` refuses it meanwhile), and a failed write removes
-    what it wrote; replacing a remote store (``overwrite``) removes the old one first. With
+    what it wrote. Replacing a remote store (``overwrite``) writes the new one beside it first
+    (``ds`` may read from the old one), then replaces the old one by a copy of it. With
     ``region``, ``ds`` is written into part of an existing store instead: several jobs can fill
     disjoint parts of one store at the same time, each region covering whole chunks of it.
 
@@ -242,30 +244,69 @@ def to_zarr(
 
 
 def _to_remote(prepared: xr.Dataset, url: str, overwrite: bool, compute: bool, options: dict[str, Any]) -> str:
-    """Write a whole store at ``url`` in place, marked incomplete until done; a failure removes it."""
+    """Write a whole store at ``url`` in place, marked incomplete until done; a failure removes what
+    this call wrote. An existing store (``overwrite``) stays whole until the new one is written
+    beside it, then is replaced by a copy of it (the copy marked until it is complete)."""
+    import secrets
+
     import fsspec
-    import zarr
 
     fs, root = fsspec.core.url_to_fs(url, **options)
-    exists = any(fs.exists(f"{root.rstrip('/')}/{m}") for m in _METADATA)
+    root = root.rstrip("/")
+    exists = any(fs.exists(f"{root}/{m}") for m in _METADATA)
     if exists and not overwrite:
         raise FileExistsError(f"{url} already exists; pass overwrite=True to replace it")
+    if not exists:
+        _write_marked(prepared, url, fs, root, compute, options)
+        _finish_remote(url, options)
+        return url
+    suffix = f".geogpvae-{secrets.token_hex(6)}"
+    staging, staging_root = url.rstrip("/") + suffix, root + suffix
+    try:
+        _write_marked(prepared, staging, fs, staging_root, compute, options)  # may read the old store
+        fs.rm(root, recursive=True)
+        fs.copy(staging_root, root, recursive=True)  # still marked: refused until finished
+        _finish_remote(url, options)
+    finally:
+        _remove_quietly(fs, staging_root)
+    return url
+
+
+def _write_marked(prepared: xr.Dataset, url: str, fs: Any, root: str, compute: bool, options: dict[str, Any]) -> None:
+    """Create the store at ``url`` with the incomplete mark; on failure remove it, unless another
+    writer created it first (that one is left alone)."""
     marked = prepared.assign_attrs({INCOMPLETE: "a geogpvae write into this store has not finished"})
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*Consolidated metadata")
-            marked.to_zarr(url, mode="w" if overwrite else "w-", compute=compute, zarr_format=3, consolidated=False,
+            marked.to_zarr(url, mode="w-", compute=compute, zarr_format=3, consolidated=False,
                            storage_options=options or None)
-            group = zarr.open_group(url, mode="r+", storage_options=options or None)
-            del group.attrs[INCOMPLETE]
-            zarr.consolidate_metadata(group.store)
+    except FileExistsError:
+        raise FileExistsError(f"{url} was created by another writer meanwhile; nothing was written over it: "
+                              "pass overwrite=True to replace it") from None
     except BaseException:
-        try:
-            fs.rm(root, recursive=True)
-        except Exception:  # noqa: BLE001 - best effort: the mark stays where removal fails
-            pass
+        _remove_quietly(fs, root)
         raise
-    return url
+
+
+def _finish_remote(url: str, options: dict[str, Any]) -> None:
+    """Take the incomplete mark off the store at ``url`` and consolidate its metadata."""
+    import zarr
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Consolidated metadata")
+        group = zarr.open_group(url, mode="r+", storage_options=options or None)
+        del group.attrs[INCOMPLETE]
+        zarr.consolidate_metadata(group.store)
+
+
+def _remove_quietly(fs: Any, root: str) -> None:
+    """Remove ``root`` if it is there (best effort: a mark left behind still makes it refused)."""
+    try:
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _move_into_place(store: Path, target: Path, overwrite: bool) -> None:
@@ -375,8 +416,8 @@ def check_region(path: PathLike, slices: Mapping[Hashable, slice]) -> xr.Dataset
         No store at ``path``; a dim the store lacks, a slice outside it or empty, or a region
         that cuts through chunks of a variable.
     """
-    target = Path(path).expanduser()
-    if not target.is_dir():
+    target = os.fspath(path) if is_url(path) else Path(path).expanduser()
+    if isinstance(target, Path) and not target.is_dir():
         raise FileNotFoundError(f"the store {target} does not exist: write it first, without its values "
                                 "(to_zarr(..., compute=False), or geogpvae predict --template)")
     store = open_zarr(target, mask_and_scale=False)

@@ -107,12 +107,15 @@ def _gpu_resources():
 
 
 def gpu_id(n_gpus: int) -> int:
-    """The GPU this process works on: torch's current CUDA device where torch has started CUDA,
-    else the ``LOCAL_RANK`` of a ``torchrun`` launch (modulo the visible GPUs), else 0."""
+    """The GPU this process works on: torch's current CUDA device where torch has started CUDA
+    (``torch.cuda.set_device``; a model put on ``cuda:1`` alone does not change it), else the
+    ``LOCAL_RANK`` of a ``torchrun`` launch or ``SLURM_LOCALID`` of an ``srun`` one (modulo the
+    visible GPUs), else 0."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return int(torch.cuda.current_device())
-    return int(os.environ.get("LOCAL_RANK", "0") or 0) % max(n_gpus, 1)
+    rank = os.environ.get("LOCAL_RANK") or os.environ.get("SLURM_LOCALID") or "0"
+    return int(rank) % max(n_gpus, 1)
 
 
 def _knn_faiss(base: np.ndarray, query: np.ndarray, k: int):

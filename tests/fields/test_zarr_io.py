@@ -246,3 +246,41 @@ def test_the_command_line_writes_remote_stores(tmp_path, memory_url, capsys):
     assert open_zarr(sims)["v0"].sizes["realization"] == 5
     assert main(["impute", str(tmp_path / "in.nc"), url.replace(".zarr", ".nc"), "-q"]) == 2
     assert "name it *.zarr" in capsys.readouterr().err
+    before = open_zarr(url).attrs["history"]
+    assert main([*args, "--skip-existing"]) == 0 and open_zarr(url).attrs["history"] == before  # not redone
+    model = str(tmp_path / "m.pt")
+    assert main([*args, "--overwrite", "--save-model", url.replace("out.zarr", "m.pt")]) == 2
+    assert "write it to a local path" in capsys.readouterr().err
+    assert main([*args, "--overwrite", "--save-model", model]) == 0
+    grid = xr.Dataset(coords={"y": ds.y.values, "x": ds.x.values})
+    for c in ("x", "y"):
+        grid[c].attrs = dict(ds[c].attrs)
+    geogpvae.to_netcdf(grid, tmp_path / "grid.nc")
+    on_grid = url.replace("out.zarr", "grid.zarr")
+    predict = ["predict", model, str(tmp_path / "grid.nc"), on_grid, "-q"]
+    assert main([*predict, "--template", "--chunks", "y=5"]) == 0
+    assert main([*predict, "--region", "y=0:5"]) == 0 and main([*predict, "--region", "y=5:10"]) == 0
+    filled = open_zarr(on_grid)
+    assert int(filled["v0"].isnull().sum()) == 0
+
+
+def test_replacing_a_remote_store_may_read_from_it_and_a_racing_writer_is_left_alone(imputed, memory_url,
+                                                                                     monkeypatch):
+    url, fs, root = memory_url
+    geogpvae.to_zarr(imputed, url)
+    read = geogpvae.open_dataset(url)  # lazy: the new store is computed from the old one
+    geogpvae.to_zarr(read.assign(v0=read.v0 + 1), url, overwrite=True)
+    np.testing.assert_array_equal(open_zarr(url)["v0"].values, imputed.v0.values + 1)
+    assert fs.ls(root.rsplit("/", 1)[0], detail=False) == [root]  # no staging store left
+    other = url.replace("out.zarr", "other.zarr")
+    real = xr.Dataset.to_zarr
+
+    def racing(self, store, **kwargs):  # another job creates the store just before this one writes
+        real(imputed.assign(v0=imputed.v0 * 0 + 7.0), store, mode="w-", zarr_format=3, consolidated=True)
+        return real(self, store, **kwargs)
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", racing)
+    with pytest.raises(FileExistsError, match="created by another writer"):
+        geogpvae.to_zarr(imputed, other)
+    monkeypatch.undo()
+    assert (open_zarr(other)["v0"].values[np.isfinite(imputed.v0.values)] == 7.0).all()  # theirs, whole

@@ -173,7 +173,10 @@ def test_faiss_gpu_is_the_ranks_own(monkeypatch):
     from geogpvae.gp.neighbours import gpu_id
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
     assert gpu_id(4) == 0
+    monkeypatch.setenv("SLURM_LOCALID", "2")
+    assert gpu_id(4) == 2
     monkeypatch.setenv("LOCAL_RANK", "3")
     assert gpu_id(4) == 3
     assert gpu_id(2) == 1  # more ranks than visible GPUs: shared round robin

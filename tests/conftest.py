@@ -25,6 +25,9 @@ _SHARED = _REPO.parent / "shared" / "datasets"
 
 if "GEOGPVAE_DATA_DIR" not in os.environ and _SHARED.is_dir():
     os.environ["GEOGPVAE_DATA_DIR"] = str(_SHARED)
+# one thread per test process (the suite runs in two): a fit's default thread count otherwise
+# follows the machine's load at that moment, and two fits compared bit for bit could differ
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

@@ -196,6 +196,7 @@ def test_a_remote_store_is_written_whole_and_reads_back(imputed, memory_url):
         geogpvae.to_zarr(imputed, "local.zarr", storage_options={"anon": True})
 
 
+@pytest.mark.filterwarnings("ignore:Consolidated metadata:UserWarning")
 def test_a_failed_remote_write_leaves_nothing_and_a_stopped_one_is_refused(imputed, memory_url, monkeypatch):
     """Object stores cannot rename: a failure removes what was written, and a store whose writer
     was killed (still marked incomplete) is refused when read."""

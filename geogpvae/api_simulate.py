@@ -81,14 +81,17 @@ def _drawing_lock() -> Any:
     return threading.Lock()
 
 
+def _one(field: Field, name: str, j: int, original: xr.DataArray, draw: np.ndarray) -> dict[str, xr.DataArray]:
+    """:func:`imputation_variables` for variable ``name`` of one realisation ``draw`` (shape (N, K))."""
+    return imputation_variables(name, original, field.unstack(draw, j), np.zeros(field.shape),
+                                domain=xr.DataArray(field.domain, dims=field.dims),
+                                transform="log" if field.transforms.get(name) == "log" else None)
+
+
 def _filled(field: Field, name: str, j: int, original: xr.DataArray, draws: np.ndarray) -> np.ndarray:
     """Variable ``name`` (``original``, in memory) of each realisation in ``draws`` (shape (R, N, K)):
     observed cells as they are, holes drawn, in the output dtype and dims; shape (R, *dims)."""
-    domain = xr.DataArray(field.domain, dims=field.dims)
-    log = "log" if field.transforms.get(name) == "log" else None
-    zeros = np.zeros(field.shape)
-    return np.stack([imputation_variables(name, original, field.unstack(r, j), zeros, domain=domain,
-                                          transform=log)[name].values for r in draws])
+    return np.stack([_one(field, name, j, original, r)[name].values for r in draws])
 
 
 def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: list[tuple[int, int]],
@@ -96,9 +99,7 @@ def _realisation_variable(field: Field, name: str, j: int, drawn: Any, blocks: l
     """The realisations of ``name`` as one Variable, its attrs and encoding those of ``impute``'s,
     and :func:`imputation_variables`' output for one (its flag variable is the realisations')."""
     original = field.originals[name].compute()  # read once (it may be a file's or dask's), not per draw
-    template = imputation_variables(name, original, field.unstack(np.zeros((len(field.x), len(field.names))), j),
-                                    np.zeros(field.shape), domain=xr.DataArray(field.domain, dims=field.dims),
-                                    transform="log" if field.transforms.get(name) == "log" else None)
+    template = _one(field, name, j, original, np.zeros((len(field.x), len(field.names))))
     like = template[name].variable
     if lazy:
         import dask

@@ -16,7 +16,7 @@ from typing import Any
 from ..engine.resources import format_bytes
 from .._files import disk_full, free_bytes, refuse_special_target
 from ..errors import warn_caller
-from ..fields.zarr_io import is_url, is_zarr, open_zarr, to_zarr
+from ..fields.zarr_io import is_url, is_zarr, open_zarr, remote_store, to_zarr
 from .common import _GLOB_CHARS, JobFailure, UsageError, _one_line
 
 
@@ -172,12 +172,7 @@ def _check_remote_target(url: str, overwrite: bool, what: str) -> None:
 
 def output_exists(path: str) -> bool:
     """Whether the output ``path`` exists: a local file or folder, or a store at a URL."""
-    if not is_url(path):
-        return Path(path).exists()
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(path)
-    return any(fs.exists(f"{root.rstrip('/')}/{m}") for m in ("zarr.json", ".zgroup"))
+    return remote_store(path)[2] if is_url(path) else Path(path).exists()
 
 
 def probe_folder(folder: Path, what: str) -> None:

@@ -26,6 +26,7 @@ from .common import (
     drawn_lazily,
 )
 from .._files import disk_full
+from ..fields.zarr_io import remote_store, remove_remote
 from .files import (
     _open,
     _same_file,
@@ -296,10 +297,8 @@ def _commit_model(model: Any, output: str, written: os.stat_result | None) -> No
 def _remove_if_same(path: str, written: os.stat_result | None) -> None:
     try:
         if written is None:  # a store at a URL, which this job created: no inode to compare
-            import fsspec
-
-            fs, root = fsspec.core.url_to_fs(path)
-            fs.rm(root, recursive=True)
+            fs, root, _ = remote_store(path)
+            remove_remote(fs, root)
             return
         now = os.stat(path)
         if (now.st_dev, now.st_ino) == (written.st_dev, written.st_ino):

@@ -43,8 +43,52 @@ INCOMPLETE = "geogpvae_write_incomplete"
 
 
 def is_url(path: PathLike) -> bool:
-    """Whether ``path`` is a URL (``scheme://...``) rather than a local path."""
+    """Whether ``path`` is a URL (``scheme://...``) rather than a local path.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    bool
+    """
     return re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", os.fspath(path)) is not None
+
+
+def remote_store(url: str, options: Mapping[str, Any] | None = None) -> tuple[Any, str, bool]:
+    """The fsspec filesystem of a store at ``url``, the store's path on it, and whether it exists.
+
+    Parameters
+    ----------
+    url : str
+        A URL fsspec can open (``s3://bucket/out.zarr``, ``memory://...``).
+    options : mapping, optional
+        fsspec's ``storage_options``.
+
+    Returns
+    -------
+    fs : fsspec.AbstractFileSystem
+    root : str
+        The store's path on ``fs``, without a trailing slash.
+    exists : bool
+        Whether Zarr metadata is there.
+    """
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url, **dict(options or {}))
+    root = root.rstrip("/")
+    return fs, root, any(fs.exists(f"{root}/{m}") for m in _METADATA)
+
+
+def remove_remote(fs: Any, root: str) -> None:
+    """Remove the store at ``root`` on ``fs`` if it is there (best effort: a store left behind
+    still carries its incomplete mark, so it is refused)."""
+    try:
+        if fs.exists(root):
+            fs.rm(root, recursive=True)
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _need_zarr() -> None:
@@ -249,11 +293,7 @@ def _to_remote(prepared: xr.Dataset, url: str, overwrite: bool, compute: bool, o
     beside it, then is replaced by a copy of it (the copy marked until it is complete)."""
     import secrets
 
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(url, **options)
-    root = root.rstrip("/")
-    exists = any(fs.exists(f"{root}/{m}") for m in _METADATA)
+    fs, root, exists = remote_store(url, options)
     if exists and not overwrite:
         raise FileExistsError(f"{url} already exists; pass overwrite=True to replace it")
     if not exists:
@@ -268,7 +308,7 @@ def _to_remote(prepared: xr.Dataset, url: str, overwrite: bool, compute: bool, o
         fs.copy(staging_root, root, recursive=True)  # still marked: refused until finished
         _finish_remote(url, options)
     finally:
-        _remove_quietly(fs, staging_root)
+        remove_remote(fs, staging_root)
     return url
 
 
@@ -285,7 +325,7 @@ def _write_marked(prepared: xr.Dataset, url: str, fs: Any, root: str, compute: b
         raise FileExistsError(f"{url} was created by another writer meanwhile; nothing was written over it: "
                               "pass overwrite=True to replace it") from None
     except BaseException:
-        _remove_quietly(fs, root)
+        remove_remote(fs, root)
         raise
 
 
@@ -298,15 +338,6 @@ def _finish_remote(url: str, options: dict[str, Any]) -> None:
         group = zarr.open_group(url, mode="r+", storage_options=options or None)
         del group.attrs[INCOMPLETE]
         zarr.consolidate_metadata(group.store)
-
-
-def _remove_quietly(fs: Any, root: str) -> None:
-    """Remove ``root`` if it is there (best effort: a mark left behind still makes it refused)."""
-    try:
-        if fs.exists(root):
-            fs.rm(root, recursive=True)
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def _move_into_place(store: Path, target: Path, overwrite: bool) -> None:

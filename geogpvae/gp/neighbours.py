@@ -110,7 +110,18 @@ def gpu_id(n_gpus: int) -> int:
     """The GPU this process works on: torch's current CUDA device where torch has started CUDA
     (``torch.cuda.set_device``; a model put on ``cuda:1`` alone does not change it), else the
     ``LOCAL_RANK`` of a ``torchrun`` launch or ``SLURM_LOCALID`` of an ``srun`` one (modulo the
-    visible GPUs), else 0."""
+    visible GPUs), else 0.
+
+    Parameters
+    ----------
+    n_gpus : int
+        GPUs faiss sees.
+
+    Returns
+    -------
+    int
+        The device number for ``faiss.index_cpu_to_gpu``.
+    """
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         return int(torch.cuda.current_device())

@@ -108,3 +108,17 @@ def test_padded_neighbour_slots_never_bring_in_values_not_drawn_yet(setting, mon
     monkeypatch.setattr(torch, "empty_like", lambda t, **kw: torch.full_like(t, float("nan"), **kw))
     draws = prior_draws(factor, realisation_noise((len(x), 2), seed=0, first=0, n=3))
     assert torch.isfinite(draws).all()
+
+
+def test_a_level_drawn_in_blocks_gives_the_same_draws(setting, monkeypatch):
+    """Rows of one dependency level are drawn in blocks of CHUNK (to bound memory): any block size
+    gives the same draws as one block, levels larger than a block included."""
+    import geogpvae.engine.simulation as simulation
+
+    kernel, x = setting
+    factor = vecchia_factor(kernel, x, neighbours=4, jitter=JITTER, seed=0, backend="kdtree")
+    eps = realisation_noise((len(x), 2), seed=2, first=0, n=3)
+    whole = prior_draws(factor, eps)
+    assert max(len(level) for level in factor.levels) > 2
+    monkeypatch.setattr(simulation, "CHUNK", 2)
+    torch.testing.assert_close(prior_draws(factor, eps), whole, rtol=0, atol=0)

@@ -84,7 +84,11 @@ class GPVAEConfig:
         variance an unseen value needs. 0 gives the paper's predictive.
     epochs : int or None
         Passes over the data. ``None``: a budget of optimiser steps (:meth:`n_epochs`). Under
-        half of the default budget's, a :class:`~geogpvae.errors.TrainingWarning`.
+        half of the default budget's, a :class:`~geogpvae.errors.TrainingWarning`. A number
+        also bounds the work around it: the model returned trains exactly ``epochs``; with
+        ``beta="auto"`` the other KL candidate trains ``engine.budget.selection_epochs`` of
+        them (a fifth on whole-field fits, 35 % with mini-batches, at least 3), and the learnt
+        metric's warm-up rounds train at most ``epochs`` in all.
     batch_size : int or None
         Locations per mini-batch. ``None``: the whole field up to ``FULL_BATCH`` (1024)
         locations, else about N/32 (a power of two between 256 and 4096).

@@ -294,3 +294,27 @@ def test_the_check_share_is_a_tenth(monkeypatch):
     eng = GPVAEEngine(epochs=5, calibrate=False, progress=False, **SMALL)
     eng.fit(field.points, field.values)
     assert shares[-1] == SELECTION_HOLDOUT == 0.1 and set(eng.kl_scores_) == set(KL_FACTORS)  # (a metric warm-up holds out none)
+
+
+@pytest.mark.filterwarnings("ignore::geogpvae.errors.TrainingWarning")
+@pytest.mark.parametrize("epochs", [2, 12])  # 2: fewer than the warm-up's three rounds of an epoch
+def test_an_explicit_epoch_count_bounds_every_epoch_a_fit_trains(field, monkeypatch, epochs):
+    """The model trains ``epochs``; the other KL candidate its selection epochs; the metric's
+    warm-up rounds at most ``epochs`` in all (the ``epochs`` docstring)."""
+    from geogpvae.engine import training
+    from geogpvae.engine.metric import warmup_epochs
+
+    calls = []
+    run_epoch = training._run_epoch
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return run_epoch(*args, **kwargs)
+
+    monkeypatch.setattr(training, "_run_epoch", counted)
+    eng = GPVAEEngine(epochs=epochs, calibrate=False, progress=False, **SMALL).fit(field.points, field.values)
+    n = len(field.points)
+    other = selection_epochs(epochs, selection_share(eng.config, n))
+    warm_up = len(eng.metric_trace_) * warmup_epochs(eng.config, n)  # one trace entry per round run
+    assert len(eng.history["loss"]) == epochs and 0 < warm_up <= epochs
+    assert len(calls) == epochs + other + warm_up

@@ -297,7 +297,7 @@ def test_the_check_share_is_a_tenth(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::geogpvae.errors.TrainingWarning")
-@pytest.mark.parametrize("epochs", [2, 12])  # 2: fewer than the warm-up's three rounds of an epoch
+@pytest.mark.parametrize("epochs", [2, 12])  # 2: a budget smaller than three warm-up rounds
 def test_an_explicit_epoch_count_bounds_every_epoch_a_fit_trains(field, monkeypatch, epochs):
     """The model trains ``epochs``; the other KL candidate its selection epochs; the metric's
     warm-up rounds at most ``epochs`` in all (the ``epochs`` docstring)."""

@@ -69,12 +69,13 @@ def main() -> None:
                 imp = geogpvae.GPVAEImputer(seed=seed, progress=False, threads=args.threads)
                 out = imp.fit(work, ["Ni", "Zn", "Cd"]).impute(work)
             eng = imp.engine_
+            j = eng.names.index("Cd")
             m, s = out.Cd.values[hide], out.Cd_std.values[hide]
             z2 = ((cd[hide] - m) / s) ** 2
             z2_all.append(z2)
-            factors.append(eng.calibration_[0, 2])
-            print(f"seed {seed} fold {f}: clustered {bool(eng.clustered_gaps_[2])}, KL factor {eng.kl_factor_:g}, "
-                  f"Cd factor with / without own values {eng.calibration_[0, 2]:.3f} / {eng.calibration_[1, 2]:.3f}; "
+            factors.append(eng.calibration_[0, j])
+            print(f"seed {seed} fold {f}: clustered {bool(eng.clustered_gaps_[j])}, KL factor {eng.kl_factor_:g}, "
+                  f"Cd factor with / without own values {eng.calibration_[0, j]:.3f} / {eng.calibration_[1, j]:.3f}; "
                   f"targets RMSE {np.sqrt(np.mean((m - cd[hide]) ** 2)):.4f}, cov95 {np.mean(z2 < 1.96**2):.3f}, "
                   f"mean z^2 {np.mean(z2):.3f}", flush=True)
     z2 = np.concatenate(z2_all)

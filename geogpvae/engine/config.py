@@ -87,7 +87,8 @@ class GPVAEConfig:
         half of the default budget's, a :class:`~geogpvae.errors.TrainingWarning`. A number
         also bounds the work around it: the model returned trains exactly ``epochs``; with
         ``beta="auto"`` the other KL candidate trains ``engine.budget.selection_epochs`` of
-        them (a fifth on whole-field fits, 35 % with mini-batches, at least 3), and the learnt
+        them (a fifth on whole-field fits, 35 % with mini-batches, rounded up; at least 3 where
+        that leaves an epoch after them), and the learnt
         metric's warm-up rounds train at most ``epochs`` in all.
     batch_size : int or None
         Locations per mini-batch. ``None``: the whole field up to ``FULL_BATCH`` (1024)

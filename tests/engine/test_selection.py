@@ -301,8 +301,8 @@ def test_the_check_share_is_a_tenth(monkeypatch):
 def test_an_explicit_epoch_count_bounds_every_epoch_a_fit_trains(field, monkeypatch, epochs):
     """The model trains ``epochs``; the other KL candidate its selection epochs; the metric's
     warm-up rounds at most ``epochs`` in all (the ``epochs`` docstring)."""
-    from geogpvae.engine import training
-    from geogpvae.engine.metric import warmup_epochs
+    from geogpvae.engine import metric, training
+    from geogpvae.engine.metric import WARMUP_ROUNDS, warmup_epochs
 
     calls = []
     run_epoch = training._run_epoch
@@ -312,9 +312,12 @@ def test_an_explicit_epoch_count_bounds_every_epoch_a_fit_trains(field, monkeypa
         return run_epoch(*args, **kwargs)
 
     monkeypatch.setattr(training, "_run_epoch", counted)
+    monkeypatch.setattr(metric, "_may_reach", lambda *args: True)  # every allowed warm-up round runs
     eng = GPVAEEngine(epochs=epochs, calibrate=False, progress=False, **SMALL).fit(field.points, field.values)
     n = len(field.points)
     other = selection_epochs(epochs, selection_share(eng.config, n))
-    warm_up = len(eng.metric_trace_) * warmup_epochs(eng.config, n)  # one trace entry per round run
+    rounds = len(eng.metric_trace_)  # one trace entry per round run
+    assert rounds == min(WARMUP_ROUNDS, epochs // warmup_epochs(eng.config, n))
+    warm_up = rounds * warmup_epochs(eng.config, n)
     assert len(eng.history["loss"]) == epochs and 0 < warm_up <= epochs
     assert len(calls) == epochs + other + warm_up

@@ -32,6 +32,17 @@ def _same_values(a: xr.Dataset, b: xr.Dataset) -> None:
         np.testing.assert_array_equal(a[name].values, b[name].values, err_msg=str(name))
 
 
+def _fail_after_writing(monkeypatch, message: str) -> None:
+    """Make every ``Dataset.to_zarr`` write its store, then fail with ``OSError(message)``."""
+    real = xr.Dataset.to_zarr
+
+    def failing(self, store, **kwargs):
+        real(self, store, **kwargs)
+        raise OSError(message)
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", failing)
+
+
 def test_a_store_reads_back_bit_for_bit_and_flags_stay_int8(imputed, tmp_path):
     path = geogpvae.to_zarr(imputed, tmp_path / "out.zarr")
     assert path == tmp_path / "out.zarr" and os.listdir(tmp_path) == ["out.zarr"]  # no staging left
@@ -65,13 +76,7 @@ def test_an_existing_store_is_kept_and_a_failed_write_leaves_nothing(imputed, tm
     geogpvae.to_zarr(imputed.assign(v0=imputed.v0 + 1), target, overwrite=True)
     np.testing.assert_array_equal(open_zarr(target)["v0"].values, imputed.v0.values + 1)
 
-    real = xr.Dataset.to_zarr
-
-    def failing(self, store, **kwargs):
-        real(self, store, **kwargs)
-        raise OSError("disk went away")
-
-    monkeypatch.setattr(xr.Dataset, "to_zarr", failing)
+    _fail_after_writing(monkeypatch, "disk went away")
     with pytest.raises(OSError, match="disk went away"):
         geogpvae.to_zarr(imputed, target, overwrite=True)
     with pytest.raises(OSError, match="disk went away"):
@@ -201,13 +206,7 @@ def test_a_failed_remote_write_leaves_nothing_and_a_stopped_one_is_refused(imput
     """Object stores cannot rename: a failure removes what was written, and a store whose writer
     was killed (still marked incomplete) is refused when read."""
     url, fs, root = memory_url
-    real = xr.Dataset.to_zarr
-
-    def failing(self, store, **kwargs):
-        real(self, store, **kwargs)
-        raise OSError("connection reset")
-
-    monkeypatch.setattr(xr.Dataset, "to_zarr", failing)
+    _fail_after_writing(monkeypatch, "connection reset")
     with pytest.raises(OSError, match="connection reset"):
         geogpvae.to_zarr(imputed, url)
     monkeypatch.undo()

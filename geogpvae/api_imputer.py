@@ -12,7 +12,8 @@ from typing import Any
 
 import xarray as xr
 
-from .api_lazy import is_lazy, lazy_predict
+from .api_lazy import (LazyPrediction, field_chunks, is_lazy, lazy_field_prediction, lazy_predict,
+                       training_rows_predictor)
 from .api_output import assemble, detached, predicted_variable, provenance
 from .engine.config import GPVAEConfig, without_retired
 from .engine.core import GPVAEEngine, Prediction
@@ -287,11 +288,18 @@ neighbour_backend
         }
 
     # ------------------------------------------------------------------ impute
-    def _predict_field(self, field: Field) -> Prediction:
-        if field.fingerprint() == self._fingerprint:
+    def _predict_field(self, field: Field, chunks: tuple[tuple[int, ...], ...] | None = None
+                       ) -> Prediction | LazyPrediction:
+        """The prediction of ``field``; with ``chunks`` (:func:`~geogpvae.api_lazy.field_chunks`), that
+        of the training field is dask-backed, one task per block (another field's is computed now)."""
+        same = field.fingerprint() == self._fingerprint
+        # else the training field re-sorted, transposed or read back as float32, or None: another field
+        rows = None if same else self.engine_.training_rows(field.x, field.values)
+        if chunks is not None and (same or rows is not None):
+            return lazy_field_prediction(training_rows_predictor(self.engine_, rows), field, chunks)
+        if same:
             return self.engine_.predict()
-        rows = self.engine_.training_rows(field.x, field.values)
-        if rows is not None:  # the training field, re-sorted, transposed or read back as float32
+        if rows is not None:
             return self.engine_.predict().take(rows)
         return self.engine_.predict(field.x, field.values)
 
@@ -312,7 +320,9 @@ neighbour_backend
         -------
         xarray.Dataset
             ``ds`` with ``v``, ``v_std`` and ``v_imputed`` per variable (see :func:`geogpvae.api.impute`);
-            it shares no memory with ``ds``.
+            it shares no memory with ``ds``. A dask-backed ``ds`` gives them dask-backed, chunked like
+            it: the training field is then predicted block by block when they are computed, another
+            field at the call (its posterior needs the whole field).
 
         Raises
         ------
@@ -331,7 +341,7 @@ neighbour_backend
                     "pass mask= for this Dataset, or mask=None to model all of it"
                 ) from None
             raise
-        return assemble(self, ds, field, self._predict_field(field))
+        return assemble(self, ds, field, self._predict_field(field, field_chunks(ds, field) if is_lazy(ds) else None))
 
     def simulate(self, ds: xr.Dataset, n: int, *, seed: int | None = None, first: int = 0) -> xr.Dataset:
         """Realisations of the training field: ``n`` equally likely fillings of its holes, drawn jointly.

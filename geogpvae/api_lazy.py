@@ -5,12 +5,20 @@ alone, so the blocks of a grid are independent tasks: :func:`lazy_predict` maps
 :meth:`GPVAEImputer.predict` over them with :func:`xarray.map_blocks`, and nothing is computed
 until the result is (``.compute()``, ``to_netcdf``, ``to_zarr``). The imputer travels to the
 workers with the task graph (it pickles to well under a megabyte for a small field).
+
+The same holds for the training field itself: :func:`lazy_field_prediction` predicts the cells of
+one block of a chunked input per task (:meth:`GPVAEEngine.predict` with ``rows``), which
+:func:`~geogpvae.api_output.assemble` turns into dask-backed ``v``, ``v_std`` and ``v_imputed``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import uuid
 import warnings
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,7 +26,8 @@ import xarray as xr
 
 from .errors import CoordinateWarning, InputError
 
-__all__ = ["chunked_like", "is_lazy", "lazy_predict"]
+__all__ = ["LazyPrediction", "chunked_like", "field_chunks", "is_lazy", "lazy_field_prediction",
+           "lazy_predict", "training_rows_predictor"]
 
 
 def is_lazy(obj: xr.Dataset | xr.DataArray) -> bool:
@@ -108,3 +117,99 @@ def chunked_like(var: xr.Variable, original: xr.DataArray | None) -> xr.Variable
         return var
     sizes = dict(zip(original.dims, original.variable.chunks))
     return var.chunk({d: sizes[d] for d in var.dims if d in sizes})
+
+
+@dataclass
+class LazyPrediction:
+    """A prediction of a field's locations as dask arrays on its grid, computed block by block.
+
+    Attributes
+    ----------
+    mean, std : dask.array.Array, shape (K, ...)
+        Each variable's predictive mean and standard deviation on the field's dims (the trailing
+        axes, NaN outside its domain), chunked along them like the input, whole along K.
+    """
+
+    mean: Any
+    std: Any
+
+    def column(self, field: Any, j: int) -> tuple[xr.DataArray, xr.DataArray]:
+        """Variable ``j``'s mean and std as DataArrays on ``field.dims``."""
+        return (xr.DataArray(self.mean[j], dims=field.dims), xr.DataArray(self.std[j], dims=field.dims))
+
+
+def field_chunks(ds: xr.Dataset, field: Any) -> tuple[tuple[int, ...], ...]:
+    """The dask chunks of ``field``'s dims in ``ds``: those of its first dask-backed variable (in
+    ``field.names`` order, then any other), each dim whole where no variable chunks it."""
+    names = [*field.names, *(n for n in ds.variables if n not in field.names)]
+    found: dict[Hashable, tuple[int, ...]] = {}
+    for name in names:
+        var = ds.variables[name]
+        if getattr(var, "chunks", None) is not None:
+            for dim, sizes in zip(var.dims, var.chunks):
+                found.setdefault(dim, tuple(sizes))
+    return tuple(found.get(d, (size,)) for d, size in zip(field.dims, field.shape))
+
+
+def lazy_field_prediction(predict_rows: Callable[[np.ndarray], Any], field: Any,
+                          chunks: tuple[tuple[int, ...], ...]) -> LazyPrediction:
+    """The prediction of every location of ``field``, one dask task per block of its grid.
+
+    Parameters
+    ----------
+    predict_rows : callable
+        ``predict_rows(rows)`` gives the :class:`~geogpvae.engine.posterior.Prediction` at rows
+        ``rows`` (int, shape (M,)) of the field (its locations in C order over its dims); a row's
+        prediction must not depend on the others.
+    field : Field
+    chunks : tuple of tuple of int
+        Block sizes along ``field.dims`` (see :func:`field_chunks`).
+
+    Returns
+    -------
+    LazyPrediction
+        Its blocks equal those of a one-shot prediction to float32 rounding (the networks run in
+        batches of another size).
+    """
+    import dask
+    import dask.array as da
+
+    k = len(field.names)
+    rows = np.full(field.domain.size, -1, dtype=np.int64)  # each cell's row of the field, -1 outside
+    rows[field.index] = np.arange(field.index.size)
+    cells = da.from_array(rows.reshape(field.shape), chunks=chunks, name=f"geogpvae-rows-{uuid.uuid4().hex}")
+    predictor = dask.delayed(predict_rows, pure=False)  # one key in the graph, sent once to a worker
+    both = da.map_blocks(_predicted_block, cells, predictor, k, new_axis=[0, 1], chunks=((2,), (k,), *chunks),
+                         dtype=np.float64, name=f"geogpvae-prediction-{uuid.uuid4().hex}")
+    return LazyPrediction(mean=both[0], std=both[1])
+
+
+def _predicted_block(rows: np.ndarray, predict_rows: Callable[[np.ndarray], Any], k: int) -> np.ndarray:
+    """One task of :func:`lazy_field_prediction`: mean and std (2, K, block shape) at one block's cells,
+    ``rows`` their rows of the field (-1 outside its domain)."""
+    out = np.full((2, k, *rows.shape), np.nan)
+    inside = rows >= 0
+    if inside.any():
+        pred = predict_rows(rows[inside])
+        out[:, :, inside] = np.stack([pred.mean.T, pred.std.T])
+    return out
+
+
+def training_rows_predictor(engine: Any, order: np.ndarray | None = None) -> Callable[[np.ndarray], Any]:
+    """``predict_rows`` of :func:`lazy_field_prediction` for a field of the training locations.
+
+    Parameters
+    ----------
+    engine : GPVAEEngine
+        Trained, holding its training field; a silent shallow copy of it is kept (no progress
+        display per block).
+    order : array of int, shape (N,), optional
+        Row ``i`` of the field is training location ``order[i]`` (default: the same order).
+    """
+    quiet = copy.copy(engine)
+    quiet.progress = False
+    return functools.partial(_predict_training_rows, quiet, order)
+
+
+def _predict_training_rows(engine: Any, order: np.ndarray | None, rows: np.ndarray) -> Any:
+    return engine.predict(rows=rows if order is None else order[rows])  # one at a time in a process

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .api_lazy import chunked_like
+from .api_lazy import LazyPrediction, chunked_like
 from .engine.config import GPVAEConfig
 from .engine.core import Prediction
 from .fields.cf import IMPUTED_SUFFIX, STD_SUFFIX, imputation_variables, output_dtype
@@ -33,20 +33,23 @@ def detached(ds: xr.Dataset, names: Iterable[Hashable]) -> xr.Dataset:
     return out
 
 
-def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction) -> xr.Dataset:
+def assemble(imp: Any, ds: xr.Dataset, field: Field, pred: Prediction | LazyPrediction) -> xr.Dataset:
     """``ds`` with ``v``, ``v_std`` and ``v_imputed`` of every variable of ``field`` made from
-    ``pred``, a title when it has none, and the provenance attributes of ``imp``; the variables
-    passed through are copies (:func:`detached`)."""
+    ``pred`` (dask-backed from a :class:`~geogpvae.api_lazy.LazyPrediction`), a title when it has
+    none, and the provenance attributes of ``imp``; the variables passed through are copies
+    (:func:`detached`)."""
     replaced = {f"{n}{suffix}" for n in field.names for suffix in ("", STD_SUFFIX, IMPUTED_SUFFIX)}
     out = detached(ds, [n for n in ds.variables if n not in replaced])
     domain = xr.DataArray(field.domain, dims=field.dims)
     for j, name in enumerate(field.names):
         log = field.transforms.get(name) == "log"
+        filled, std = (pred.column(field, j) if isinstance(pred, LazyPrediction)
+                       else (field.unstack(pred.mean, j), field.unstack(pred.std, j)))
         made = imputation_variables(
             name,
             field.originals[name],
-            field.unstack(pred.mean, j),
-            field.unstack(pred.std, j),
+            filled,
+            std,
             domain=domain,
             transform="log" if log else None,
         )

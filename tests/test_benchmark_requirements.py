@@ -38,6 +38,7 @@ def _run(script: str, hidden: str, *args: str) -> subprocess.CompletedProcess:
     ("benchmarks/real_surveys.py", "pykrige", "PyKrige", "bench"),
     ("benchmarks/real_surveys.py", "sklearn", "scikit-learn", "bench"),
     ("benchmarks/dask_predict.py", "distributed", "distributed", "dask"),
+    ("benchmarks/dask_impute.py", "distributed", "distributed", "dask"),
     ("benchmarks/simulation_gstools.py", "gstools", "gstools", "bench"),
 ])
 def test_missing_extra_is_named_before_any_work(script, hidden, needs, extra, monkeypatch, capsys):

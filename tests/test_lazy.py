@@ -34,9 +34,10 @@ def _same(a: xr.Dataset, b: xr.Dataset) -> None:
     def timeless(attrs):
         return {k: v for k, v in attrs.items() if k != "history"}
 
-    assert list(a.data_vars) == list(b.data_vars) and timeless(a.attrs) == timeless(b.attrs)
+    assert list(a.data_vars) == list(b.data_vars)
+    xr.testing.assert_identical(xr.Dataset(attrs=timeless(a.attrs)), xr.Dataset(attrs=timeless(b.attrs)))
     for name in a.data_vars:
-        assert a[name].dims == b[name].dims and a[name].attrs == b[name].attrs
+        xr.testing.assert_identical(a[name].copy(data=b[name].values), b[name])  # dims, coordinates, attributes
         np.testing.assert_allclose(a[name].values, b[name].values, rtol=1e-6, atol=1e-7)
 
 
@@ -57,8 +58,8 @@ def test_a_chunked_template_sets_the_blocks(fitted):
 
 
 def test_predict_on_a_distributed_cluster(fitted, tmp_path):
-    """Worker processes predict the blocks, and draw realisations; the results and their files equal
-    the in-memory ones."""
+    """Worker processes predict the blocks, impute a chunked field and draw realisations; the results
+    and their files equal the in-memory ones."""
     distributed = pytest.importorskip("distributed")
     zarr_installed = importlib.util.find_spec("zarr") is not None
     ds, imp, grid, eager = fitted
@@ -68,6 +69,9 @@ def test_predict_on_a_distributed_cluster(fitted, tmp_path):
         lazy = imp.predict(grid, chunks={"y": 12})
         _same(lazy.compute(), eager)
         np.testing.assert_array_equal(imp.simulate(ds.chunk(), 6, seed=1).v1.values, draws.v1.values)
+        imputed = imp.impute(ds.chunk({"y": 8}))
+        _same(imputed.compute(), imp.impute(ds))
+        geogpvae.to_netcdf(imputed, tmp_path / "imputed.nc")
         geogpvae.to_netcdf(lazy, tmp_path / "lazy.nc")
         if zarr_installed:  # the workers write the blocks into one store; then two jobs fill one each
             geogpvae.to_zarr(lazy, tmp_path / "lazy.zarr")
@@ -79,6 +83,10 @@ def test_predict_on_a_distributed_cluster(fitted, tmp_path):
         one_shot = geogpvae.open_dataset(geogpvae.to_zarr(eager, tmp_path / "eager.zarr")).load()
         for store in ("lazy.zarr", "parts.zarr"):
             _same(geogpvae.open_dataset(tmp_path / store).load(), one_shot)
+    geogpvae.to_netcdf(imp.impute(ds), tmp_path / "imputed_eager.nc")
+    with xr.open_dataset(tmp_path / "imputed.nc") as back, xr.open_dataset(tmp_path / "imputed_eager.nc") as one_shot:
+        assert back.v0_imputed.dtype == np.int8  # plain xarray reads the flags back as flags
+        _same(back.load(), one_shot.load())
     geogpvae.to_netcdf(eager, tmp_path / "eager.nc")
     with xr.open_dataset(tmp_path / "lazy.nc") as back, xr.open_dataset(tmp_path / "eager.nc") as one_shot:
         _same(back.load(), one_shot.load())
@@ -107,8 +115,63 @@ def test_imputed_variables_come_back_chunked_like_the_input(fitted):
     plain = imp.impute(ds)
     for name in ("v0", "v0_std", "v0_imputed", "v1", "v1_std", "v1_imputed"):
         assert out[name].chunks == ((8, 8), (5, 5, 5, 1)), name
-        np.testing.assert_array_equal(out[name].values, plain[name].values)
+    _same(out.compute(), plain)
+    for name in ("v0", "v1"):  # observed values bit for bit
+        observed = plain[f"{name}_imputed"].values == 0
+        np.testing.assert_array_equal(out[name].values[observed], ds[name].values[observed])
+        np.testing.assert_array_equal(out[f"{name}_imputed"].values, plain[f"{name}_imputed"].values)
     assert out.v2.chunks == chunked.v2.chunks  # passed through, still lazy
+
+
+def test_a_chunked_input_is_predicted_block_by_block_when_computed(fitted, monkeypatch):
+    """Nothing is predicted when impute returns; each block with cells of the field is one prediction
+    of just its cells, however the training field is ordered."""
+    from geogpvae import api_lazy
+
+    ds, imp, _, _ = fitted
+    calls = []
+
+    def counted(engine, order, rows):
+        calls.append(np.asarray(rows if order is None else order[rows]))
+        return engine.predict(rows=calls[-1])
+
+    monkeypatch.setattr(api_lazy, "_predict_training_rows", counted)
+    plain = imp.impute(ds)
+    transposed = ds.transpose("x", "y").chunk({"x": 6, "y": 16})  # the training field in another order
+    for chunked in (ds.chunk({"y": 6}), transposed):
+        calls.clear()
+        out = imp.impute(chunked)
+        assert calls == []
+        computed = out.compute(scheduler="sync")
+        assert len(calls) == 3 and sorted(np.concatenate(calls).tolist()) == list(range(ds.sizes["y"] * ds.sizes["x"]))
+        _same(computed.transpose(*plain.v0.dims), plain)
+
+
+def test_a_new_chunked_field_is_imputed_at_the_call_and_chunked_like_it(fitted):
+    ds, imp, _, _ = fitted
+    other = ds.copy(deep=True)
+    other["v0"] = other.v0.where(np.arange(16)[None, :] % 3 != 0)  # other observed values: another field
+    out = imp.impute(other.chunk({"y": 8}))
+    assert out.v0.chunks == ((8, 8), (16,))
+    _same(out.compute(), imp.impute(other))
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads"])
+def test_a_lazy_imputation_checks_its_fills_when_computed(fitted, monkeypatch, scheduler):
+    """A block whose prediction is not finite fails when it is computed, as the one-shot path fails at the call."""
+    from geogpvae import api_lazy
+
+    ds, imp, _, _ = fitted
+
+    def broken(engine, order, rows):
+        pred = engine.predict(rows=rows)
+        pred.mean[:] = np.nan
+        return pred
+
+    monkeypatch.setattr(api_lazy, "_predict_training_rows", broken)
+    out = imp.impute(ds.chunk({"y": 8}))
+    with pytest.raises(ValueError, match="non-finite value"):
+        out.compute(scheduler=scheduler)
 
 
 @pytest.mark.parametrize(("chunks", "message"), [({"z": 4}, "not a dim"), ({"y": 0}, "whole number"),

@@ -19,15 +19,8 @@ from ..errors import InputError, warn_caller
 from .calibration import calibrate
 from .config import GPU_MIN_BATCH, GPVAEConfig, warn_short_epochs
 from .holdout import clustered_gaps, held_out
-from .inputs import (
-    centre,
-    check_coordinates,
-    check_standardised,
-    constant_values,
-    missing_code_warnings,
-    real_values,
-    standardisation,
-)
+from .inputs import (centre, check_coordinates, check_standardised, constant_values, missing_code_warnings, real_values,
+                     standardisation)
 from .metric import learn_metric, saved_scale, uses_learnt_metric, warmup_epochs, warmup_rounds
 from .model import GPVAE
 from .nugget import nugget
@@ -35,13 +28,7 @@ from .posterior import Posterior, Prediction
 from .progress import Progress
 from .same_field import matching_rows
 from .site_levels import SiteLevels, about_site_levels, with_levels
-from .selection import (
-    KL_FACTORS,
-    SELECTION_HOLDOUT,
-    select_kl_factor,
-    selection_epochs,
-    selection_share,
-)
+from .selection import KL_FACTORS, SELECTION_HOLDOUT, select_kl_factor, selection_epochs, selection_share
 from .starts import start_lengthscale
 from .state import (
     STATE_FORMAT,
@@ -54,7 +41,7 @@ from .state import (
     train_state_from,
     with_hidden_moments,
 )
-from .targets import Targets, rows_of, self_index_of
+from .targets import Targets, checked_rows, rows_of, self_index_of
 from .threads import configure_threads, one_at_a_time
 from .data import CONTEXT_HIDING_SHARE, FieldData, context_index, context_radius, field_data, resolve_device, with_context_hiding
 from .training import TrainState, distributed, train
@@ -498,6 +485,7 @@ class GPVAEEngine:
         samples: int | None = None,
         seed: int | None = None,
         calibrated: bool = True,
+        rows: np.ndarray | None = None,
     ) -> Prediction:
         """Predict every variable, with its uncertainty.
 
@@ -518,6 +506,9 @@ class GPVAEEngine:
             Seed of the Monte Carlo samples (default: the config's ``seed``).
         calibrated : bool
             Apply the variance calibration learnt after training.
+        rows : array of int, shape (M,), optional
+            Without ``x``: predict only these training locations (rows of the training field), e.g.
+            one block of a lazy output. Each row's prediction does not depend on the others.
 
         Returns
         -------
@@ -525,6 +516,8 @@ class GPVAEEngine:
         """
         self._require_fit()
         cfg = self.config
+        if rows is not None and x is not None:
+            raise InputError("rows picks training locations: leave out x (and values) to use it")
         mode = mode or cfg.predict_mode
         if mode not in ("auto", "encoder", "neighbours", "combined"):
             raise ValueError(f"unknown mode {mode!r}; choose auto, encoder, neighbours or combined")
@@ -551,8 +544,11 @@ class GPVAEEngine:
                 raise RuntimeError("this engine holds no training field (saved without data): pass x (and values)")
             field = self._training_field()
             anchor, n = self._anchor, field.x.shape[0]
-            targets, self_index = rows_of(field), self_index_of(anchor, n)
-            levels = self._levels_at(None)
+            rows = None if rows is None else checked_rows(rows, n)
+            targets, self_index, levels = rows_of(field, rows), self_index_of(anchor, n), self._levels_at(None)
+            if rows is not None:
+                self_index, n = self_index[rows], len(rows)
+                levels = None if levels is None else tuple(part[rows] for part in levels)
         else:
             xq = (xc := check_coordinates(x, "new locations") - self.x_offset_) * self.x_scale_
             if xq.shape[1] != self.model.n_dims:

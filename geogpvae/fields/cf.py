@@ -6,6 +6,7 @@ has no value, so that ``isnan(v) == isnan(v_std) == (v_imputed == -127)``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -148,7 +149,10 @@ def imputation_variables(
     values : xarray.DataArray, shape S
         The original variable, NaN in holes; dims, coordinates, attrs and encoding are kept.
     filled_values : array_like, shape S
-        Predictions in the units of ``v``, read at imputed cells only.
+        Predictions in the units of ``v``, read at imputed cells only. Where it, ``std`` or
+        ``values`` is dask-backed, the outputs are too, chunked like it and computed block by block
+        (the checks below then run when a block is computed); they are written unpacked, with
+        NaN as the fill value, since keeping a packing or a fill value depends on every value.
     std : array_like, shape S
         Predictive standard deviation (units of ``v``, >= 0), read at imputed cells only.
     imputed : array_like of bool, shape S, optional
@@ -177,20 +181,80 @@ def imputation_variables(
     name = str(name)
     src_attrs = dict(values.attrs if attrs is None else attrs)
     out_dtype = output_dtype(values.dtype)
-    original = np.asarray(values.values)
-    undecoded = undecoded_fills(values, original)  # fill cells xarray missed (float32 data, float64 fill)
+    stub = xr.DataArray(np.empty(0, dtype=values.dtype))  # what the cells' arrays need of values: dtype, encoding
+    stub.encoding = dict(values.encoding)
+    cells = functools.partial(_cells, name=name, like=stub, attrs=src_attrs, out_dtype=out_dtype)
+    masks = [None if m is None else _as_mask(m, values, what) for m, what in ((imputed, "imputed"), (domain, "domain"))]
+    if any(_is_dask(a) for a in (values, filled_values, std)):
+        data, std_data, flag = _lazy_cells(cells, values, filled_values, std, *masks, out_dtype)
+        packing, fill = None, {}  # both depend on every value written: left to a computed output
+    else:
+        filled, sd = _as_array(filled_values, values, "filled_values"), _as_array(std, values, "std")
+        data, std_data, flag, observed, imp = cells(np.asarray(values.values), filled, sd, *masks)
+        packing = kept_packing(values.encoding, data, std_data, observed, imp)
+        fill = kept_fill(values.encoding, data.dtype, data, std_data) if packing is None else {}
+    return _output_variables(name, values, data, std_data, flag, src_attrs, transform, packing, fill)
+
+
+def _is_dask(obj: Any) -> bool:
+    """Whether ``obj`` (a DataArray or an array) holds a dask array."""
+    data = obj.data if isinstance(obj, xr.DataArray) else obj
+    return type(data).__module__.startswith("dask.")
+
+
+def _cells(original: np.ndarray, filled: np.ndarray, sd: np.ndarray, imputed: np.ndarray | None,
+           domain: np.ndarray | None, *, name: str, like: xr.DataArray, attrs: dict[str, Any], out_dtype: np.dtype
+           ) -> tuple[np.ndarray, ...]:
+    """The arrays of ``v``, ``v_std`` and ``v_imputed`` of some cells (all of them or one block), and
+    which are observed and which imputed; ``like`` holds the input's dtype and encoding."""
+    undecoded = undecoded_fills(like, original)  # fill cells xarray missed (float32 data, float64 fill)
     original = np.where(undecoded, np.nan, original) if undecoded.any() else original
-    observed, imp = _cell_status(name, values, original, imputed, domain)
-    filled = _as_array(filled_values, values, "filled_values")
-    sd = _as_array(std, values, "std")
+    observed, imp = _cell_status(name, original, imputed, domain)
     _check_predictions(name, filled, sd, imp)
     data, std_data, flag = _output_arrays(name, original, observed, imp, filled, sd, out_dtype)
+    clip_fills(name, data, imp, attrs, like.encoding)
+    return data, std_data, flag, observed, imp
+
+
+def _lazy_cells(cells: Any, values: xr.DataArray, filled: Any, sd: Any, imputed: np.ndarray | None,
+                domain: np.ndarray | None, out_dtype: np.dtype) -> tuple[Any, Any, Any]:
+    """:func:`_cells` block by block: dask arrays chunked like the first dask-backed one of ``filled``,
+    ``sd`` and ``values``, each block computed when it is."""
+    import dask.array as da
+
+    def aligned(x: Any, what: str) -> Any:
+        if isinstance(x, xr.DataArray):
+            if set(x.dims) != set(values.dims):
+                raise ValueError(f"{what} has dims {x.dims}, expected the dims of {values.name!r}: {values.dims}")
+            x = x.transpose(*values.dims).data
+        if tuple(np.shape(x)) != values.shape:
+            raise ValueError(f"{what} has shape {np.shape(x)}, expected {values.shape}")
+        return x
+
+    arrays = [aligned(x, what) for x, what in ((values, "values"), (filled, "filled_values"), (sd, "std"))]
+    chunks = next(x.chunks for x in arrays[1:] + arrays[:1] if _is_dask(x))
+    masks = [m for m in (imputed, domain) if m is not None]
+    parts = [x.rechunk(chunks) if _is_dask(x) else da.from_array(np.asarray(x), chunks=chunks) for x in arrays + masks]
+    given = (imputed is not None, domain is not None)
+
+    def block(original, fill, spread, *blocks):
+        it = iter(blocks)
+        imp, dom = (next(it) if g else None for g in given)
+        return np.stack(cells(original, fill, spread, imp, dom)[:3]).astype(out_dtype, copy=False)
+
+    stacked = da.map_blocks(block, *parts, new_axis=0, chunks=((3,), *chunks), dtype=out_dtype,
+                            meta=np.empty((0,) * (len(chunks) + 1), dtype=out_dtype))
+    return stacked[0], stacked[1], stacked[2].astype(np.int8)
+
+
+def _output_variables(name: str, values: xr.DataArray, data: Any, std_data: Any, flag: Any, src_attrs: dict[str, Any],
+                      transform: str | None, packing: dict[str, Any] | None, fill: dict[str, Any]
+                      ) -> dict[str, xr.DataArray]:
+    """``v``, ``v_std`` and ``v_imputed`` with their attributes and encodings, from their arrays."""
     label = _label(name, src_attrs)
     location = {k: src_attrs[k] for k in _LOCATION_ATTRS if k in src_attrs}
     location_enc = {k: values.encoding[k] for k in (*_LOCATION_ATTRS, "chunksizes") if k in values.encoding}
     std_name, flag_name = name + STD_SUFFIX, name + IMPUTED_SUFFIX
-    clip_fills(name, data, imp, src_attrs, values.encoding)
-    packing = kept_packing(values.encoding, data, std_data, observed, imp)
     if packing is None:  # CF: valid_* of packed data are codes; in the units of v from here on
         src_attrs = unpacked_bounds(src_attrs, values.encoding, data.dtype)
     v_out = _value_variable(name, values, data, src_attrs, (std_name, flag_name), transform)
@@ -202,7 +266,6 @@ def imputation_variables(
         v_out.encoding.update(packing)
         s_out.encoding["dtype"] = np.dtype(np.float32)
     else:  # the input's fill value (e.g. -999), where it had one
-        fill = kept_fill(values.encoding, data.dtype, data, std_data)
         v_out.encoding.update(fill)
         s_out.encoding.update(fill)
     f_attrs: dict[str, Any] = {"long_name": f"imputation flag of {label}",
@@ -216,18 +279,16 @@ def imputation_variables(
     return {name: v_out, std_name: s_out, flag_name: f_out}
 
 
-def _cell_status(
-    name: str, values: xr.DataArray, original: np.ndarray, imputed: Any, domain: Any
-) -> tuple[np.ndarray, np.ndarray]:
+def _cell_status(name: str, original: np.ndarray, imputed: np.ndarray | None, domain: np.ndarray | None
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Observed cells and the cells to fill, checked against each other and the domain."""
     observed = ~np.isnan(original) if np.issubdtype(original.dtype, np.floating) else (
         np.ones(original.shape, dtype=bool)
     )
-    inside = (np.ones(original.shape, dtype=bool) if domain is None
-              else _as_mask(domain, values, "domain"))
+    inside = np.ones(original.shape, dtype=bool) if domain is None else domain
     if imputed is None:
         return observed, ~observed & inside
-    imp = _as_mask(imputed, values, "imputed")
+    imp = imputed
     if (imp & observed).any():
         raise ValueError(
             f"{name}: 'imputed' is True at {int((imp & observed).sum())} observed cells; "

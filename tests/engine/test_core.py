@@ -353,6 +353,32 @@ def test_predictions_do_not_depend_on_order_and_are_smooth_far_from_data(trained
     np.testing.assert_allclose(p.mean, np.broadcast_to(p.mean[:1], p.mean.shape), rtol=1e-6, atol=1e-8)
 
 
+def test_predicting_some_training_rows_equals_the_whole_field_at_those_rows(trained):
+    """What a block of a lazy output predicts: any rows, in any order, repeated, each as in the whole field."""
+    whole = trained.predict(samples=16)
+    rng = np.random.default_rng(1)
+    n = whole.mean.shape[0]
+    for rows in (rng.permutation(n)[:97], np.array([n - 1, 0, 0, 5]), np.arange(n)[::-1]):
+        part = trained.predict(samples=16, rows=rows)
+        for name in ("mean", "std", "mean_model", "std_model"):
+            np.testing.assert_allclose(getattr(part, name), getattr(whole, name)[rows], rtol=1e-6, atol=1e-7,
+                                       err_msg=name)  # float32 round-off only: the networks' batches differ
+        np.testing.assert_array_equal(part.source, whole.source[rows])
+    assert trained.predict(rows=np.zeros(0, dtype=int)).mean.shape == (0, whole.mean.shape[1])
+
+
+@pytest.mark.parametrize(("rows", "match"), [(np.array([0.5]), "whole row numbers"), (np.array([[1]]), "1-D"),
+                                             (np.array([-1]), "lie in"), (np.array([10**6]), "lie in")])
+def test_bad_rows_are_refused(trained, rows, match):
+    with pytest.raises(InputError, match=match):
+        trained.predict(rows=rows)
+
+
+def test_rows_pick_training_locations_only(trained, field):
+    with pytest.raises(InputError, match="leave out x"):
+        trained.predict(field.points[:3], rows=np.arange(3))
+
+
 def test_model_files_from_before_the_hidden_variance_option_load_and_predict_the_same(field, trained):
     state = trained.state_dict()
     old = {**state, "config": {k: v for k, v in state["config"].items() if k != "hidden_variance"},

@@ -293,3 +293,39 @@ def test_restore_flag_variables_after_decoding():
     assert out["v_imputed"].attrs["flag_meanings"] == "observed imputed no_value"
     assert out["other"].dtype == np.float32  # not a flag variable: left alone
     assert decoded["v_imputed"].dtype == np.float32  # input untouched
+
+
+# ----------------------------------------------------------------------------- dask-backed predictions
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_dask_backed_predictions_give_the_same_variables_block_by_block(dtype):
+    da_mod = pytest.importorskip("dask.array")
+    values = _field(np.float64, seed=3, shape=(7, 9))
+    if dtype is np.int32:  # integers: every cell observed but those outside the domain
+        values = xr.DataArray(np.arange(63, dtype=dtype).reshape(7, 9), dims=("y", "x"), name="n")
+    else:
+        values = values.astype(dtype)
+    values.encoding = {}
+    rng = np.random.default_rng(0)
+    filled, std = rng.normal(10, 3, values.shape), rng.uniform(0.1, 1, values.shape)
+    domain = np.ones(values.shape, dtype=bool)
+    domain[0, :4] = False
+    eager = cf.imputation_variables("v", values, filled, std, domain=domain, transform="log")
+    lazy = cf.imputation_variables("v", values, da_mod.from_array(filled, chunks=(3, 4)), std, domain=domain,
+                                   transform="log")
+    for name, var in eager.items():
+        assert lazy[name].chunks == ((3, 3, 1), (4, 4, 1)), name
+        assert lazy[name].dtype == var.dtype
+        xr.testing.assert_identical(lazy[name].compute(), var)
+        assert lazy[name].encoding == var.encoding
+
+
+def test_dask_backed_predictions_are_checked_when_computed():
+    da_mod = pytest.importorskip("dask.array")
+    da = _field(shape=(6, 8))
+    filled, std = _model(da)
+    filled[da.isnull().values.nonzero()[0][0], da.isnull().values.nonzero()[1][0]] = np.inf
+    out = cf.imputation_variables("Cd", da, da_mod.from_array(filled, chunks=3), std)  # no work yet
+    with pytest.raises(ValueError, match="non-finite value"):
+        out["Cd"].compute()
+    with pytest.raises(ValueError, match="has shape"):
+        cf.imputation_variables("Cd", da, da_mod.zeros((6, 7), chunks=3), std)

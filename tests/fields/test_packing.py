@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import xarray as xr
 
 import geogpvae
@@ -65,6 +66,22 @@ def test_no_packing_kept_for_unpacked_or_unsigned_or_inexact_inputs():
     off_grid = data.copy()
     off_grid[np.flatnonzero(observed)[5]] += 0.0007  # an observed value the packing cannot hold
     assert kept_packing(ERA5, off_grid, std, observed, imputed) is None
+
+
+def test_dask_backed_predictions_are_written_unpacked_with_nan_as_fill():
+    """Whether a packing or a fill value can be kept depends on every value: a lazy output keeps neither."""
+    pytest.importorskip("dask")
+    data, std, observed, _ = _case(n=60)
+    values = xr.DataArray(np.where(observed, data, np.nan).reshape(6, 10), dims=("lat", "lon"))
+    values.encoding = dict(ERA5)
+    eager = cf.imputation_variables("t2m", values, data.reshape(6, 10), std.reshape(6, 10))
+    lazy = cf.imputation_variables("t2m", values, xr.DataArray(data.reshape(6, 10), dims=values.dims).chunk(
+        {"lat": 3}), std.reshape(6, 10))
+    assert eager["t2m"].encoding["dtype"] == np.dtype("int16")  # in memory the packing is kept
+    for key in ("dtype", "scale_factor", "add_offset", "_FillValue", "missing_value"):
+        assert key not in lazy["t2m"].encoding and key not in lazy["t2m_std"].encoding, key
+    np.testing.assert_array_equal(lazy["t2m"].values, eager["t2m"].values)
+    np.testing.assert_array_equal(lazy["t2m_std"].values, eager["t2m_std"].values)
 
 
 def test_imputation_variables_carry_the_packing_and_a_float32_std():

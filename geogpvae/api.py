@@ -13,7 +13,7 @@ from typing import Any
 import xarray as xr
 
 from .api_imputer import GPVAEImputer, imputer_from
-from .api_lazy import field_chunks, is_lazy, lazy_field_prediction, training_rows_predictor
+from .api_lazy import field_chunks, imputed_lazily, is_lazy, lazy_field_prediction, training_rows_predictor
 from .api_output import assemble
 from .api_simulate import check_count, realisations
 from .engine.config import GPVAEConfig
@@ -69,12 +69,13 @@ def impute(
         ``history`` and ``geogpvae_*`` global attributes record the call, every option and what
         the fit chose (``geogpvae_kl_factor``, ``geogpvae_clustered_gaps``,
         ``geogpvae_predict_mode_chosen``, ``geogpvae_noise_chosen``: see docs/conventions.md).
-        A dask-backed ``ds`` (``ds.chunk()``, ``open_dataset(..., chunks=)``) gives dask-backed
+        Dask-backed variables (``ds.chunk()``, ``open_dataset(..., chunks=)``) give dask-backed
         ``v``, ``v_std`` and ``v_imputed``, chunked like the input ``v`` and predicted block by
         block when computed (``.compute()``, ``to_netcdf``, ``to_zarr``), on any dask scheduler;
         their values equal the in-memory path's (observed values and flags exactly, fills and
-        stds to float32 rounding), and they are written unpacked with NaN as the fill value.
-        Training reads the whole field at the call. Other variables stay as they were (lazy ones lazy).
+        stds to float32 rounding), they are written unpacked with NaN as the fill value, and a
+        fill clipped to a valid range is warned about per block, when computed. Training reads
+        the whole field into memory at the call. Other variables stay as they were (lazy ones lazy).
         The output shares no memory with ``ds``: variables passed through and coordinates are copies.
 
     Raises
@@ -106,7 +107,7 @@ def impute(
         coord_scale=coord_scale, epochs=epochs, seed=seed, device=device, progress=progress, **options))
     field = imputer.prepare(ds, vars)
     imputer.fit_field(field)
-    if is_lazy(ds):  # predicted block by block when the outputs are computed
+    if imputed_lazily(ds, field):  # predicted block by block when the outputs are computed
         return assemble(imputer, ds, field, lazy_field_prediction(training_rows_predictor(imputer.engine_), field,
                                                                   field_chunks(ds, field)))
     return assemble(imputer, ds, field, imputer.engine_.predict())

@@ -12,8 +12,8 @@ from typing import Any
 
 import xarray as xr
 
-from .api_lazy import (LazyPrediction, field_chunks, is_lazy, lazy_field_prediction, lazy_predict,
-                       training_rows_predictor)
+from .api_lazy import (LazyPrediction, field_chunks, imputed_lazily, is_lazy, lazy_field_prediction,
+                       lazy_predict, training_rows_predictor)
 from .api_output import assemble, detached, predicted_variable, provenance
 from .engine.config import GPVAEConfig, without_retired
 from .engine.core import GPVAEEngine, Prediction
@@ -320,9 +320,11 @@ neighbour_backend
         -------
         xarray.Dataset
             ``ds`` with ``v``, ``v_std`` and ``v_imputed`` per variable (see :func:`geogpvae.api.impute`);
-            it shares no memory with ``ds``. A dask-backed ``ds`` gives them dask-backed, chunked like
-            it: the training field is then predicted block by block when they are computed, another
-            field at the call (its posterior needs the whole field).
+            it shares no memory with ``ds``. Dask-backed variables give them dask-backed, chunked like
+            the input ``v``. The field is read into memory at the call; the training field is then
+            predicted block by block when they are computed (written unpacked, with NaN as the fill
+            value, as for :func:`geogpvae.api.impute`), another field at the call (its posterior
+            needs the whole field; its outputs keep the input's packing).
 
         Raises
         ------
@@ -341,7 +343,8 @@ neighbour_backend
                     "pass mask= for this Dataset, or mask=None to model all of it"
                 ) from None
             raise
-        return assemble(self, ds, field, self._predict_field(field, field_chunks(ds, field) if is_lazy(ds) else None))
+        chunks = field_chunks(ds, field) if imputed_lazily(ds, field) else None
+        return assemble(self, ds, field, self._predict_field(field, chunks))
 
     def simulate(self, ds: xr.Dataset, n: int, *, seed: int | None = None, first: int = 0) -> xr.Dataset:
         """Realisations of the training field: ``n`` equally likely fillings of its holes, drawn jointly.

@@ -26,7 +26,7 @@ import xarray as xr
 
 from .errors import CoordinateWarning, InputError
 
-__all__ = ["LazyPrediction", "chunked_like", "field_chunks", "is_lazy", "lazy_field_prediction",
+__all__ = ["LazyPrediction", "chunked_like", "field_chunks", "imputed_lazily", "is_lazy", "lazy_field_prediction",
            "lazy_predict", "training_rows_predictor"]
 
 
@@ -138,17 +138,28 @@ class LazyPrediction:
         return (xr.DataArray(self.mean[j], dims=field.dims), xr.DataArray(self.std[j], dims=field.dims))
 
 
+def imputed_lazily(ds: xr.Dataset, field: Any) -> bool:
+    """Whether any variable of ``field`` is dask-backed in ``ds``: its outputs are then predicted lazily."""
+    return any(getattr(ds[name].variable, "chunks", None) is not None for name in field.names)
+
+
 def field_chunks(ds: xr.Dataset, field: Any) -> tuple[tuple[int, ...], ...]:
-    """The dask chunks of ``field``'s dims in ``ds``: those of its first dask-backed variable (in
-    ``field.names`` order, then any other), each dim whole where no variable chunks it."""
-    names = [*field.names, *(n for n in ds.variables if n not in field.names)]
-    found: dict[Hashable, tuple[int, ...]] = {}
-    for name in names:
-        var = ds.variables[name]
-        if getattr(var, "chunks", None) is not None:
-            for dim, sizes in zip(var.dims, var.chunks):
-                found.setdefault(dim, tuple(sizes))
-    return tuple(found.get(d, (size,)) for d, size in zip(field.dims, field.shape))
+    """The dask chunks of a field's dims, as its variables in ``ds`` are chunked.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    field : Field
+        Its ``names`` (the variables) and ``dims``.
+
+    Returns
+    -------
+    tuple of tuple of int
+        Per dim of ``field.dims``: the chunks of the first of its variables that chunks that dim,
+        else the whole dim.
+    """
+    found = _dim_chunks(ds[list(field.names)], None)
+    return tuple(tuple(found[d]) if d in found else (size,) for d, size in zip(field.dims, field.shape))
 
 
 def lazy_field_prediction(predict_rows: Callable[[np.ndarray], Any], field: Any,

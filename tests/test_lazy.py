@@ -129,15 +129,16 @@ def test_a_chunked_input_is_predicted_block_by_block_when_computed(fitted, monke
     from geogpvae import api_lazy
 
     ds, imp, _, _ = fitted
-    calls = []
+    calls, predict = [], api_lazy._predict_training_rows
 
     def counted(engine, order, rows):
         calls.append(np.asarray(rows if order is None else order[rows]))
-        return engine.predict(rows=calls[-1])
+        return predict(engine, order, rows)
 
     monkeypatch.setattr(api_lazy, "_predict_training_rows", counted)
     plain = imp.impute(ds)
-    transposed = ds.transpose("x", "y").chunk({"x": 6, "y": 16})  # the training field in another order
+    # the training field in another order, and read back as float32: its rows map to the training rows
+    transposed = ds.transpose("x", "y").astype(np.float32).astype(np.float64).chunk({"x": 6, "y": 16})
     for chunked in (ds.chunk({"y": 6}), transposed):
         calls.clear()
         out = imp.impute(chunked)
@@ -147,13 +148,30 @@ def test_a_chunked_input_is_predicted_block_by_block_when_computed(fitted, monke
         _same(computed.transpose(*plain.v0.dims), plain)
 
 
-def test_a_new_chunked_field_is_imputed_at_the_call_and_chunked_like_it(fitted):
+def test_a_new_chunked_field_is_imputed_at_the_call_and_chunked_like_it(fitted, monkeypatch):
     ds, imp, _, _ = fitted
     other = ds.copy(deep=True)
     other["v0"] = other.v0.where(np.arange(16)[None, :] % 3 != 0)  # other observed values: another field
+    calls, predict = [], type(imp.engine_).predict
+
+    def counted(engine, *args, **kwargs):
+        calls.append(kwargs.get("rows"))
+        return predict(engine, *args, **kwargs)
+
+    monkeypatch.setattr(type(imp.engine_), "predict", counted)
     out = imp.impute(other.chunk({"y": 8}))
+    assert calls == [None]  # the whole field, at the call
     assert out.v0.chunks == ((8, 8), (16,))
     _same(out.compute(), imp.impute(other))
+    assert len(calls) == 2
+
+
+def test_only_a_lazy_pass_through_variable_leaves_the_imputation_in_memory(fitted):
+    ds, imp, _, _ = fitted
+    mixed = ds.assign(v2=ds.v2.chunk({"y": 4}))
+    out = imp.impute(mixed)
+    assert out.v0.chunks is None and out.v1_std.chunks is None and out.v2.chunks == ((4, 4, 4, 4), (16,))
+    _same(out, imp.impute(ds))
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])

@@ -258,6 +258,11 @@ def _write_results(job: Job, imputer: Any, ds: Any, say: Reporter) -> None:
     result = (imputer.impute(ds) if s.realizations is None
               else imputer.simulate(drawn_lazily(ds), s.realizations, first=s.first))
     result.attrs["geogpvae_command"] = shlex.join([PROG, *job.argv])
+    first = result[imputer.vars_[0]].data
+    if s.realizations is None and hasattr(first, "npartitions"):  # a chunked input: predicted while written
+        count = first.npartitions
+        say(f"predicting the holes chunk by chunk ({count} chunk{'' if count == 1 else 's'}) "
+            f"while {job.output} is written")
     overwrite = job.settings.overwrite
     model = None
     if job.save_model:

@@ -302,11 +302,11 @@ _PREDICTING = threading.RLock()
 def one_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
     """``method`` run under one process-wide lock.
 
-    A prediction lengthens the kernel's lengthscales in place for the stretched neighbour source
-    (:func:`geogpvae.gp.kernels.stretched`), so two predictions of one model run at once from two
-    Python threads (dask's threaded scheduler, a web server) would see each other's kernel; each
-    one uses every torch thread anyway, so running them in turn costs little. Worker processes
-    (a dask ``distributed`` cluster) still predict in parallel.
+    Each prediction uses every torch thread, so two run at once from two Python threads (dask's
+    threaded scheduler, a web server) would only compete for the cores and hold the memory of
+    both; in turn they cost little more. (The stretched neighbour source changes no shared state:
+    :func:`geogpvae.gp.kernels.stretched` holds its factor per thread.) Worker processes (a dask
+    ``distributed`` cluster) still predict in parallel.
     """
 
     @functools.wraps(method)

@@ -87,18 +87,22 @@ def _modified_standard_name(standard_name: Any, modifier: str) -> str | None:
     return f"{words[0]} {modifier}"
 
 
-def _as_array(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
-    """Bring ``x`` to a numpy array with the shape (and dim order) of ``like``."""
+def _aligned(x: Any, like: xr.DataArray, what: str) -> Any:
+    """``x`` as an array (a dask one stays one) with the shape (and dim order) of ``like``."""
     if isinstance(x, xr.DataArray):
         if set(x.dims) != set(like.dims):
             raise ValueError(
                 f"{what} has dims {x.dims}, expected the dims of {like.name!r}: {like.dims}"
             )
-        x = x.transpose(*like.dims).values
-    arr = np.asarray(x)
-    if arr.shape != like.shape:
-        raise ValueError(f"{what} has shape {arr.shape}, expected {like.shape}")
-    return arr
+        x = x.transpose(*like.dims).data
+    if tuple(np.shape(x)) != like.shape:
+        raise ValueError(f"{what} has shape {np.shape(x)}, expected {like.shape}")
+    return x
+
+
+def _as_array(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
+    """Bring ``x`` to a numpy array with the shape (and dim order) of ``like``."""
+    return np.asarray(_aligned(x, like, what))
 
 
 def _as_mask(x: Any, like: xr.DataArray, what: str) -> np.ndarray:
@@ -222,16 +226,7 @@ def _lazy_cells(cells: Any, values: xr.DataArray, filled: Any, sd: Any, imputed:
     ``sd`` and ``values``, each block computed when it is."""
     import dask.array as da
 
-    def aligned(x: Any, what: str) -> Any:
-        if isinstance(x, xr.DataArray):
-            if set(x.dims) != set(values.dims):
-                raise ValueError(f"{what} has dims {x.dims}, expected the dims of {values.name!r}: {values.dims}")
-            x = x.transpose(*values.dims).data
-        if tuple(np.shape(x)) != values.shape:
-            raise ValueError(f"{what} has shape {np.shape(x)}, expected {values.shape}")
-        return x
-
-    arrays = [aligned(x, what) for x, what in ((values, "values"), (filled, "filled_values"), (sd, "std"))]
+    arrays = [_aligned(x, values, what) for x, what in ((values, "values"), (filled, "filled_values"), (sd, "std"))]
     chunks = next(x.chunks for x in arrays[1:] + arrays[:1] if _is_dask(x))
     masks = [m for m in (imputed, domain) if m is not None]
     parts = [x.rechunk(chunks) if _is_dask(x) else da.from_array(np.asarray(x), chunks=chunks) for x in arrays + masks]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections.abc import Iterator, Sequence
 
 import torch
@@ -18,7 +19,7 @@ from torch.nn import functional as F
 from .names import KERNELS
 
 __all__ = ["KERNELS", "ChannelKernel", "LatentKernel", "kernel_from_sqdist", "scaled_sqdist", "sqdiff_to_sqdist",
-           "stretchable", "stretched"]
+           "stretch_of", "stretchable", "stretched"]
 
 
 def _softplus_inverse(value: torch.Tensor) -> torch.Tensor:
@@ -101,26 +102,36 @@ def stretchable(kernel: nn.Module) -> bool:
     return isinstance(getattr(kernel, "lengthscale_unit", None), torch.Tensor)
 
 
+#: per thread, the stretch of each kernel (by ``id``) inside :func:`stretched` blocks
+_STRETCHES = threading.local()
+
+
+def stretch_of(kernel: nn.Module) -> float:
+    """The factor :func:`stretched` applies to ``kernel``'s lengthscales in this thread (1 outside)."""
+    return getattr(_STRETCHES, "factors", {}).get(id(kernel), 1.0)
+
+
 @contextlib.contextmanager
 def stretched(kernel: nn.Module, factor: float) -> Iterator[nn.Module]:
-    """The kernel with every lengthscale times ``factor`` for the block (no gradient), restored bit for bit.
+    """The kernel with every lengthscale times ``factor`` for the block (no gradient), in this thread only.
 
-    The kernel itself is changed meanwhile: callers that share it across threads hold a lock
-    (:func:`geogpvae.engine.threads.one_at_a_time`)."""
+    The kernel's tensors are not changed: other threads, and a copy or pickle of the kernel made
+    meanwhile (a dask worker sending a model it is predicting with), see it as it is."""
     if factor == 1.0:
         yield kernel
         return
     if not stretchable(kernel):
         raise ValueError("only the built-in kernels' lengthscales can be stretched")
-    unit = kernel.lengthscale_unit
-    saved = unit.clone()
-    with torch.no_grad():
-        unit.mul_(factor)
+    factors = _STRETCHES.__dict__.setdefault("factors", {})
+    before = factors.get(id(kernel))
+    factors[id(kernel)] = factor * (1.0 if before is None else before)
     try:
         yield kernel
     finally:
-        with torch.no_grad():
-            unit.copy_(saved)
+        if before is None:
+            del factors[id(kernel)]
+        else:
+            factors[id(kernel)] = before
 
 
 class ChannelKernel(nn.Module):
@@ -212,8 +223,10 @@ class LatentKernel(ChannelKernel):
 
     @property
     def lengthscale(self) -> torch.Tensor:
-        """Lengthscales, shape (L, D), in input units."""
-        return self.lengthscale_unit * torch.exp(self.raw_lengthscale)
+        """Lengthscales, shape (L, D), in input units (times :func:`stretch_of` the kernel)."""
+        factor = stretch_of(self)
+        unit = self.lengthscale_unit if factor == 1.0 else self.lengthscale_unit.detach() * factor
+        return unit * torch.exp(self.raw_lengthscale)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # models saved before the unit existed stored softplus^-1(lengthscale): convert

@@ -304,7 +304,7 @@ def test_dask_backed_predictions_give_the_same_variables_block_by_block(dtype):
         values = xr.DataArray(np.arange(63, dtype=dtype).reshape(7, 9), dims=("y", "x"), name="n")
     else:
         values = values.astype(dtype)
-    values.encoding = {}
+    values.encoding = {"zlib": True, "chunksizes": (7, 3), "source": "in.nc"}
     rng = np.random.default_rng(0)
     filled, std = rng.normal(10, 3, values.shape), rng.uniform(0.1, 1, values.shape)
     domain = np.ones(values.shape, dtype=bool)

@@ -136,10 +136,17 @@ def test_damaged_stores_are_refused_with_their_name(imputed, tmp_path):
 def test_the_command_line_reads_and_writes_stores(tmp_path, capsys):
     ds = make_gaussian_field((12, 10), n_vars=2, missing=0.3, seed=2)
     geogpvae.to_zarr(ds, tmp_path / "in.zarr")
-    args = ["impute", str(tmp_path / "in.zarr"), str(tmp_path / "out.zarr"), "--epochs", "2", "--neighbours", "6", "-q"]
-    assert main(args) == 0
+    options = ["--epochs", "2", "--neighbours", "6", "--option", "threads=1", "-q"]
+    args = ["impute", str(tmp_path / "in.zarr"), str(tmp_path / "out.zarr"), *options]
+    assert main(args[:-1]) == 0
+    assert "chunk by chunk (1 chunk)" in capsys.readouterr().err  # a store opens chunked: predicted while written
     out = open_zarr(tmp_path / "out.zarr")
     assert out["v0_imputed"].dtype == np.int8 and int(out["v0"].isnull().sum()) == 0
+    geogpvae.to_netcdf(ds, tmp_path / "in.nc")
+    assert main(["impute", str(tmp_path / "in.nc"), str(tmp_path / "eager.nc"), *options]) == 0
+    with xr.open_dataset(tmp_path / "eager.nc") as eager:  # the same run from a file, predicted at once
+        xr.testing.assert_allclose(out.v0.load(), eager.v0.load(), rtol=1e-6, atol=1e-7)
+        xr.testing.assert_equal(out.v1_imputed.load(), eager.v1_imputed.load())
     assert "geogpvae_version" in out.attrs
     assert main(args) == 2 and "--overwrite" in capsys.readouterr().err  # an existing store is kept
     (tmp_path / "folder").mkdir()

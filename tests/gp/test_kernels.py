@@ -174,3 +174,30 @@ def test_stretched_lengthens_every_lengthscale_and_restores_the_kernel_bit_for_b
         raise RuntimeError("a failure inside the block")
     assert torch.equal(k.lengthscale, before)  # restored on the way out of an error too
     assert stretchable(k) and not stretchable(torch.nn.Linear(2, 2))
+
+
+def test_a_stretch_is_seen_only_by_its_thread_and_never_by_a_copy():
+    """A dask worker sends a model to another while it predicts with the kernel stretched: the copy
+    must be the kernel as it is."""
+    import copy
+    import pickle
+    import threading
+
+    from geogpvae.gp.kernels import stretch_of, stretched
+
+    k = LatentKernel("rbf", 2, 2, lengthscale=0.3)
+    before = k.lengthscale.detach().clone()
+    seen = {}
+    with stretched(k, 4.0), stretched(k, 2.0):  # nested: the factors multiply
+        assert stretch_of(k) == 8.0
+        torch.testing.assert_close(k.lengthscale, 8.0 * before)
+        thread = threading.Thread(target=lambda: seen.setdefault("other", k.lengthscale.detach().clone()))
+        thread.start()
+        thread.join()
+        for twin in (pickle.loads(pickle.dumps(k)), copy.deepcopy(k)):
+            assert torch.equal(twin.lengthscale, before)
+        state = {name: t.clone() for name, t in k.state_dict().items()}
+    assert torch.equal(seen["other"], before) and stretch_of(k) == 1.0
+    fresh = LatentKernel("rbf", 2, 2, lengthscale=0.3)
+    fresh.load_state_dict(state)
+    assert torch.equal(fresh.lengthscale, before)

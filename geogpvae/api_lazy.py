@@ -139,7 +139,18 @@ class LazyPrediction:
 
 
 def imputed_lazily(ds: xr.Dataset, field: Any) -> bool:
-    """Whether any variable of ``field`` is dask-backed in ``ds``: its outputs are then predicted lazily."""
+    """Whether any variable of ``field`` is dask-backed in ``ds``: its outputs are then predicted lazily.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    field : Field
+        Its ``names``, the imputed variables (other variables of ``ds`` do not count).
+
+    Returns
+    -------
+    bool
+    """
     return any(getattr(ds[name].variable, "chunks", None) is not None for name in field.names)
 
 
@@ -216,6 +227,11 @@ def training_rows_predictor(engine: Any, order: np.ndarray | None = None) -> Cal
         display per block).
     order : array of int, shape (N,), optional
         Row ``i`` of the field is training location ``order[i]`` (default: the same order).
+
+    Returns
+    -------
+    callable
+        ``predict_rows(rows)``, picklable (it carries the engine to dask's workers).
     """
     quiet = copy.copy(engine)
     quiet.progress = False

@@ -107,7 +107,17 @@ _STRETCHES = threading.local()
 
 
 def stretch_of(kernel: nn.Module) -> float:
-    """The factor :func:`stretched` applies to ``kernel``'s lengthscales in this thread (1 outside)."""
+    """The factor :func:`stretched` applies to ``kernel``'s lengthscales in this thread.
+
+    Parameters
+    ----------
+    kernel : torch.nn.Module
+
+    Returns
+    -------
+    float
+        1.0 outside any :func:`stretched` block of this thread.
+    """
     return getattr(_STRETCHES, "factors", {}).get(id(kernel), 1.0)
 
 

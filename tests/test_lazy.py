@@ -175,8 +175,9 @@ def test_only_a_lazy_pass_through_variable_leaves_the_imputation_in_memory(fitte
 
 
 @pytest.mark.parametrize("scheduler", ["sync", "threads"])
-def test_a_lazy_imputation_checks_its_fills_when_computed(fitted, monkeypatch, scheduler):
-    """A block whose prediction is not finite fails when it is computed, as the one-shot path fails at the call."""
+def test_a_lazy_imputation_checks_its_fills_when_computed(fitted, monkeypatch, scheduler, tmp_path):
+    """A block whose prediction is not finite fails when it is computed, as the one-shot path fails at the
+    call, and a file being written from it is not left behind."""
     from geogpvae import api_lazy
 
     ds, imp, _, _ = fitted
@@ -190,6 +191,9 @@ def test_a_lazy_imputation_checks_its_fills_when_computed(fitted, monkeypatch, s
     out = imp.impute(ds.chunk({"y": 8}))
     with pytest.raises(ValueError, match="non-finite value"):
         out.compute(scheduler=scheduler)
+    with dask.config.set(scheduler=scheduler), pytest.raises(ValueError, match="non-finite value"):
+        geogpvae.to_netcdf(out, tmp_path / "filled.nc")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize(("chunks", "message"), [({"z": 4}, "not a dim"), ({"y": 0}, "whole number"),

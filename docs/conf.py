@@ -10,6 +10,7 @@ CPU thread; the API reference is generated from the docstrings of every public m
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -39,6 +40,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.doctest",
+    "sphinx.ext.intersphinx",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
@@ -88,6 +90,22 @@ warnings.simplefilter("ignore", TrainingWarning)
 """
 doctest_test_doctest_blocks = ""
 
+# --- links to the libraries the API pages name (numpy, xarray, torch, ...). Where the
+# inventories cannot be fetched (an offline build), the pages build without those links: the
+# failure is reported as a notice, not as a warning that ``-W`` would turn into an error.
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3", None),
+    "numpy": ("https://numpy.org/doc/stable", None),
+    "scipy": ("https://docs.scipy.org/doc/scipy", None),
+    "xarray": ("https://docs.xarray.dev/en/stable", None),
+    "torch": ("https://docs.pytorch.org/docs/stable", None),
+    "dask": ("https://docs.dask.org/en/stable", None),
+    "matplotlib": ("https://matplotlib.org/stable", None),
+    "sklearn": ("https://scikit-learn.org/stable", None),
+}
+intersphinx_timeout = 10
+UNREACHABLE_INVENTORY = "failed to reach any of the inventories"
+
 nitpicky = False
 suppress_warnings = ["config.cache"]
 
@@ -118,5 +136,17 @@ def _skip_metadata_requests(app, what, name, obj, skip, options):
     return None
 
 
+class _InventoryUnreachable(logging.Filter):
+    """Report an intersphinx inventory that cannot be fetched as a notice, not a warning."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and str(record.msg).startswith(UNREACHABLE_INVENTORY):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "built without these links (offline?): " + str(record.msg)
+        return True
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_metadata_requests)
+    for name in ("sphinx.sphinx.ext.intersphinx", "sphinx.sphinx.ext.intersphinx._load"):  # Sphinx 8, 9
+        logging.getLogger(name).addFilter(_InventoryUnreachable())
